@@ -1,0 +1,1 @@
+"""Prompt texts and the small composer that assembles them."""

@@ -1,0 +1,1 @@
+"""Docker sandboxes for generated apps. Knows nothing about LLMs; never imports ``app``."""

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Prepares a fresh Debian machine for kiln and is safe to run again: system packages, a virtual
+# environment with kiln and its test extras, a running Docker engine and redis-server, and the
+# sandbox images. `make demo` and `make test` both start here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+APT_PACKAGES=(docker.io redis-server debootstrap chromium ca-certificates git)
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${missing[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv"
+  python3 -m venv .venv
+fi
+stamp=.venv/.kiln-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  log "installing kiln with its test extras"
+  .venv/bin/pip install -q --upgrade pip >/dev/null
+  .venv/bin/pip install -q -e '.[test]'
+  touch "$stamp"
+fi
+
+if ! docker info >/dev/null 2>&1; then
+  log "starting dockerd"
+  as_root sh -c 'nohup dockerd >/var/log/kiln-dockerd.log 2>&1 &'
+  for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  docker info >/dev/null 2>&1 || { log "dockerd did not start; see /var/log/kiln-dockerd.log"; exit 1; }
+fi
+
+if ! redis-cli ping >/dev/null 2>&1; then
+  log "starting redis-server"
+  redis-server --daemonize yes --save '' --appendonly no >/dev/null
+fi
+
+if .venv/bin/kiln images --help >/dev/null 2>&1; then
+  log "building sandbox images (skipped when up to date)"
+  .venv/bin/kiln images build
+fi
+log "ready"
