@@ -1,0 +1,27 @@
+"""The parser's exceptions.
+
+Most problems in a stream are *reported*, as ``error`` events, never raised: a model's mistake must
+not stop the stream. Exceptions are for callers' mistakes and for the validators that other layers
+reuse (the sandbox re-checks paths and package specs with the same functions)::
+
+    ParseError(ValueError)          a caller misused the parser (unknown dialect, feed after misuse)
+    ├── UnsafePathError             a file path that would leave the workspace or is malformed
+    └── InvalidPackageError         a package spec outside the npm name/version grammar
+
+``parser`` imports nothing from the rest of kiln, so these do not derive from ``app``'s
+``KilnError``; ``app.errors`` wraps them at its boundary.
+"""
+
+from __future__ import annotations
+
+
+class ParseError(ValueError):
+    """Base of the parser's exceptions."""
+
+
+class UnsafePathError(ParseError):
+    """A file path that is empty, absolute, escapes the workspace or holds control characters."""
+
+
+class InvalidPackageError(ParseError):
+    """A package spec that is not ``name`` or ``name@version-range-or-tag`` in npm's grammar."""
