@@ -26,7 +26,7 @@ Severity = Literal["fatal", "recoverable"]
 class Event:
     """Base of all parser events: equality, repr and ``to_dict`` over the slots."""
 
-    __slots__ = ()
+    __slots__: tuple[str, ...] = ()
     type: ClassVar[str] = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -212,9 +212,23 @@ class Error(Event):
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls
     for cls in (
-        Text, ThinkingStart, ThinkingContent, ThinkingEnd, SandboxStart, SandboxEnd,
-        FileStart, FileContent, FileEnd, InstallStart, InstallContent, InstallEnd,
-        Command, WebSearch, UrlScrape, Done, Error,
+        Text,
+        ThinkingStart,
+        ThinkingContent,
+        ThinkingEnd,
+        SandboxStart,
+        SandboxEnd,
+        FileStart,
+        FileContent,
+        FileEnd,
+        InstallStart,
+        InstallContent,
+        InstallEnd,
+        Command,
+        WebSearch,
+        UrlScrape,
+        Done,
+        Error,
     )
 }
 

@@ -62,11 +62,14 @@ def parse_install_block(body: str) -> InstallBlock:
         elif sep and key in ("packages", "dependencies", "package"):
             in_packages = True
             _add_specs(block, value)
-        elif line.startswith(("- ", "* ")) and in_packages or line.startswith("- "):
+        elif line.startswith("- ") or (in_packages and line.startswith("* ")):
             _add_specs(block, line[2:])
         else:
             block.rejected.append(
-                ("invalid_install_line", f"install line is not 'framework:', 'packages:' or '- pkg': {line!r}")
+                (
+                    "invalid_install_line",
+                    f"install line is not 'framework:', 'packages:' or '- pkg': {line!r}",
+                )
             )
     return block
 
@@ -79,8 +82,8 @@ def _set_framework(block: InstallBlock, value: str) -> None:
 
 
 def _add_specs(block: InstallBlock, text: str) -> None:
-    for item in re.split(r"[,;]", text):
-        if not item.strip():
+    for item in (part.strip() for part in re.split(r"[,;]", text)):
+        if not item:
             continue
         try:
             spec = validate_package_spec(item)

@@ -45,6 +45,17 @@ class SandboxSettings:
     # Distinguishes sandboxes of one kiln deployment (or one test session) from another's.
     instance: str = "default"
     extra_labels: dict[str, str] = field(default_factory=dict)
+    # Templates that keep a warm pool of ``warm_pool_size`` started sandboxes each.
+    warm_pool_templates: tuple[str, ...] = ("vite-react", "vanilla", "nextjs")
+    dev_ready_timeout_seconds: float = 120.0
+    # Hard upper bound on a sandbox's life, written as the ``kiln.expiry`` label.
+    max_lifetime_seconds: float = 86400.0
+    reap_interval_seconds: float = 60.0
+    log_max_size: str = "10m"
+    log_max_files: int = 3
+    # How the sandbox reaches the npm registry during installs (forwarded as environment).
+    npm_registry: str | None = None
+    proxy_env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls) -> SandboxSettings:
@@ -74,4 +85,31 @@ class SandboxSettings:
                 "KILN_INSTALL_TIMEOUT", defaults.install_timeout_seconds
             ),
             instance=os.environ.get("KILN_INSTANCE", defaults.instance),
+            warm_pool_templates=_env_names("KILN_WARM_POOL_TEMPLATES", defaults.warm_pool_templates),
+            egress_network=os.environ.get("KILN_EGRESS_NETWORK", defaults.egress_network),
+            npm_cache_volume=os.environ.get("KILN_NPM_CACHE_VOLUME", defaults.npm_cache_volume),
+            npm_registry=os.environ.get("KILN_NPM_REGISTRY")
+            or os.environ.get("npm_config_registry")
+            or None,
+            proxy_env=_proxy_env(),
         )
+
+
+_PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
+
+
+def _env_names(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def _proxy_env() -> dict[str, str]:
+    """The host's proxy variables (either case), to forward into sandboxes for installs."""
+    found: dict[str, str] = {}
+    for upper in _PROXY_VARIABLES:
+        value = os.environ.get(upper) or os.environ.get(upper.lower())
+        if value:
+            found[upper] = value
+    return found

@@ -1,0 +1,526 @@
+"""The sans-IO streaming parser: text chunks in, typed events out.
+
+``StreamParser(dialect).feed(chunk) -> list[Event]`` and ``close() -> list[Event]``; no I/O,
+no asyncio, no clock. Between calls it holds only what might still become a tag (at most
+``tags.MAX_TAG_LENGTH`` characters) or the start of a file body it has not classified yet (at
+most ``file_body.PRELUDE_LIMIT``); content is emitted as soon as it cannot be markup, so a
+100 MB file streams through in constant memory.
+
+Each state has a *step* that consumes text from an offset and returns the next offset. Tag
+states search for the next ``<`` (or ``</`` where only closing tags matter) with ``str.find``,
+so every character is examined a constant number of times; what a recognised tag does comes
+from ``transitions.TRANSITIONS``, keyed by (state, role, closing).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from parser.dialects import DIALECTS, Dialect, Role, TagSpec
+from parser.errors import ParseError, UnsafePathError
+from parser.events import (
+    Command,
+    Done,
+    Error,
+    Event,
+    FileContent,
+    FileEnd,
+    FileStart,
+    InstallContent,
+    InstallEnd,
+    InstallStart,
+    SandboxEnd,
+    SandboxStart,
+    Text,
+    ThinkingContent,
+    ThinkingEnd,
+    ThinkingStart,
+    UrlScrape,
+    WebSearch,
+)
+from parser.file_body import (
+    CDATA_CLOSE,
+    PRELUDE_LIMIT,
+    BodyStart,
+    classify_body_start,
+    fence_tail_start,
+    settle_fence_tail,
+)
+from parser.packages import parse_install_block
+from parser.paths import normalize_file_path
+from parser.shell_lines import shell_events
+from parser.tags import Partial, Tag, TagScan, match_tag, parse_attributes
+from parser.transitions import (
+    IGNORE,
+    IMPLICIT_END,
+    TRANSITIONS,
+    Listening,
+    State,
+    listened_names,
+    role_of,
+)
+
+_PROGRAM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+DEFAULT_MAX_RESULTS = 5
+MAX_SEARCH_RESULTS = 20
+_CONSTRUCT_NAMES = {
+    State.THINKING: "thinking block",
+    State.SANDBOX: "sandbox block",
+    State.INSTALL: "install block",
+    State.SHELL: "shell action",
+}
+_FILE_STATES = (State.FILE_START, State.FILE, State.CDATA, State.AFTER_CDATA)
+# Fast paths: content states whose chunk needs no scanning when it holds no markup.
+_PLAIN_TEXT, _PLAIN_THINKING, _PLAIN_FILE = 1, 2, 3
+
+Step = Callable[[str, int, list[Event]], int]
+Spec = TagSpec | None
+Attrs = dict[str, str]
+Events = list[Event]
+
+
+class StreamParser:
+    """Parse a model's tagged answer incrementally.
+
+    Feed the text as it streams; each call returns the events that text completes. ``close()``
+    ends every open construct (reporting each as ``unclosed_tag``) and makes the parser ready
+    for a new stream.
+    """
+
+    def __init__(self, dialect: str | Dialect = "edward") -> None:
+        if isinstance(dialect, str):
+            if dialect not in DIALECTS:
+                raise ParseError(f"unknown dialect {dialect!r}; known: {', '.join(DIALECTS)}")
+            dialect = DIALECTS[dialect]
+        self.dialect = dialect
+        self._actions: dict[str, Callable[[TagSpec, dict[str, str], list[Event]], None]] = {
+            name.removeprefix("_do_"): getattr(self, name)
+            for name in dir(self)
+            if name.startswith("_do_")
+        }
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pending = ""
+        self._scan: TagScan | None = None
+        self._final = False
+        self._return_state = State.TEXT
+        self._path: str | None = None
+        self._file_tag = ""
+        self._fenced = False
+        self._tail = ""
+        self._line_start = True
+        self._body: list[str] = []
+        self._set_state(State.TEXT)
+
+    # -- public API -----------------------------------------------------------------------
+
+    def feed(self, chunk: str) -> list[Event]:
+        """Parse the next chunk of the stream; return the events it completes."""
+        if self._pending:
+            data = self._pending + chunk
+            self._pending = ""
+        else:
+            plain = self._plain
+            if plain and chunk.find("<") < 0:
+                if not chunk:
+                    return []
+                if plain == _PLAIN_FILE:
+                    return [FileContent(self._path, chunk)]  # type: ignore[arg-type]
+                return [Text(chunk) if plain == _PLAIN_TEXT else ThinkingContent(chunk)]
+            data = chunk
+        events: list[Event] = []
+        pos, end = 0, len(data)
+        while pos < end:
+            pos = self._step(data, pos, events)
+        return events
+
+    def close(self) -> list[Event]:
+        """End the stream: settle held text, end open constructs, reset for the next stream."""
+        self._final = True
+        events = self.feed("")
+        while self._state is not State.TEXT:
+            self._end_construct(events, "before the end of the stream")
+        self._reset()
+        return events
+
+    # -- states ---------------------------------------------------------------------------
+
+    def _set_state(self, state: State) -> None:
+        self._state = state
+        self._plain = 0
+        if state is State.FILE_START:
+            self._step: Step = self._step_file_start
+        elif state is State.CDATA:
+            self._step = self._step_cdata
+        elif state is State.AFTER_CDATA:
+            self._step = self._step_after_cdata
+        else:
+            self._step = self._step_tags
+            self._listening: Listening = listened_names(self.dialect, state)
+            self._needle = self._listening.needle
+            if state is State.TEXT or state is State.SANDBOX:
+                self._plain = _PLAIN_TEXT
+            elif state is State.THINKING:
+                self._plain = _PLAIN_THINKING
+            elif state is State.FILE and self._path is not None and not self._fenced:
+                self._plain = _PLAIN_FILE
+        self._emit = self._emitter(state)
+
+    def _emitter(self, state: State) -> Callable[[str, list[Event]], None]:
+        if state in _FILE_STATES:
+            return self._emit_file
+        if state is State.THINKING:
+            return _emit_thinking
+        if state is State.INSTALL or state is State.SHELL:
+            return self._emit_body
+        return _emit_text
+
+    def _step_tags(self, data: str, pos: int, events: list[Event]) -> int:
+        needle, listening, start, end = self._needle, self._listening, pos, len(data)
+        while True:
+            at = data.find(needle, pos)
+            if at < 0:
+                cut = end - 1 if needle == "</" and data[-1] == "<" and not self._final else end
+                cut = max(cut, start)
+                if cut > start:
+                    self._emit(data[start:cut], events)
+                self._pending = data[cut:]
+                return end
+            resume, self._scan = (self._scan if at == 0 else None), None
+            found = match_tag(data, at, listening.names, listening.prefixes, resume)
+            if found is None:
+                pos = at + 1
+                continue
+            if at > start:
+                self._emit(data[start:at], events)
+            if isinstance(found, Partial):
+                self._hold_partial(data[at:], found, events)
+                return end
+            return self._on_tag(found, data, at, events)
+
+    def _hold_partial(self, text: str, found: Partial, events: list[Event]) -> None:
+        if not self._final:
+            self._pending, self._scan = text, found.scan
+        elif text in ("<", "</"):
+            self._emit(text, events)
+        else:
+            events.append(Error("unclosed_tag", f"the stream ended inside the tag {text[:80]!r}"))
+
+    def _step_file_start(self, data: str, pos: int, events: list[Event]) -> int:
+        kind, at = classify_body_start(data, pos, self._final)
+        if kind is BodyStart.NEED_MORE:
+            self._pending = data[pos:]
+            return len(data)
+        if kind is BodyStart.CDATA:
+            self._set_state(State.CDATA)
+        else:
+            self._fenced = kind is BodyStart.FENCED
+            self._set_state(State.FILE)
+        return at
+
+    def _step_cdata(self, data: str, pos: int, events: list[Event]) -> int:
+        at = data.find(CDATA_CLOSE, pos)
+        if at >= 0:
+            self._emit_file(data[pos:at], events)
+            self._set_state(State.AFTER_CDATA)
+            return at + len(CDATA_CLOSE)
+        cut = len(data)
+        if not self._final:
+            cut -= 2 if data.endswith("]]") else 1 if data.endswith("]") else 0
+        cut = max(cut, pos)
+        self._emit_file(data[pos:cut], events)
+        self._pending = data[cut:]
+        return len(data)
+
+    def _step_after_cdata(self, data: str, pos: int, events: list[Event]) -> int:
+        """Whitespace between ``]]>`` and the closing tag is markup; anything else is content."""
+        end, at = len(data), pos
+        while at < end and data[at] in " \t\r\n" and at - pos < PRELUDE_LIMIT:
+            at += 1
+        self._set_state(State.FILE)
+        if at == end and not self._final and at - pos < PRELUDE_LIMIT:
+            self._hold(State.AFTER_CDATA, data[pos:])
+            return end
+        if at < end and data.startswith("</", at):
+            found = match_tag(data, at, self._listening.names, self._listening.prefixes)
+            if isinstance(found, Partial) and not self._final:
+                self._hold(State.AFTER_CDATA, data[pos:])
+                return end
+            if isinstance(found, Tag) and found.name == self._file_tag:
+                return at
+        return pos
+
+    def _hold(self, state: State, text: str) -> None:
+        self._set_state(state)
+        self._pending = text
+
+    # -- tags -----------------------------------------------------------------------------
+
+    def _on_tag(self, tag: Tag, data: str, at: int, events: list[Event]) -> int:
+        spec = self.dialect.tags[tag.name]
+        attrs = {} if tag.closing else parse_attributes(tag.attrs_text)
+        if tag.closing or spec.role is not None:
+            role = role_of(self.dialect, self._state, tag.name, tag.closing)
+        else:
+            role = spec.role_for(attrs)
+            if role is None:
+                allowed = ", ".join(sorted(spec.roles_by_value))
+                value = attrs.get(spec.discriminator or "")
+                events.append(
+                    Error(
+                        "invalid_attribute",
+                        f"<{tag.name}> {spec.discriminator}={value!r} is not one of: {allowed}",
+                    )
+                )
+                return tag.end
+        action = TRANSITIONS.get((self._state, role, tag.closing)) if role else None
+        if action is None:
+            self._emit(data[at : tag.end], events)
+        elif action == IMPLICIT_END:
+            self._end_construct(events, f"before {data[at : tag.end][:80]!r}")
+            return at  # the state that follows handles this tag
+        elif action != IGNORE:
+            before = self._state
+            self._actions[action](spec, attrs, events)
+            if tag.self_closing and self._state is not before and self._state is not State.TEXT:
+                self._end_construct(events, None)
+        return tag.end
+
+    def _end_construct(self, events: list[Event], cause: str | None) -> None:
+        """End whatever is open; ``cause`` (when given) is reported as ``unclosed_tag``."""
+        state = self._state
+        if cause is not None:
+            what = (
+                f"<{self._file_tag}> for {self._path!r}"
+                if state in _FILE_STATES
+                else _CONSTRUCT_NAMES[state]
+            )
+            events.append(Error("unclosed_tag", f"{what} was not closed {cause}"))
+        if state in _FILE_STATES:
+            self._do_close_file(None, {}, events)
+        elif state is State.THINKING:
+            self._do_close_thinking(None, {}, events)
+        elif state is State.SANDBOX:
+            self._do_close_sandbox(None, {}, events)
+        elif state is State.INSTALL:
+            self._do_close_install(None, {}, events)
+        elif state is State.SHELL:
+            self._do_close_shell(None, {}, events)
+
+    # -- actions (named in the transition table) ------------------------------------------
+
+    def _do_open_thinking(
+        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
+    ) -> None:
+        events.append(ThinkingStart())
+        self._return_state = self._state
+        self._set_state(State.THINKING)
+
+    def _do_close_thinking(
+        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
+    ) -> None:
+        events.append(ThinkingEnd())
+        self._set_state(self._return_state)
+
+    def _do_open_sandbox(
+        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
+    ) -> None:
+        assert spec is not None
+        project = _field(spec, attrs, "project") or _field(spec, attrs, "title")
+        events.append(SandboxStart(project, _field(spec, attrs, "base")))
+        self._set_state(State.SANDBOX)
+
+    def _do_close_sandbox(
+        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
+    ) -> None:
+        events.append(SandboxEnd())
+        self._set_state(State.TEXT)
+
+    def _do_reject_nested(
+        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
+    ) -> None:
+        events.append(
+            Error(
+                "unexpected_tag",
+                "a sandbox block is already open; the nested opening tag is ignored",
+            )
+        )
+
+    def _do_open_file(
+        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
+    ) -> None:
+        assert spec is not None
+        self._file_tag, self._fenced, self._tail, self._line_start = spec.name, False, "", True
+        raw = attrs.get(spec.fields["path"])
+        try:
+            if raw is None:
+                raise UnsafePathError(f"<{spec.name}> has no {spec.fields['path']!r} attribute")
+            self._path = normalize_file_path(raw)
+        except UnsafePathError as exc:
+            self._path = None
+            events.append(Error("invalid_file_path", f"{exc}; the file's content is skipped"))
+        else:
+            events.append(FileStart(self._path))
+        self._set_state(State.FILE_START)
+
+    def _do_close_file(
+        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
+    ) -> None:
+        path, tail = self._path, settle_fence_tail(self._tail) if self._fenced else ""
+        if path is not None:
+            if tail:
+                events.append(FileContent(path, tail))
+            events.append(FileEnd(path))
+        self._path, self._fenced, self._tail = None, False, ""
+        self._set_state(State.SANDBOX)
+
+    def _do_open_install(
+        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
+    ) -> None:
+        events.append(InstallStart())
+        self._body = []
+        self._return_state = self._state
+        self._set_state(State.INSTALL)
+
+    def _do_close_install(
+        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
+    ) -> None:
+        block = parse_install_block("".join(self._body))
+        self._body = []
+        events.extend(Error(code, message) for code, message in block.rejected)
+        events.append(InstallContent(block.dependencies, block.framework))
+        events.append(InstallEnd())
+        self._set_state(self._return_state)
+
+    def _do_open_shell(
+        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
+    ) -> None:
+        self._body = []
+        self._set_state(State.SHELL)
+
+    def _do_close_shell(
+        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
+    ) -> None:
+        events.extend(shell_events("".join(self._body)))
+        self._body = []
+        self._set_state(State.SANDBOX)
+
+    def _do_emit_command(
+        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
+    ) -> None:
+        assert spec is not None
+        command = (_field(spec, attrs, "command") or "").strip()
+        if not command:
+            events.append(Error("missing_attribute", f"<{spec.name}> needs a command attribute"))
+            return
+        if not _PROGRAM.fullmatch(command):
+            events.append(
+                Error(
+                    "invalid_command",
+                    f"command must be a program name with arguments in args: {command!r}",
+                )
+            )
+            return
+        args = _command_args(attrs.get(spec.fields["args"]))
+        if args is None:
+            raw = attrs.get(spec.fields["args"])
+            events.append(
+                Error(
+                    "invalid_command_args",
+                    f"args of {command!r} must be a JSON array of strings, got {raw!r}",
+                )
+            )
+            return
+        events.append(Command(command, args))
+
+    def _do_emit_web_search(
+        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
+    ) -> None:
+        assert spec is not None
+        query = (_field(spec, attrs, "query") or "").strip()
+        if not query:
+            events.append(Error("missing_attribute", f"<{spec.name}> needs a query attribute"))
+            return
+        raw = _field(spec, attrs, "max_results")
+        max_results = DEFAULT_MAX_RESULTS
+        if raw is not None:
+            if raw.strip().isdigit() and 1 <= int(raw) <= MAX_SEARCH_RESULTS:
+                max_results = int(raw)
+            else:
+                events.append(
+                    Error(
+                        "invalid_attribute",
+                        f"max_results must be a whole number from 1 to {MAX_SEARCH_RESULTS},"
+                        f" got {raw!r}; using {DEFAULT_MAX_RESULTS}",
+                    )
+                )
+        events.append(WebSearch(query, max_results))
+
+    def _do_emit_url_scrape(
+        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
+    ) -> None:
+        assert spec is not None
+        url = (_field(spec, attrs, "url") or "").strip()
+        if not url.lower().startswith(("http://", "https://")):
+            events.append(
+                Error("invalid_attribute", f"<{spec.name}> needs an http(s) url, got {url!r}")
+            )
+            return
+        events.append(UrlScrape(url))
+
+    def _do_emit_done(
+        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
+    ) -> None:
+        events.append(Done())
+
+    # -- content --------------------------------------------------------------------------
+
+    def _emit_file(self, text: str, events: list[Event]) -> None:
+        if self._path is None:
+            return
+        if self._fenced:
+            text = self._tail + text
+            cut = fence_tail_start(text, self._line_start)
+            self._tail, text = text[cut:], text[:cut]
+            if not text:
+                return
+            self._line_start = text[-1] == "\n"
+        if text:
+            events.append(FileContent(self._path, text))
+
+    def _emit_body(self, text: str, events: list[Event]) -> None:
+        self._body.append(text)
+
+
+def _emit_text(text: str, events: list[Event]) -> None:
+    events.append(Text(text))
+
+
+def _emit_thinking(text: str, events: list[Event]) -> None:
+    events.append(ThinkingContent(text))
+
+
+def _field(spec: TagSpec, attrs: dict[str, str], name: str) -> str | None:
+    attribute = spec.fields.get(name)
+    value = attrs.get(attribute) if attribute else None
+    return value if value else None
+
+
+def _command_args(raw: str | None) -> list[str] | None:
+    """The argv of a command's ``args`` attribute: a JSON array of strings, else ``None``."""
+    if raw is None or not raw.strip():
+        return []
+    try:
+        value: Any = json.loads(raw)
+    except ValueError:
+        return None
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return value
+    return None
+
+
+__all__ = ["Role", "StreamParser"]

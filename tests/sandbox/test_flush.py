@@ -1,0 +1,275 @@
+"""Flushing: the tar, the locked flush, replay into a new container, and the debounce scheduler.
+
+Unit tests use a fake container (real Redis); the tests marked ``docker`` stream into a real one.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+import redis.asyncio
+
+from sandbox.errors import SandboxUnavailable, WriteFailed
+from sandbox.flush import ArchiveTarget, Flusher, FlushScheduler, build_workspace_tar
+from sandbox.write_buffer import WriteBuffer
+
+pytestmark = pytest.mark.anyio
+
+
+class FakeContainer:
+    """Records every archive it receives; can be told to fail or to be slow."""
+
+    def __init__(self, name: str, delay: float = 0.0) -> None:
+        self.id = name
+        self.files: dict[str, bytes] = {}
+        self.archives: list[dict[str, bytes]] = []
+        self.failures_left = 0
+        self.delay = delay
+        self.active = 0
+        self.max_active = 0
+        self._guard = threading.Lock()
+
+    def put_archive(self, path: str, data: bytes) -> bool:
+        assert path == "/workspace"
+        with self._guard:
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+        try:
+            time.sleep(self.delay)  # runs in a worker thread, like the docker SDK call
+            if self.failures_left:
+                self.failures_left -= 1
+                raise SandboxUnavailable(f"container {self.id!r} is gone")
+            files = _regular_files(data)
+            self.archives.append(files)
+            self.files.update(files)
+            return True
+        finally:
+            with self._guard:
+                self.active -= 1
+
+
+class FakeResolver:
+    """Hands out ``current``; a test swaps it to simulate a replaced container."""
+
+    def __init__(self, container: FakeContainer) -> None:
+        self.current = container
+        self.broken: Exception | None = None
+
+    async def __call__(self, sandbox_id: str) -> ArchiveTarget:
+        if self.broken is not None:
+            raise self.broken
+        return self.current
+
+
+def _regular_files(data: bytes) -> dict[str, bytes]:
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        out = {}
+        for member in tar.getmembers():
+            if member.isfile():
+                extracted = tar.extractfile(member)
+                assert extracted is not None
+                out[member.name] = extracted.read()
+        return out
+
+
+@pytest.fixture
+async def client(redis_url: str) -> AsyncIterator[redis.asyncio.Redis]:
+    connection = redis.asyncio.Redis.from_url(redis_url)
+    try:
+        yield connection
+    finally:
+        await connection.aclose()
+
+
+@pytest.fixture
+def buffer(client: redis.asyncio.Redis) -> WriteBuffer:
+    return WriteBuffer(client, f"fl-{uuid.uuid4().hex[:10]}", ttl_seconds=600)
+
+
+async def _write(buffer: WriteBuffer, path: str, content: str) -> None:
+    await buffer.start_file(path)
+    await buffer.append(path, content)
+
+
+def test_tar_holds_files_and_parent_folders_owned_by_the_sandbox_user() -> None:
+    data = build_workspace_tar([("src/a/x.js", b"x"), ("src/a/y.js", b"yy"), ("r.md", b"")], 7.0)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        members = tar.getmembers()
+        kinds = [(m.name, m.isdir(), oct(m.mode), m.uid, m.gid, m.size) for m in members]
+        assert kinds == [
+            ("src", True, "0o755", 1000, 1000, 0),
+            ("src/a", True, "0o755", 1000, 1000, 0),
+            ("src/a/x.js", False, "0o644", 1000, 1000, 1),
+            ("src/a/y.js", False, "0o644", 1000, 1000, 2),
+            ("r.md", False, "0o644", 1000, 1000, 0),
+        ]
+        assert {m.mtime for m in members} == {7}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param("/etc/passwd", id="absolute"),
+        pytest.param("../x.js", id="parent"),
+        pytest.param("a/../../x.js", id="inner-parent"),
+        pytest.param("a//x.js", id="empty-segment"),
+        pytest.param("./x.js", id="dot"),
+        pytest.param("", id="empty"),
+    ],
+)
+def test_tar_refuses_paths_outside_the_workspace(path: str) -> None:
+    with pytest.raises(WriteFailed, match="outside the workspace"):
+        build_workspace_tar([(path, b"x")])
+
+
+async def test_a_flush_writes_every_dirty_file_in_one_archive(buffer: WriteBuffer) -> None:
+    container = FakeContainer("c1")
+    flusher = Flusher(buffer, FakeResolver(container))
+    for index in range(3):
+        await _write(buffer, f"src/f{index}.js", f"content {index}")
+    report = await flusher.flush()
+    assert report.paths == ("src/f0.js", "src/f1.js", "src/f2.js")
+    assert len(container.archives) == 1
+    assert container.files == {f"src/f{i}.js": f"content {i}".encode() for i in range(3)}
+    assert (await flusher.flush()).paths == ()
+    assert len(container.archives) == 1
+
+
+async def test_a_new_container_receives_every_file_again(buffer: WriteBuffer) -> None:
+    resolver = FakeResolver(FakeContainer("c1"))
+    flusher = Flusher(buffer, resolver)
+    await _write(buffer, "a.js", "a")
+    await _write(buffer, "b.js", "b")
+    await flusher.flush()
+    resolver.current = FakeContainer("c2")
+    await _write(buffer, "c.js", "c")
+    report = await flusher.flush()
+    assert report.replayed
+    assert resolver.current.files == {"a.js": b"a", "b.js": b"b", "c.js": b"c"}
+
+
+async def test_a_container_gone_mid_flush_is_resolved_again(buffer: WriteBuffer) -> None:
+    dying, fresh = FakeContainer("dying"), FakeContainer("fresh")
+    dying.failures_left = 1
+    resolver = FakeResolver(dying)
+
+    async def resolve(sandbox_id: str) -> ArchiveTarget:
+        container = resolver.current
+        resolver.current = fresh  # the next resolution provisions a replacement
+        return container
+
+    await _write(buffer, "a.js", "a")
+    report = await Flusher(buffer, resolve).flush()
+    assert (report.container_id, fresh.files) == ("fresh", {"a.js": b"a"})
+
+
+async def test_a_second_failure_is_write_failed_and_keeps_the_files_dirty(
+    buffer: WriteBuffer,
+) -> None:
+    container = FakeContainer("c1")
+    container.failures_left = 2
+    await _write(buffer, "a.js", "a")
+    with pytest.raises(WriteFailed, match=buffer.sandbox_id) as caught:
+        await Flusher(buffer, FakeResolver(container)).flush()
+    assert isinstance(caught.value.__cause__, SandboxUnavailable)
+    assert [f.path for f in await buffer.dirty_files()] == ["a.js"]
+
+
+async def test_racing_flushers_lose_nothing(buffer: WriteBuffer, redis_url: str) -> None:
+    container = FakeContainer("c1", delay=0.005)
+    other_client = redis.asyncio.Redis.from_url(redis_url)  # a second process, in effect
+    other_buffer = WriteBuffer(other_client, buffer.sandbox_id, ttl_seconds=600)
+    flushers = [Flusher(b, FakeResolver(container)) for b in (buffer, other_buffer)]
+    expected = {f"src/{i}.txt": "".join(f"<{i}:{k}>" for k in range(15)) for i in range(20)}
+    streaming = True
+
+    async def keep_flushing(flusher: Flusher) -> None:
+        while streaming:
+            await flusher.flush()
+
+    try:
+        async with anyio.create_task_group() as group:
+            for flusher in flushers:
+                group.start_soon(keep_flushing, flusher)
+            for path in expected:
+                await buffer.start_file(path)
+            for k in range(15):
+                for i, path in enumerate(expected):
+                    await buffer.append(path, f"<{i}:{k}>")
+            streaming = False
+        await flushers[1].flush()
+    finally:
+        await other_client.aclose()
+    assert container.files == {path: text.encode() for path, text in expected.items()}
+    assert container.max_active == 1
+    assert len(container.archives) > 2  # the flushers really ran while the stream went on
+
+
+async def _wait_for_reports(scheduler: FlushScheduler, count: int) -> None:
+    with anyio.fail_after(30):  # a bound against hanging, not a speed assertion
+        while len(scheduler.reports) < count:
+            await anyio.sleep(0.01)
+
+
+async def test_steady_streaming_still_flushes_within_the_max_wait(buffer: WriteBuffer) -> None:
+    container = FakeContainer("c1")
+    # The debounce never elapses while chunks keep coming; only the max wait can cause flushes.
+    async with FlushScheduler(Flusher(buffer, FakeResolver(container)), 60.0, 0.05) as scheduler:
+        await buffer.start_file("a.txt")
+        scheduler.note_write()
+        for index in range(60):
+            await buffer.append("a.txt", f"{index},")
+            scheduler.note_write()
+            await anyio.sleep(0.01)
+        flushed_while_streaming = len(scheduler.reports)
+        await scheduler.wait_flushed()
+    assert flushed_while_streaming >= 2
+    contents = [archive["a.txt"] for archive in container.archives]
+    assert contents == sorted(contents, key=len)  # in order, each a longer prefix
+    assert all(b"".join(contents[-1:]).startswith(c) for c in contents)
+    assert contents[-1] == "".join(f"{i}," for i in range(60)).encode()
+
+
+async def test_a_burst_of_writes_coalesces_into_one_flush(buffer: WriteBuffer) -> None:
+    container = FakeContainer("c1")
+    async with FlushScheduler(Flusher(buffer, FakeResolver(container)), 1.0, 60.0) as scheduler:
+        await buffer.start_file("a.txt")
+        scheduler.note_write()
+        for index in range(100):
+            await buffer.append("a.txt", f"{index},")
+            scheduler.note_write()
+        await _wait_for_reports(scheduler, 1)
+    assert container.archives == [{"a.txt": "".join(f"{i}," for i in range(100)).encode()}]
+
+
+async def test_request_now_skips_the_debounce(buffer: WriteBuffer) -> None:
+    container = FakeContainer("c1")
+    async with FlushScheduler(Flusher(buffer, FakeResolver(container)), 60.0, 60.0) as scheduler:
+        await _write(buffer, "a.txt", "done")
+        scheduler.note_write()
+        scheduler.request_now()
+        await _wait_for_reports(scheduler, 1)
+    assert container.files == {"a.txt": b"done"}
+
+
+async def test_wait_flushed_raises_the_flush_error_and_keeps_the_writes(
+    buffer: WriteBuffer,
+) -> None:
+    container = FakeContainer("c1")
+    resolver = FakeResolver(container)
+    resolver.broken = SandboxUnavailable("no container")
+    async with FlushScheduler(Flusher(buffer, resolver), 60.0, 60.0) as scheduler:
+        await _write(buffer, "a.txt", "kept")
+        scheduler.note_write()
+        with pytest.raises(WriteFailed, match=buffer.sandbox_id):
+            await scheduler.wait_flushed()
+        resolver.broken = None
+        await scheduler.wait_flushed()
+    assert container.files == {"a.txt": b"kept"}
