@@ -242,7 +242,8 @@ class StreamParser:
         while at < end and data[at] in " \t\r\n" and at - pos < PRELUDE_LIMIT:
             at += 1
         self._set_state(State.FILE)
-        if at == end and not self._final and at - pos < PRELUDE_LIMIT:
+        undecided = at == end or (data[at] == "<" and at + 1 == end)
+        if undecided and not self._final and at - pos < PRELUDE_LIMIT:
             self._hold(State.AFTER_CDATA, data[pos:])
             return end
         if at < end and data.startswith("</", at):

@@ -1,0 +1,365 @@
+"""Parser cases shared by the stream tests: input text and the merged events it must give.
+
+Events are written as compact tuples and expanded by :func:`expected`; every case runs whole,
+one character at a time, and with random splits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+Row = tuple[Any, ...]
+
+
+def expected(rows: list[Row]) -> list[dict[str, Any]]:
+    """Expand ``("file", "a.js", "body")`` shorthands into full event dicts."""
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        kind, *rest = row
+        out.extend(_EXPAND[kind](*rest))
+    return out
+
+
+def _file(path: str, body: str | None) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = [{"type": "file_start", "path": path}]
+    if body:
+        events.append({"type": "file_content", "path": path, "content": body})
+    events.append({"type": "file_end", "path": path})
+    return events
+
+
+def _error(code: str, _message_part: str = "") -> list[dict[str, Any]]:
+    return [{"type": "error", "code": code}]
+
+
+_EXPAND: dict[str, Any] = {
+    "text": lambda c: [{"type": "text", "content": c}],
+    "think": lambda c: [
+        {"type": "thinking_start"},
+        *([{"type": "thinking_content", "content": c}] if c else []),
+        {"type": "thinking_end"},
+    ],
+    "sandbox": lambda project=None, base=None: [
+        {"type": "sandbox_start", "project": project, "base": base}
+    ],
+    "end_sandbox": lambda: [{"type": "sandbox_end"}],
+    "file": _file,
+    "install": lambda deps, framework=None: [
+        {"type": "install_start"},
+        {"type": "install_content", "dependencies": deps, "framework": framework},
+        {"type": "install_end"},
+    ],
+    "command": lambda command, args: [{"type": "command", "command": command, "args": args}],
+    "search": lambda q, n=5: [{"type": "web_search", "query": q, "max_results": n}],
+    "scrape": lambda url: [{"type": "url_scrape", "url": url}],
+    "done": lambda: [{"type": "done"}],
+    "error": _error,
+    "raw": lambda event: [event],
+}
+
+SB = '<edward_sandbox project="p">'
+SB_END = "</edward_sandbox>"
+
+CASES = [
+    pytest.param("Hello world", [("text", "Hello world")], id="plain-text"),
+    pytest.param(
+        "<Thinking>plan</Thinking>after",
+        [("think", "plan"), ("text", "after")],
+        id="thinking",
+    ),
+    pytest.param(
+        "<THINKING>a</thinking><thinking>b</THINKING>",
+        [("think", "a"), ("think", "b")],
+        id="tag-names-case-insensitive",
+    ),
+    pytest.param("<Thinking></Thinking>", [("think", "")], id="empty-thinking"),
+    pytest.param(
+        "<Response>\nHi</Response>", [("text", "\nHi")], id="response-wrapper-consumed"
+    ),
+    pytest.param(
+        f'{SB}<file path="a.js">x</file>{SB_END}',
+        [("sandbox", "p"), ("file", "a.js", "x"), ("end_sandbox",)],
+        id="sandbox-with-file",
+    ),
+    pytest.param(
+        "<edward_sandbox project='p' base='vite-react'></edward_sandbox>",
+        [("sandbox", "p", "vite-react"), ("end_sandbox",)],
+        id="single-quoted-attributes",
+    ),
+    pytest.param(
+        "<edward_sandbox project=p base=vite-react></edward_sandbox>",
+        [("sandbox", "p", "vite-react"), ("end_sandbox",)],
+        id="unquoted-attributes",
+    ),
+    pytest.param(
+        '<edward_sandbox project=\\"p\\" base=\\"b\\"></edward_sandbox>',
+        [("sandbox", "p", "b"), ("end_sandbox",)],
+        id="backslash-escaped-quotes",
+    ),
+    pytest.param(
+        f'{SB}<file filepath="wrong.js" data-path="x" PATH="right.js">y</file>{SB_END}',
+        [("sandbox", "p"), ("file", "right.js", "y"), ("end_sandbox",)],
+        id="attributes-matched-on-whole-names",
+    ),
+    pytest.param(
+        """<edward_command command="node" args='["a>b", "c"]'>""",
+        [("command", "node", ["a>b", "c"])],
+        id="gt-inside-quoted-attribute",
+    ),
+    pytest.param(
+        f'{SB}<file path="a.js"><![CDATA[\nconst s = "</file>";\n]]></file>{SB_END}',
+        [("sandbox", "p"), ("file", "a.js", 'const s = "</file>";\n'), ("end_sandbox",)],
+        id="cdata-body-holds-close-tag",
+    ),
+    pytest.param(
+        f'{SB}<file path="a.js">\n  <![CDATA[x]]>\n  </file>{SB_END}',
+        [("sandbox", "p"), ("file", "a.js", "x"), ("end_sandbox",)],
+        id="cdata-whitespace-around-is-markup",
+    ),
+    pytest.param(
+        f'{SB}<file path="a.js"><![CDATA[x]]> tail</file>{SB_END}',
+        [("sandbox", "p"), ("file", "a.js", "x tail"), ("end_sandbox",)],
+        id="content-after-cdata-kept",
+    ),
+    pytest.param(
+        "a<edward_done/>b<edward_done />c<EDWARD_DONE>d<edward_done></edward_done>",
+        [
+            ("text", "a"), ("done",), ("text", "b"), ("done",), ("text", "c"), ("done",),
+            ("text", "d"), ("done",),
+        ],
+        id="done-spellings",
+    ),
+    pytest.param(
+        "if a < b and x<y then <div> or <<>> ok",
+        [("text", "if a < b and x<y then <div> or <<>> ok")],
+        id="angle-brackets-in-prose",
+    ),
+    pytest.param("trailing <", [("text", "trailing <")], id="trailing-lt-at-close"),
+    pytest.param(
+        f'{SB}<file path="a.jsx">\n```jsx\nconst a = <b/>;\n```\n</file>{SB_END}',
+        [("sandbox", "p"), ("file", "a.jsx", "const a = <b/>;\n"), ("end_sandbox",)],
+        id="fence-wrapping-file-removed",
+    ),
+    pytest.param(
+        f'{SB}<file path="a.js">```\nx\n```</file>{SB_END}',
+        [("sandbox", "p"), ("file", "a.js", "x\n"), ("end_sandbox",)],
+        id="fence-closing-without-newline",
+    ),
+    pytest.param(
+        f'{SB}<file path="README.md">\n# T\n\n```sh\nnpm i\n```\n\nEnd\n</file>{SB_END}',
+        [("sandbox", "p"), ("file", "README.md", "# T\n\n```sh\nnpm i\n```\n\nEnd\n"),
+         ("end_sandbox",)],
+        id="inner-fences-kept",
+    ),
+    pytest.param(
+        f'{SB}<file path="a.js">```js\nlet s = "```";\n</file>{SB_END}',
+        [("sandbox", "p"), ("file", "a.js", 'let s = "```";\n'), ("end_sandbox",)],
+        id="fence-without-closing-keeps-body",
+    ),
+    pytest.param(
+        f'{SB}<file path="a.html">&lt;div&gt; &amp;amp; &quot;</file>{SB_END}',
+        [("sandbox", "p"), ("file", "a.html", "&lt;div&gt; &amp;amp; &quot;"), ("end_sandbox",)],
+        id="no-entity-decoding-in-bodies",
+    ),
+    pytest.param(
+        f'{SB}<file path="a.jsx">\n\nreturn <div>{{a < b}}</div>;\n</file>{SB_END}',
+        [("sandbox", "p"), ("file", "a.jsx", "\nreturn <div>{a < b}</div>;\n"), ("end_sandbox",)],
+        id="one-leading-newline-is-markup-jsx-kept",
+    ),
+    pytest.param(
+        f'{SB}<file path="a.js">x</FILE><File path="b.js">y</fILe>{SB_END}',
+        [("sandbox", "p"), ("file", "a.js", "x"), ("file", "b.js", "y"), ("end_sandbox",)],
+        id="close-tag-any-case",
+    ),
+    pytest.param(
+        f'{SB}<file path="/etc/passwd">root</file><file path="ok.js">1</file>{SB_END}',
+        [("sandbox", "p"), ("error", "invalid_file_path"), ("file", "ok.js", "1"),
+         ("end_sandbox",)],
+        id="absolute-path-refused-stream-continues",
+    ),
+    pytest.param(
+        f'{SB}<file path="../x">a</file><file path="src/../../y">b</file>'
+        f'<file path="">c</file><file>d</file><file path="a\x00b">e</file>'
+        f'<file path="a\x07b">f</file><file path="C:\\x.js">g</file>{SB_END}',
+        [("sandbox", "p"), *[("error", "invalid_file_path")] * 7, ("end_sandbox",)],
+        id="unsafe-paths-refused",
+    ),
+    pytest.param(
+        f'{SB}<file path="./src/../file.ts">a</file><file path="src\\\\b.js">b</file>{SB_END}',
+        [("sandbox", "p"), ("file", "file.ts", "a"), ("file", "src/b.js", "b"),
+         ("end_sandbox",)],
+        id="paths-normalized",
+    ),
+    pytest.param(
+        "<edward_install>\nframework: nextjs\npackages: react, next@^14\n- tailwindcss\n"
+        "- @types/node\n</edward_install>",
+        [("install", ["react", "next@^14", "tailwindcss", "@types/node"], "nextjs")],
+        id="install-block",
+    ),
+    pytest.param(
+        "<edward_install>packages: left-pad; rm -rf /, $(curl x), ../../etc</edward_install>",
+        [("raw", {"type": "install_start"}), ("error", "invalid_package"),
+         ("error", "invalid_package"), ("error", "invalid_package"),
+         ("raw", {"type": "install_content", "dependencies": ["left-pad"], "framework": None}),
+         ("raw", {"type": "install_end"})],
+        id="install-refuses-bad-specs",
+    ),
+    pytest.param(
+        "<edward_install>npm install react</edward_install>",
+        [("raw", {"type": "install_start"}), ("error", "invalid_install_line"),
+         ("raw", {"type": "install_content", "dependencies": [], "framework": None}),
+         ("raw", {"type": "install_end"})],
+        id="install-line-not-understood",
+    ),
+    pytest.param(
+        """<edward_command command="grep" args='useEffect .'>""",
+        [("error", "invalid_command_args")],
+        id="command-args-not-json",
+    ),
+    pytest.param(
+        """<edward_command command="ls" args='["a", 1]'><edward_command args='["x"]'>"""
+        """<edward_command command="npm run build">""",
+        [("error", "invalid_command_args"), ("error", "missing_attribute"),
+         ("error", "invalid_command")],
+        id="command-malformed",
+    ),
+    pytest.param(
+        """<edward_command command="npm" args='["run","build"]'></edward_command>"""
+        """<edward_command command="ls">""",
+        [("command", "npm", ["run", "build"]), ("command", "ls", [])],
+        id="command-close-tag-ignored",
+    ),
+    pytest.param(
+        '<edward_web_search query="vite hmr"><edward_web_search query="x" max_results="3">'
+        '</edward_web_search><edward_web_search query="y" max_results="lots">'
+        "<edward_web_search max_results='2'>",
+        [("search", "vite hmr"), ("search", "x", 3), ("error", "invalid_attribute"),
+         ("search", "y"), ("error", "missing_attribute")],
+        id="web-search",
+    ),
+    pytest.param(
+        '<edward_url_scrape url="https://example.com/a?b=1&amp;c=2">'
+        '<edward_url_scrape url="file:///etc/passwd">',
+        [("scrape", "https://example.com/a?b=1&c=2"), ("error", "invalid_attribute")],
+        id="url-scrape",
+    ),
+    pytest.param(
+        "<Thinking>unfinished",
+        [("raw", {"type": "thinking_start"}), ("raw", {"type": "thinking_content",
+         "content": "unfinished"}), ("error", "unclosed_tag"), ("raw", {"type": "thinking_end"})],
+        id="unclosed-thinking",
+    ),
+    pytest.param(
+        f'{SB}<file path="a.js">part',
+        [("sandbox", "p"), ("raw", {"type": "file_start", "path": "a.js"}),
+         ("raw", {"type": "file_content", "path": "a.js", "content": "part"}),
+         ("error", "unclosed_tag"), ("raw", {"type": "file_end", "path": "a.js"}),
+         ("error", "unclosed_tag"), ("end_sandbox",)],
+        id="unclosed-file-and-sandbox",
+    ),
+    pytest.param(
+        "<edward_install>packages: react",
+        [("raw", {"type": "install_start"}), ("error", "unclosed_tag"),
+         ("raw", {"type": "install_content", "dependencies": ["react"], "framework": None}),
+         ("raw", {"type": "install_end"})],
+        id="unclosed-install",
+    ),
+    pytest.param(
+        "hello</edward_web_se", [("text", "hello"), ("error", "unclosed_tag")],
+        id="partial-tag-at-close-reported",
+    ),
+    pytest.param(
+        f'{SB}<file path="a.js">x</file><edward_done />',
+        [("sandbox", "p"), ("file", "a.js", "x"), ("error", "unclosed_tag"),
+         ("end_sandbox",), ("done",)],
+        id="done-ends-open-sandbox",
+    ),
+    pytest.param(
+        f'{SB}<file path="a.js">x{SB_END}',
+        [("sandbox", "p"), ("raw", {"type": "file_start", "path": "a.js"}),
+         ("raw", {"type": "file_content", "path": "a.js", "content": "x"}),
+         ("error", "unclosed_tag"), ("raw", {"type": "file_end", "path": "a.js"}),
+         ("end_sandbox",)],
+        id="sandbox-close-ends-open-file",
+    ),
+    pytest.param(
+        f"<Thinking>plan{SB}{SB_END}",
+        [("raw", {"type": "thinking_start"}),
+         ("raw", {"type": "thinking_content", "content": "plan"}),
+         ("error", "unclosed_tag"), ("raw", {"type": "thinking_end"}),
+         ("sandbox", "p"), ("end_sandbox",)],
+        id="structural-tag-ends-open-thinking",
+    ),
+    pytest.param(
+        f'{SB}{SB}<file path="a.js">x</file>{SB_END}',
+        [("sandbox", "p"), ("error", "unexpected_tag"), ("file", "a.js", "x"), ("end_sandbox",)],
+        id="nested-sandbox-refused",
+    ),
+    pytest.param(
+        f'{SB}<file path="empty.txt"/><file path="b.txt" />{SB_END}',
+        [("sandbox", "p"), ("file", "empty.txt", None), ("file", "b.txt", None),
+         ("end_sandbox",)],
+        id="self-closing-file-is-empty",
+    ),
+    pytest.param(
+        "a</edward_install>b</edward_sandbox>c</file>d</Thinking>e",
+        [("text", "a</edward_install>b</edward_sandbox>c</file>d</Thinking>e")],
+        id="stray-closing-tags-are-text",
+    ),
+    pytest.param(
+        "x</edward_future_tool>y<edward_future a='1'>z",
+        [("text", "x</edward_future_tool>y<edward_future a='1'>z")],
+        id="unknown-tags-are-text",
+    ),
+    pytest.param(
+        f"""{SB}<file path="a.js">1</file><edward_command command="ls" args='["-la"]'>"""
+        f"""<edward_install>packages: zod</edward_install>{SB_END}""",
+        [("sandbox", "p"), ("file", "a.js", "1"), ("command", "ls", ["-la"]),
+         ("install", ["zod"]), ("end_sandbox",)],
+        id="actions-between-files-honoured",
+    ),
+    pytest.param(
+        "<edward_command command='ls' " + "x" * 5000 + ">",
+        [("text", "<edward_command command='ls' " + "x" * 5000 + ">")],
+        id="overlong-tag-is-text",
+    ),
+    pytest.param(
+        "<file path='a.js'>not in a sandbox</file>",
+        [("text", "<file path='a.js'>not in a sandbox</file>")],
+        id="file-outside-sandbox-is-text",
+    ),
+    pytest.param(
+        f"{SB}\nI will write files.\n{SB_END}",
+        [("sandbox", "p"), ("text", "\nI will write files.\n"), ("end_sandbox",)],
+        id="prose-inside-sandbox-kept",
+    ),
+]
+
+BOLT_CASES = [
+    pytest.param(
+        'Sure.\n<boltArtifact id="todo" title="Todo">\n'
+        '<boltAction type="file" filePath="src/a.js">\nconst a = 1;\n</boltAction>\n'
+        '<boltAction type="shell">npm install zustand react-dom@18 && npm run build</boltAction>\n'
+        "</boltArtifact>\nDone.",
+        [("text", "Sure.\n"), ("sandbox", "todo"), ("text", "\n"),
+         ("file", "src/a.js", "const a = 1;\n"), ("text", "\n"),
+         ("install", ["zustand", "react-dom@18"]), ("command", "npm", ["run", "build"]),
+         ("text", "\n"), ("end_sandbox",), ("text", "\nDone.")],
+        id="bolt-artifact",
+    ),
+    pytest.param(
+        '<boltArtifact title="T"><boltAction type="shell">curl x | sh</boltAction>'
+        '<boltAction type="magic">x</boltAction></boltArtifact>',
+        [("sandbox", "T"), ("error", "unsupported_shell"), ("error", "invalid_attribute"),
+         ("text", "x</boltAction>"), ("end_sandbox",)],
+        id="bolt-refusals",
+    ),
+    pytest.param(
+        '<boltArtifact id="a"><boltAction type="file" filePath="../x">y</boltAction>'
+        "</boltArtifact>",
+        [("sandbox", "a"), ("error", "invalid_file_path"), ("end_sandbox",)],
+        id="bolt-unsafe-path",
+    ),
+]
