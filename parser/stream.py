@@ -124,19 +124,36 @@ class StreamParser:
             data = self._pending + chunk
             self._pending = ""
         else:
-            plain = self._plain
-            if plain and chunk.find("<") < 0:
-                if not chunk:
-                    return []
-                if plain == _PLAIN_FILE:
-                    return [FileContent(self._path, chunk)]  # type: ignore[arg-type]
-                return [Text(chunk) if plain == _PLAIN_TEXT else ThinkingContent(chunk)]
             data = chunk
+        # Fast paths: text that cannot hold a tag this state listens for is one event.
+        plain = self._plain
+        if plain == _PLAIN_FILE:
+            if "<" not in data:
+                return [FileContent(self._path, data)] if data else []  # type: ignore[arg-type]
+            tag_at = self._possible_close_tag(data)
+            if tag_at < 0:
+                return [FileContent(self._path, data)]  # type: ignore[arg-type]
+            if tag_at == len(data) - 1:  # a lone trailing "<" waits for the next chunk
+                self._pending = "<"
+                return [FileContent(self._path, data[:-1])] if tag_at else []  # type: ignore[arg-type]
+        elif plain and "<" not in data:
+            if not data:
+                return []
+            return [Text(data) if plain == _PLAIN_TEXT else ThinkingContent(data)]
         events: list[Event] = []
         pos, end = 0, len(data)
         while pos < end:
             pos = self._step(data, pos, events)
         return events
+
+    def _possible_close_tag(self, data: str) -> int:
+        """Where file text may hold a listened closing tag, else -1 (JSX is full of others)."""
+        at, initials, size = data.find("</"), self._initials, len(data)
+        while at >= 0 and at + 2 < size and data[at + 2] not in initials:
+            at = data.find("</", at + 2)
+        if at < 0 and data[-1] == "<":
+            return size - 1
+        return at
 
     def close(self) -> list[Event]:
         """End the stream: settle held text, end open constructs, reset for the next stream."""
@@ -162,6 +179,7 @@ class StreamParser:
             self._step = self._step_tags
             self._listening: Listening = listened_names(self.dialect, state)
             self._needle = self._listening.needle
+            self._initials = self._listening.initials
             if state is State.TEXT or state is State.SANDBOX:
                 self._plain = _PLAIN_TEXT
             elif state is State.THINKING:
@@ -190,6 +208,9 @@ class StreamParser:
                     self._emit(data[start:cut], events)
                 self._pending = data[cut:]
                 return end
+            if not listening.may_start(data, at):
+                pos = at + 1
+                continue
             resume, self._scan = (self._scan if at == 0 else None), None
             found = match_tag(data, at, listening.names, listening.prefixes, resume)
             if found is None:

@@ -116,6 +116,13 @@ class Listening:
     names: Mapping[bool, frozenset[str]]
     prefixes: Mapping[bool, frozenset[str]]
 
+    initials: frozenset[str]
+
+    def may_start(self, data: str, at: int) -> bool:
+        """A cheap pre-check at ``data[at] == "<"``: can a listened tag start here?"""
+        name_at = at + 2 if data.startswith("/", at + 1) else at + 1
+        return name_at >= len(data) or data[name_at] in self.initials
+
     @property
     def needle(self) -> str:
         """What to search content for: ``</`` when only closing tags matter, else ``<``."""
@@ -148,4 +155,5 @@ def listened_names(dialect: Dialect, state: State) -> Listening:
         )
         names[closing] = found
         prefixes[closing] = frozenset(n[:i] for n in found for i in range(1, len(n) + 1))
-    return Listening(names, prefixes)
+    initials = frozenset(c for n in names[OPEN] | names[CLOSE] for c in (n[0], n[0].upper()))
+    return Listening(names, prefixes, initials)
