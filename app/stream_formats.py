@@ -2,8 +2,9 @@
 
 Formats, tried in this order on the first non-blank line:
 
-- **SSE capture** (first line is an ``event:`` or ``data:`` field): the raw ``text/event-stream``
-  body of one of these, recognised from the first payload that names its provider:
+- **SSE capture** (the first line that is not an SSE ``:`` comment is an ``event:``, ``data:``,
+  ``id:`` or ``retry:`` field): the raw ``text/event-stream`` body of one of these, recognised
+  from the first payload that names its provider:
 
   ========================  ==================================================================
   Anthropic Messages        ``content_block_delta`` events whose ``delta.type`` is
@@ -84,7 +85,7 @@ def load_turns(raw: bytes | str, source_name: str) -> list[Turn]:
     first = _first_nonblank_line(text)
     if first is None:
         raise StreamFormatError(f"{source_name!r}: empty input, nothing to parse")
-    if _SSE_FIELD.match(first):
+    if _SSE_FIELD.match(_first_nonblank_line(text, skip_sse_comments=True) or ""):
         return load_sse_capture(text, source_name)
     if first.startswith(("{", '"')) and _is_json(first):
         return load_jsonl(text, source_name)
@@ -107,9 +108,9 @@ def decode_text(raw: bytes, source_name: str) -> str:
         ) from exc
 
 
-def _first_nonblank_line(text: str) -> str | None:
+def _first_nonblank_line(text: str, skip_sse_comments: bool = False) -> str | None:
     for line in _LINE_BREAK.split(text):
-        if line.strip():
+        if line.strip() and not (skip_sse_comments and line.startswith(":")):
             return line.lstrip()
     return None
 

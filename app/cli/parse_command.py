@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import functools
+import io
 import json
+import os
 import random
 import sys
 from collections.abc import Callable, Iterator
@@ -33,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     command = subparsers.add_parser(
         "parse",
         help="run the stream parser on a recorded LLM answer",
-        description=__doc__.splitlines()[0] if __doc__ else None,
+        description="Run the stream parser on a recorded LLM answer (plain text, JSONL, or an "
+        "Anthropic, OpenAI or Gemini SSE capture; detected from content) and show what it made.",
     )
     command.add_argument("file", metavar="FILE", help="the recording, or - for stdin")
     command.add_argument(
@@ -43,11 +46,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "searches, errors. With --materialize and no --format, only the written files are "
         "listed; with both, the write report goes to stderr.",
     )
-    command.add_argument("--dialect", choices=("edward", "bolt"), default="edward")
+    command.add_argument(
+        "--dialect", choices=("edward", "bolt"), default="edward", help="the tag dialect"
+    )
     chunking = command.add_mutually_exclusive_group()
-    chunking.add_argument("--chunk-size", type=_positive_int, metavar="N")
-    chunking.add_argument("--random-chunks", type=int, metavar="SEED")
-    command.add_argument("--materialize", type=Path, metavar="DIR")
+    chunking.add_argument(
+        "--chunk-size", type=_positive_int, metavar="N", help="feed each turn in N-character chunks"
+    )
+    chunking.add_argument(
+        "--random-chunks",
+        type=int,
+        metavar="SEED",
+        help=f"feed each turn in random 1..{MAX_RANDOM_CHUNK}-character chunks (reproducible)",
+    )
+    command.add_argument(
+        "--materialize",
+        type=Path,
+        metavar="DIR",
+        help="write the final content of every file the stream creates into DIR",
+    )
     command.set_defaults(handler=run_parse)
 
 
@@ -62,29 +79,52 @@ def run_parse(args: argparse.Namespace) -> int:
     """Handle ``kiln parse``; returns the exit code."""
     try:
         raw, source = _read_input(args.file)
-        turns = load_turns(raw, source)
-        parsed = list(_parse_turns(turns, args))
+        parsed = list(_parse_turns(load_turns(raw, source), args))
     except (OSError, StreamFormatError, ParseError) as exc:
         return _fail(exc)
     assembler = FileAssembler()
     for _, events in parsed:
         assembler.apply_all(events)
-    if args.format == "summary":
-        _print_summary(assembler, len(turns), sys.stdout)
-    elif args.format == "jsonl" or args.materialize is None:
-        _print_jsonl(parsed, sys.stdout)
-    if args.materialize is None:
-        return EXIT_OK
+    report = None
+    if args.materialize is not None:
+        try:
+            report = materialize(assembler.files, args.materialize)
+        except MaterializeError as exc:
+            return _fail(exc)
     try:
-        report = materialize(assembler.files, args.materialize)
-    except MaterializeError as exc:
-        return _fail(exc)
+        _print_output(args, parsed, assembler, report)
+    except BrokenPipeError:
+        _stop_writing_stdout()
+        return EXIT_FAILED
+    return EXIT_FAILED if report is not None and report.refused else EXIT_OK
+
+
+def _print_output(
+    args: argparse.Namespace,
+    parsed: list[tuple[Turn, list[Event]]],
+    assembler: FileAssembler,
+    report: MaterializeReport | None,
+) -> None:
+    if args.format == "summary":
+        _print_summary(assembler, len(parsed), sys.stdout)
+    elif args.format == "jsonl" or report is None:
+        _print_jsonl(parsed, sys.stdout)
+    if report is None:
+        return
     _print_report(report, args.materialize, sys.stderr if args.format else sys.stdout)
     if args.format is None:
         # the report is the only output, so the stream's own errors must show here
         for error in assembler.errors:
             print(f"kiln parse: stream error {error.code}: {error.message}", file=sys.stderr)
-    return EXIT_FAILED if report.refused else EXIT_OK
+
+
+def _stop_writing_stdout() -> None:
+    """The reader went away (``kiln parse x | head``); keep Python's exit flush from failing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # not a real file descriptor (tests capture stdout); nothing to protect
 
 
 def _fail(exc: Exception) -> int:

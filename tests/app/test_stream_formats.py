@@ -277,6 +277,18 @@ def test_plain_text_starting_with_a_brace_that_is_not_json() -> None:
     assert load_turns(text, "a.txt")[0].chunks == [text]
 
 
+def test_capture_may_start_with_sse_comments() -> None:
+    body = ": PROCESSING\n\n: PROCESSING\n\n" + sse((None, chat_chunk("hi")), (None, "[DONE]"))
+
+    assert load_turns(body, "c.sse")[0].chunks == ["hi"]
+
+
+def test_plain_text_starting_with_a_colon_is_plain() -> None:
+    text = ":) hello <Response>hi</Response>"
+
+    assert load_turns(text, "a.txt")[0].chunks == [text]
+
+
 def test_utf8_bom_is_dropped() -> None:
     assert load_turns(b"\xef\xbb\xbfhello", "bom.txt")[0].chunks == ["hello"]
 
