@@ -68,11 +68,15 @@ class Dialect:
 
     name: str
     tags: Mapping[str, TagSpec]
+    # Prefixes that name the project root in file paths (bolt writes "/home/project/src/a.js"
+    # or "/src/a.js"); they are dropped before the path is checked, first match only.
+    path_roots: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, name: str, *specs: TagSpec) -> Dialect:
+    def of(cls, name: str, *specs: TagSpec, path_roots: tuple[str, ...] = ()) -> Dialect:
         """Build a dialect from its tag specs (names lower-cased)."""
-        return cls(name, MappingProxyType({spec.name.lower(): spec for spec in specs}))
+        tags = MappingProxyType({spec.name.lower(): spec for spec in specs})
+        return cls(name, tags, path_roots)
 
 
 EDWARD = Dialect.of(
@@ -98,6 +102,7 @@ BOLT = Dialect.of(
         discriminator="type",
         roles_by_value={"file": Role.FILE, "shell": Role.SHELL, "start": Role.SHELL},
     ),
+    path_roots=("/home/project/", "/"),
 )
 
 DIALECTS: Mapping[str, Dialect] = MappingProxyType({d.name: d for d in (EDWARD, BOLT)})

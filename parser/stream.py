@@ -14,16 +14,12 @@ from ``transitions.TRANSITIONS``, keyed by (state, role, closing).
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable
-from typing import Any
 
+from parser.action_tags import SELF_CONTAINED, field_value
 from parser.dialects import DIALECTS, Dialect, Role, TagSpec
 from parser.errors import ParseError, UnsafePathError
 from parser.events import (
-    Command,
-    Done,
     Error,
     Event,
     FileContent,
@@ -38,8 +34,6 @@ from parser.events import (
     ThinkingContent,
     ThinkingEnd,
     ThinkingStart,
-    UrlScrape,
-    WebSearch,
 )
 from parser.file_body import (
     CDATA_CLOSE,
@@ -63,9 +57,6 @@ from parser.transitions import (
     role_of,
 )
 
-_PROGRAM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
-DEFAULT_MAX_RESULTS = 5
-MAX_SEARCH_RESULTS = 20
 _CONSTRUCT_NAMES = {
     State.THINKING: "thinking block",
     State.SANDBOX: "sandbox block",
@@ -79,7 +70,6 @@ _PLAIN_TEXT, _PLAIN_THINKING, _PLAIN_FILE = 1, 2, 3
 Step = Callable[[str, int, list[Event]], int]
 Spec = TagSpec | None
 Attrs = dict[str, str]
-Events = list[Event]
 
 
 class StreamParser:
@@ -96,7 +86,7 @@ class StreamParser:
                 raise ParseError(f"unknown dialect {dialect!r}; known: {', '.join(DIALECTS)}")
             dialect = DIALECTS[dialect]
         self.dialect = dialect
-        self._actions: dict[str, Callable[[TagSpec, dict[str, str], list[Event]], None]] = {
+        self._actions: dict[str, Callable[[Spec, Attrs, list[Event]], None]] = {
             name.removeprefix("_do_"): getattr(self, name)
             for name in dir(self)
             if name.startswith("_do_")
@@ -229,7 +219,8 @@ class StreamParser:
         elif text in ("<", "</"):
             self._emit(text, events)
         else:
-            events.append(Error("unclosed_tag", f"the stream ended inside the tag {text[:80]!r}"))
+            # The whole fragment (at most a tag's length) is in the message: nothing is lost.
+            events.append(Error("unclosed_tag", f"the stream ended inside the tag {text!r}"))
 
     def _step_file_start(self, data: str, pos: int, events: list[Event]) -> int:
         kind, at = classify_body_start(data, pos, self._final)
@@ -290,14 +281,7 @@ class StreamParser:
         else:
             role = spec.role_for(attrs)
             if role is None:
-                allowed = ", ".join(sorted(spec.roles_by_value))
-                value = attrs.get(spec.discriminator or "")
-                events.append(
-                    Error(
-                        "invalid_attribute",
-                        f"<{tag.name}> {spec.discriminator}={value!r} is not one of: {allowed}",
-                    )
-                )
+                self._refuse_unknown_kind(spec, attrs, events)
                 return tag.end
         action = TRANSITIONS.get((self._state, role, tag.closing)) if role else None
         if action is None:
@@ -305,6 +289,8 @@ class StreamParser:
         elif action == IMPLICIT_END:
             self._end_construct(events, f"before {data[at : tag.end][:80]!r}")
             return at  # the state that follows handles this tag
+        elif action in SELF_CONTAINED:
+            events.extend(SELF_CONTAINED[action](spec, attrs))
         elif action != IGNORE:
             before = self._state
             self._actions[action](spec, attrs, events)
@@ -335,36 +321,26 @@ class StreamParser:
 
     # -- actions (named in the transition table) ------------------------------------------
 
-    def _do_open_thinking(
-        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
-    ) -> None:
+    def _do_open_thinking(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
         events.append(ThinkingStart())
         self._return_state = self._state
         self._set_state(State.THINKING)
 
-    def _do_close_thinking(
-        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
-    ) -> None:
+    def _do_close_thinking(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
         events.append(ThinkingEnd())
         self._set_state(self._return_state)
 
-    def _do_open_sandbox(
-        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
-    ) -> None:
+    def _do_open_sandbox(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
         assert spec is not None
-        project = _field(spec, attrs, "project") or _field(spec, attrs, "title")
-        events.append(SandboxStart(project, _field(spec, attrs, "base")))
+        project = field_value(spec, attrs, "project") or field_value(spec, attrs, "title")
+        events.append(SandboxStart(project, field_value(spec, attrs, "base")))
         self._set_state(State.SANDBOX)
 
-    def _do_close_sandbox(
-        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
-    ) -> None:
+    def _do_close_sandbox(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
         events.append(SandboxEnd())
         self._set_state(State.TEXT)
 
-    def _do_reject_nested(
-        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
-    ) -> None:
+    def _do_reject_nested(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
         events.append(
             Error(
                 "unexpected_tag",
@@ -372,16 +348,26 @@ class StreamParser:
             )
         )
 
-    def _do_open_file(
-        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
-    ) -> None:
+    def _refuse_unknown_kind(self, spec: TagSpec, attrs: Attrs, events: list[Event]) -> None:
+        """A discriminated tag of a kind the dialect does not know: report it, skip its body."""
+        allowed = ", ".join(sorted(spec.roles_by_value))
+        value = attrs.get(spec.discriminator or "")
+        message = f"<{spec.name}> {spec.discriminator}={value!r} is not one of: {allowed}"
+        if self._state is not State.SANDBOX:
+            events.append(Error("invalid_attribute", message))
+            return
+        events.append(Error("invalid_attribute", f"{message}; its body is skipped"))
+        self._file_tag, self._fenced, self._tail, self._path = spec.name, False, "", None
+        self._set_state(State.FILE_START)
+
+    def _do_open_file(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
         assert spec is not None
         self._file_tag, self._fenced, self._tail, self._line_start = spec.name, False, "", True
         raw = attrs.get(spec.fields["path"])
         try:
             if raw is None:
                 raise UnsafePathError(f"<{spec.name}> has no {spec.fields['path']!r} attribute")
-            self._path = normalize_file_path(raw)
+            self._path = normalize_file_path(_strip_root(raw, self.dialect.path_roots))
         except UnsafePathError as exc:
             self._path = None
             events.append(Error("invalid_file_path", f"{exc}; the file's content is skipped"))
@@ -389,9 +375,7 @@ class StreamParser:
             events.append(FileStart(self._path))
         self._set_state(State.FILE_START)
 
-    def _do_close_file(
-        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
-    ) -> None:
+    def _do_close_file(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
         path, tail = self._path, settle_fence_tail(self._tail) if self._fenced else ""
         if path is not None:
             if tail:
@@ -400,17 +384,13 @@ class StreamParser:
         self._path, self._fenced, self._tail = None, False, ""
         self._set_state(State.SANDBOX)
 
-    def _do_open_install(
-        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
-    ) -> None:
+    def _do_open_install(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
         events.append(InstallStart())
         self._body = []
         self._return_state = self._state
         self._set_state(State.INSTALL)
 
-    def _do_close_install(
-        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
-    ) -> None:
+    def _do_close_install(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
         block = parse_install_block("".join(self._body))
         self._body = []
         events.extend(Error(code, message) for code, message in block.rejected)
@@ -418,86 +398,14 @@ class StreamParser:
         events.append(InstallEnd())
         self._set_state(self._return_state)
 
-    def _do_open_shell(
-        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
-    ) -> None:
+    def _do_open_shell(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
         self._body = []
         self._set_state(State.SHELL)
 
-    def _do_close_shell(
-        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
-    ) -> None:
+    def _do_close_shell(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
         events.extend(shell_events("".join(self._body)))
         self._body = []
         self._set_state(State.SANDBOX)
-
-    def _do_emit_command(
-        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
-    ) -> None:
-        assert spec is not None
-        command = (_field(spec, attrs, "command") or "").strip()
-        if not command:
-            events.append(Error("missing_attribute", f"<{spec.name}> needs a command attribute"))
-            return
-        if not _PROGRAM.fullmatch(command):
-            events.append(
-                Error(
-                    "invalid_command",
-                    f"command must be a program name with arguments in args: {command!r}",
-                )
-            )
-            return
-        args = _command_args(attrs.get(spec.fields["args"]))
-        if args is None:
-            raw = attrs.get(spec.fields["args"])
-            events.append(
-                Error(
-                    "invalid_command_args",
-                    f"args of {command!r} must be a JSON array of strings, got {raw!r}",
-                )
-            )
-            return
-        events.append(Command(command, args))
-
-    def _do_emit_web_search(
-        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
-    ) -> None:
-        assert spec is not None
-        query = (_field(spec, attrs, "query") or "").strip()
-        if not query:
-            events.append(Error("missing_attribute", f"<{spec.name}> needs a query attribute"))
-            return
-        raw = _field(spec, attrs, "max_results")
-        max_results = DEFAULT_MAX_RESULTS
-        if raw is not None:
-            if raw.strip().isdigit() and 1 <= int(raw) <= MAX_SEARCH_RESULTS:
-                max_results = int(raw)
-            else:
-                events.append(
-                    Error(
-                        "invalid_attribute",
-                        f"max_results must be a whole number from 1 to {MAX_SEARCH_RESULTS},"
-                        f" got {raw!r}; using {DEFAULT_MAX_RESULTS}",
-                    )
-                )
-        events.append(WebSearch(query, max_results))
-
-    def _do_emit_url_scrape(
-        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
-    ) -> None:
-        assert spec is not None
-        url = (_field(spec, attrs, "url") or "").strip()
-        if not url.lower().startswith(("http://", "https://")):
-            events.append(
-                Error("invalid_attribute", f"<{spec.name}> needs an http(s) url, got {url!r}")
-            )
-            return
-        events.append(UrlScrape(url))
-
-    def _do_emit_done(
-        self, spec: TagSpec | None, attrs: dict[str, str], events: list[Event]
-    ) -> None:
-        events.append(Done())
 
     # -- content --------------------------------------------------------------------------
 
@@ -526,23 +434,12 @@ def _emit_thinking(text: str, events: list[Event]) -> None:
     events.append(ThinkingContent(text))
 
 
-def _field(spec: TagSpec, attrs: dict[str, str], name: str) -> str | None:
-    attribute = spec.fields.get(name)
-    value = attrs.get(attribute) if attribute else None
-    return value if value else None
-
-
-def _command_args(raw: str | None) -> list[str] | None:
-    """The argv of a command's ``args`` attribute: a JSON array of strings, else ``None``."""
-    if raw is None or not raw.strip():
-        return []
-    try:
-        value: Any = json.loads(raw)
-    except ValueError:
-        return None
-    if isinstance(value, list) and all(isinstance(item, str) for item in value):
-        return value
-    return None
+def _strip_root(raw: str, roots: tuple[str, ...]) -> str:
+    """Drop the first of a dialect's project-root prefixes that ``raw`` starts with."""
+    for root in roots:
+        if raw.startswith(root):
+            return raw[len(root) :]
+    return raw
 
 
 __all__ = ["Role", "StreamParser"]

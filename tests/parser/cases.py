@@ -75,9 +75,7 @@ CASES = [
         id="tag-names-case-insensitive",
     ),
     pytest.param("<Thinking></Thinking>", [("think", "")], id="empty-thinking"),
-    pytest.param(
-        "<Response>\nHi</Response>", [("text", "\nHi")], id="response-wrapper-consumed"
-    ),
+    pytest.param("<Response>\nHi</Response>", [("text", "\nHi")], id="response-wrapper-consumed"),
     pytest.param(
         f'{SB}<file path="a.js">x</file>{SB_END}',
         [("sandbox", "p"), ("file", "a.js", "x"), ("end_sandbox",)],
@@ -126,8 +124,14 @@ CASES = [
     pytest.param(
         "a<edward_done/>b<edward_done />c<EDWARD_DONE>d<edward_done></edward_done>",
         [
-            ("text", "a"), ("done",), ("text", "b"), ("done",), ("text", "c"), ("done",),
-            ("text", "d"), ("done",),
+            ("text", "a"),
+            ("done",),
+            ("text", "b"),
+            ("done",),
+            ("text", "c"),
+            ("done",),
+            ("text", "d"),
+            ("done",),
         ],
         id="done-spellings",
     ),
@@ -149,8 +153,11 @@ CASES = [
     ),
     pytest.param(
         f'{SB}<file path="README.md">\n# T\n\n```sh\nnpm i\n```\n\nEnd\n</file>{SB_END}',
-        [("sandbox", "p"), ("file", "README.md", "# T\n\n```sh\nnpm i\n```\n\nEnd\n"),
-         ("end_sandbox",)],
+        [
+            ("sandbox", "p"),
+            ("file", "README.md", "# T\n\n```sh\nnpm i\n```\n\nEnd\n"),
+            ("end_sandbox",),
+        ],
         id="inner-fences-kept",
     ),
     pytest.param(
@@ -175,8 +182,12 @@ CASES = [
     ),
     pytest.param(
         f'{SB}<file path="/etc/passwd">root</file><file path="ok.js">1</file>{SB_END}',
-        [("sandbox", "p"), ("error", "invalid_file_path"), ("file", "ok.js", "1"),
-         ("end_sandbox",)],
+        [
+            ("sandbox", "p"),
+            ("error", "invalid_file_path"),
+            ("file", "ok.js", "1"),
+            ("end_sandbox",),
+        ],
         id="absolute-path-refused-stream-continues",
     ),
     pytest.param(
@@ -188,8 +199,7 @@ CASES = [
     ),
     pytest.param(
         f'{SB}<file path="./src/../file.ts">a</file><file path="src\\\\b.js">b</file>{SB_END}',
-        [("sandbox", "p"), ("file", "file.ts", "a"), ("file", "src/b.js", "b"),
-         ("end_sandbox",)],
+        [("sandbox", "p"), ("file", "file.ts", "a"), ("file", "src/b.js", "b"), ("end_sandbox",)],
         id="paths-normalized",
     ),
     pytest.param(
@@ -200,17 +210,24 @@ CASES = [
     ),
     pytest.param(
         "<edward_install>packages: left-pad; rm -rf /, $(curl x), ../../etc</edward_install>",
-        [("raw", {"type": "install_start"}), ("error", "invalid_package"),
-         ("error", "invalid_package"), ("error", "invalid_package"),
-         ("raw", {"type": "install_content", "dependencies": ["left-pad"], "framework": None}),
-         ("raw", {"type": "install_end"})],
+        [
+            ("raw", {"type": "install_start"}),
+            ("error", "invalid_package"),
+            ("error", "invalid_package"),
+            ("error", "invalid_package"),
+            ("raw", {"type": "install_content", "dependencies": ["left-pad"], "framework": None}),
+            ("raw", {"type": "install_end"}),
+        ],
         id="install-refuses-bad-specs",
     ),
     pytest.param(
         "<edward_install>npm install react</edward_install>",
-        [("raw", {"type": "install_start"}), ("error", "invalid_install_line"),
-         ("raw", {"type": "install_content", "dependencies": [], "framework": None}),
-         ("raw", {"type": "install_end"})],
+        [
+            ("raw", {"type": "install_start"}),
+            ("error", "invalid_install_line"),
+            ("raw", {"type": "install_content", "dependencies": [], "framework": None}),
+            ("raw", {"type": "install_end"}),
+        ],
         id="install-line-not-understood",
     ),
     pytest.param(
@@ -221,8 +238,11 @@ CASES = [
     pytest.param(
         """<edward_command command="ls" args='["a", 1]'><edward_command args='["x"]'>"""
         """<edward_command command="npm run build">""",
-        [("error", "invalid_command_args"), ("error", "missing_attribute"),
-         ("error", "invalid_command")],
+        [
+            ("error", "invalid_command_args"),
+            ("error", "missing_attribute"),
+            ("error", "invalid_command"),
+        ],
         id="command-malformed",
     ),
     pytest.param(
@@ -235,8 +255,13 @@ CASES = [
         '<edward_web_search query="vite hmr"><edward_web_search query="x" max_results="3">'
         '</edward_web_search><edward_web_search query="y" max_results="lots">'
         "<edward_web_search max_results='2'>",
-        [("search", "vite hmr"), ("search", "x", 3), ("error", "invalid_attribute"),
-         ("search", "y"), ("error", "missing_attribute")],
+        [
+            ("search", "vite hmr"),
+            ("search", "x", 3),
+            ("error", "invalid_attribute"),
+            ("search", "y"),
+            ("error", "missing_attribute"),
+        ],
         id="web-search",
     ),
     pytest.param(
@@ -247,49 +272,75 @@ CASES = [
     ),
     pytest.param(
         "<Thinking>unfinished",
-        [("raw", {"type": "thinking_start"}), ("raw", {"type": "thinking_content",
-         "content": "unfinished"}), ("error", "unclosed_tag"), ("raw", {"type": "thinking_end"})],
+        [
+            ("raw", {"type": "thinking_start"}),
+            ("raw", {"type": "thinking_content", "content": "unfinished"}),
+            ("error", "unclosed_tag"),
+            ("raw", {"type": "thinking_end"}),
+        ],
         id="unclosed-thinking",
     ),
     pytest.param(
         f'{SB}<file path="a.js">part',
-        [("sandbox", "p"), ("raw", {"type": "file_start", "path": "a.js"}),
-         ("raw", {"type": "file_content", "path": "a.js", "content": "part"}),
-         ("error", "unclosed_tag"), ("raw", {"type": "file_end", "path": "a.js"}),
-         ("error", "unclosed_tag"), ("end_sandbox",)],
+        [
+            ("sandbox", "p"),
+            ("raw", {"type": "file_start", "path": "a.js"}),
+            ("raw", {"type": "file_content", "path": "a.js", "content": "part"}),
+            ("error", "unclosed_tag"),
+            ("raw", {"type": "file_end", "path": "a.js"}),
+            ("error", "unclosed_tag"),
+            ("end_sandbox",),
+        ],
         id="unclosed-file-and-sandbox",
     ),
     pytest.param(
         "<edward_install>packages: react",
-        [("raw", {"type": "install_start"}), ("error", "unclosed_tag"),
-         ("raw", {"type": "install_content", "dependencies": ["react"], "framework": None}),
-         ("raw", {"type": "install_end"})],
+        [
+            ("raw", {"type": "install_start"}),
+            ("error", "unclosed_tag"),
+            ("raw", {"type": "install_content", "dependencies": ["react"], "framework": None}),
+            ("raw", {"type": "install_end"}),
+        ],
         id="unclosed-install",
     ),
     pytest.param(
-        "hello</edward_web_se", [("text", "hello"), ("error", "unclosed_tag")],
+        "hello</edward_web_se",
+        [("text", "hello"), ("error", "unclosed_tag")],
         id="partial-tag-at-close-reported",
     ),
     pytest.param(
         f'{SB}<file path="a.js">x</file><edward_done />',
-        [("sandbox", "p"), ("file", "a.js", "x"), ("error", "unclosed_tag"),
-         ("end_sandbox",), ("done",)],
+        [
+            ("sandbox", "p"),
+            ("file", "a.js", "x"),
+            ("error", "unclosed_tag"),
+            ("end_sandbox",),
+            ("done",),
+        ],
         id="done-ends-open-sandbox",
     ),
     pytest.param(
         f'{SB}<file path="a.js">x{SB_END}',
-        [("sandbox", "p"), ("raw", {"type": "file_start", "path": "a.js"}),
-         ("raw", {"type": "file_content", "path": "a.js", "content": "x"}),
-         ("error", "unclosed_tag"), ("raw", {"type": "file_end", "path": "a.js"}),
-         ("end_sandbox",)],
+        [
+            ("sandbox", "p"),
+            ("raw", {"type": "file_start", "path": "a.js"}),
+            ("raw", {"type": "file_content", "path": "a.js", "content": "x"}),
+            ("error", "unclosed_tag"),
+            ("raw", {"type": "file_end", "path": "a.js"}),
+            ("end_sandbox",),
+        ],
         id="sandbox-close-ends-open-file",
     ),
     pytest.param(
         f"<Thinking>plan{SB}{SB_END}",
-        [("raw", {"type": "thinking_start"}),
-         ("raw", {"type": "thinking_content", "content": "plan"}),
-         ("error", "unclosed_tag"), ("raw", {"type": "thinking_end"}),
-         ("sandbox", "p"), ("end_sandbox",)],
+        [
+            ("raw", {"type": "thinking_start"}),
+            ("raw", {"type": "thinking_content", "content": "plan"}),
+            ("error", "unclosed_tag"),
+            ("raw", {"type": "thinking_end"}),
+            ("sandbox", "p"),
+            ("end_sandbox",),
+        ],
         id="structural-tag-ends-open-thinking",
     ),
     pytest.param(
@@ -299,8 +350,7 @@ CASES = [
     ),
     pytest.param(
         f'{SB}<file path="empty.txt"/><file path="b.txt" />{SB_END}',
-        [("sandbox", "p"), ("file", "empty.txt", None), ("file", "b.txt", None),
-         ("end_sandbox",)],
+        [("sandbox", "p"), ("file", "empty.txt", None), ("file", "b.txt", None), ("end_sandbox",)],
         id="self-closing-file-is-empty",
     ),
     pytest.param(
@@ -316,8 +366,13 @@ CASES = [
     pytest.param(
         f"""{SB}<file path="a.js">1</file><edward_command command="ls" args='["-la"]'>"""
         f"""<edward_install>packages: zod</edward_install>{SB_END}""",
-        [("sandbox", "p"), ("file", "a.js", "1"), ("command", "ls", ["-la"]),
-         ("install", ["zod"]), ("end_sandbox",)],
+        [
+            ("sandbox", "p"),
+            ("file", "a.js", "1"),
+            ("command", "ls", ["-la"]),
+            ("install", ["zod"]),
+            ("end_sandbox",),
+        ],
         id="actions-between-files-honoured",
     ),
     pytest.param(
@@ -343,17 +398,29 @@ BOLT_CASES = [
         '<boltAction type="file" filePath="src/a.js">\nconst a = 1;\n</boltAction>\n'
         '<boltAction type="shell">npm install zustand react-dom@18 && npm run build</boltAction>\n'
         "</boltArtifact>\nDone.",
-        [("text", "Sure.\n"), ("sandbox", "todo"), ("text", "\n"),
-         ("file", "src/a.js", "const a = 1;\n"), ("text", "\n"),
-         ("install", ["zustand", "react-dom@18"]), ("command", "npm", ["run", "build"]),
-         ("text", "\n"), ("end_sandbox",), ("text", "\nDone.")],
+        [
+            ("text", "Sure.\n"),
+            ("sandbox", "todo"),
+            ("text", "\n"),
+            ("file", "src/a.js", "const a = 1;\n"),
+            ("text", "\n"),
+            ("install", ["zustand", "react-dom@18"]),
+            ("command", "npm", ["run", "build"]),
+            ("text", "\n"),
+            ("end_sandbox",),
+            ("text", "\nDone."),
+        ],
         id="bolt-artifact",
     ),
     pytest.param(
         '<boltArtifact title="T"><boltAction type="shell">curl x | sh</boltAction>'
         '<boltAction type="magic">x</boltAction></boltArtifact>',
-        [("sandbox", "T"), ("error", "unsupported_shell"), ("error", "invalid_attribute"),
-         ("text", "x</boltAction>"), ("end_sandbox",)],
+        [
+            ("sandbox", "T"),
+            ("error", "unsupported_shell"),
+            ("error", "invalid_attribute"),
+            ("end_sandbox",),
+        ],
         id="bolt-refusals",
     ),
     pytest.param(
@@ -361,5 +428,12 @@ BOLT_CASES = [
         "</boltArtifact>",
         [("sandbox", "a"), ("error", "invalid_file_path"), ("end_sandbox",)],
         id="bolt-unsafe-path",
+    ),
+    pytest.param(
+        '<boltArtifact id="a"><boltAction type="file" filePath="/home/project/src/a.js">1'
+        '</boltAction><boltAction type="file" filePath="/src/b.js">2</boltAction>'
+        "</boltArtifact>",
+        [("sandbox", "a"), ("file", "src/a.js", "1"), ("file", "src/b.js", "2"), ("end_sandbox",)],
+        id="bolt-project-root-paths",
     ),
 ]

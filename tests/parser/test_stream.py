@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import tracemalloc
 from collections.abc import Iterable
@@ -44,12 +45,12 @@ def split_at(text: str, cuts: Iterable[int]) -> list[str]:
     """``text`` cut at the given offsets."""
     points = sorted({c for c in cuts if 0 < c < len(text)})
     bounds = [0, *points, len(text)]
-    return [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [text[a:b] for a, b in itertools.pairwise(bounds)]
 
 
-ALL_CASES = [
-    pytest.param(*case.values, "edward", id=case.id) for case in CASES
-] + [pytest.param(*case.values, "bolt", id=case.id) for case in BOLT_CASES]
+ALL_CASES = [pytest.param(*case.values, "edward", id=case.id) for case in CASES] + [
+    pytest.param(*case.values, "bolt", id=case.id) for case in BOLT_CASES
+]
 
 
 @pytest.mark.parametrize(("text", "rows", "dialect"), ALL_CASES)
@@ -72,12 +73,40 @@ def test_random_splits(text: str, rows: list[Any], dialect: str, cuts: list[int]
 # Fragments that exercise every state and boundary; random texts built from them must parse
 # the same however they are split, and never hold more than a tag's worth between feeds.
 FRAGMENTS = [
-    "<Thinking>", "</Thinking>", "<Response>", "</Response>", '<edward_sandbox project="p">',
-    "</edward_sandbox>", '<file path="a.js">', "<file path='b/c.jsx'>", "</file>", "</FILE>",
-    "<![CDATA[", "]]>", "]", "```", "```jsx\n", "\n", " ", "x", "<", "</", ">", "'", '"',
-    "<div>", "a < b", "<edward_install>", "packages: react, -x\n", "</edward_install>",
-    """<edward_command command="npm" args='["run","build"]'>""", "<edward_done />",
-    '<edward_web_search query="q">', "</edward_web_search>", "<edward_fut", "&amp;",
+    "<Thinking>",
+    "</Thinking>",
+    "<Response>",
+    "</Response>",
+    '<edward_sandbox project="p">',
+    "</edward_sandbox>",
+    '<file path="a.js">',
+    "<file path='b/c.jsx'>",
+    "</file>",
+    "</FILE>",
+    "<![CDATA[",
+    "]]>",
+    "]",
+    "```",
+    "```jsx\n",
+    "\n",
+    " ",
+    "x",
+    "<",
+    "</",
+    ">",
+    "'",
+    '"',
+    "<div>",
+    "a < b",
+    "<edward_install>",
+    "packages: react, -x\n",
+    "</edward_install>",
+    """<edward_command command="npm" args='["run","build"]'>""",
+    "<edward_done />",
+    '<edward_web_search query="q">',
+    "</edward_web_search>",
+    "<edward_fut",
+    "&amp;",
 ]
 
 
