@@ -16,23 +16,29 @@ service's main app.
 
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from html import escape
 
-import anyio
 import httpx
 import websockets
 from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.responses import HTMLResponse, JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
-from websockets.asyncio.client import ClientConnection, connect
 
-from sandbox.errors import SandboxUnavailable
+from sandbox.preview_upstream import (
+    WS_BAD_GATEWAY,
+    open_websocket,
+    pump_websocket,
+    request_body,
+    send_response,
+    upstream_headers,
+    upstream_url,
+)
 
+# authorize(request_or_websocket, sandbox_id): may read headers and cookies, never the body.
 Authorize = Callable[[HTTPConnection, str], Awaitable[bool]]
 Resolve = Callable[[str], Awaitable[str | None]]
 
@@ -40,42 +46,14 @@ Resolve = Callable[[str], Awaitable[str | None]]
 SANDBOX_ID = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 RETRY_AFTER_SECONDS = 2
 DEFAULT_TIMEOUT = httpx.Timeout(connect=3.0, read=120.0, write=60.0, pool=10.0)
+# Idle connections expire before Node's 5 s keep-alive timeout closes them under a request.
+LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50, keepalive_expiry=2.0)
 # Kiln's own session must never reach the sandbox: the dev server runs generated code.
 DEFAULT_PRIVATE_COOKIES = ("kiln_session",)
-WS_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-# RFC 9110 7.6.1: hop-by-hop headers are the proxy's business, never forwarded.
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
-# The proxy sets these itself; whatever the client sent is not trusted.
-PROXY_SET = frozenset({"host", "x-forwarded-host", "x-forwarded-proto"})
-# The websockets client writes its own handshake headers.
-WS_HANDSHAKE = frozenset(
-    {
-        "sec-websocket-key",
-        "sec-websocket-version",
-        "sec-websocket-extensions",
-        "sec-websocket-protocol",
-        "sec-websocket-accept",
-    }
-)
 NOT_READY_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError)
 WS_TRY_AGAIN_LATER = 1013
-WS_BAD_GATEWAY = 1014
 WS_POLICY_VIOLATION = 1008
-WS_UNKNOWN_SANDBOX = 4404
-# Codes RFC 6455 reserves for reporting; they may never be sent in a close frame.
-WS_UNSENDABLE = frozenset({1004, 1005, 1006, 1015})
+WS_NOT_FOUND = 4404  # private-use range (4000-4999), mirrors HTTP 404
 
 STARTING_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -83,8 +61,7 @@ STARTING_PAGE = """<!doctype html>
 <style>body{{font:16px system-ui,sans-serif;display:grid;place-items:center;
 min-height:100vh;margin:0;color:#444}}</style></head>
 <body><main><h1>Starting the preview&hellip;</h1>
-<p>The dev server of sandbox <code>{sandbox}</code> is not up yet.
-This page retries every {retry} seconds.</p></main></body></html>
+<p>{message}.</p><p>This page retries every {retry} seconds.</p></main></body></html>
 """
 
 
@@ -151,7 +128,7 @@ class PreviewProxy:
         self.private_cookies = frozenset(private_cookies)
         # trust_env=False: a proxy from the environment must never see sandbox traffic.
         self.client = client or httpx.AsyncClient(
-            timeout=timeout, trust_env=False, follow_redirects=False
+            timeout=timeout, limits=LIMITS, trust_env=False, follow_redirects=False
         )
 
     async def aclose(self) -> None:
@@ -169,32 +146,33 @@ class PreviewProxy:
             return
         if scope["type"] == "websocket":
             await receive()  # the client's websocket.connect; the proxy answers it below
-        refusal, base_url = await self._admit(scope, receive, send, label)
-        if refusal is not None:
-            await refuse(scope, receive, send, refusal)
+        target = await self._admit(scope, receive, send, label)
+        if isinstance(target, Refusal):
+            await refuse(scope, receive, send, target)
         elif scope["type"] == "http":
-            await self._forward_http(scope, receive, send, base_url, label)
+            await self._forward_http(scope, receive, send, target, label)
         else:
-            await self._forward_websocket(scope, receive, send, base_url)
+            await self._forward_websocket(scope, receive, send, target, label)
 
-    async def _admit(
-        self, scope: Scope, receive: Receive, send: Send, label: str
-    ) -> tuple[Refusal | None, str]:
-        """Validate, authorize (before resolving, so strangers cannot probe ids) and resolve."""
+    async def _admit(self, scope: Scope, receive: Receive, send: Send, label: str) -> str | Refusal:
+        """The dev server's base URL, or why not: validate, authorize, resolve.
+
+        Authorizing comes before resolving so that strangers cannot probe which ids exist.
+        """
         if not SANDBOX_ID.fullmatch(label):
             msg = f"not a valid sandbox id: {label!r}"
-            return Refusal(400, "invalid_sandbox_id", msg, WS_POLICY_VIOLATION), ""
+            return Refusal(400, "invalid_sandbox_id", msg, WS_POLICY_VIOLATION)
         connection: HTTPConnection = (
             Request(scope, receive) if scope["type"] == "http" else WebSocket(scope, receive, send)
         )
         if not await self.authorize(connection, label):
             msg = f"no access to the preview of sandbox {label!r}"
-            return Refusal(403, "forbidden", msg, WS_POLICY_VIOLATION), ""
+            return Refusal(403, "forbidden", msg, WS_POLICY_VIOLATION)
         base_url = await self.resolve(label)
         if base_url is None:
             msg = f"no sandbox {label!r}"
-            return Refusal(404, "unknown_sandbox", msg, WS_UNKNOWN_SANDBOX), ""
-        return None, base_url
+            return Refusal(404, "unknown_sandbox", msg, WS_NOT_FOUND)
+        return base_url
 
     async def _fall_through(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.app is not None:
@@ -202,7 +180,7 @@ class PreviewProxy:
             return
         host = HTTPConnection(scope).headers.get("host", "")
         msg = f"not a preview host: {host!r}"
-        await refuse(scope, receive, send, Refusal(404, "not_found", msg, WS_POLICY_VIOLATION))
+        await refuse(scope, receive, send, Refusal(404, "not_found", msg, WS_NOT_FOUND))
 
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the lifespan to the wrapped app, closing the shared client at shutdown."""
@@ -240,7 +218,7 @@ class PreviewProxy:
         except ClientDisconnect:  # the browser left while sending its body
             return
         except httpx.TransportError as exc:
-            await refuse(scope, receive, send, transport_refusal(exc, sandbox_id, base_url))
+            await refuse(scope, receive, send, transport_refusal(exc, sandbox_id))
             return
         try:
             await send_response(scope, receive, send, response, base_url)
@@ -248,23 +226,14 @@ class PreviewProxy:
             await response.aclose()
 
     async def _forward_websocket(
-        self, scope: Scope, receive: Receive, send: Send, base_url: str
+        self, scope: Scope, receive: Receive, send: Send, base_url: str, sandbox_id: str
     ) -> None:
-        uri = str(upstream_url(base_url, scope).copy_with(scheme=ws_scheme(base_url)))
         try:
-            upstream = await connect(
-                uri,
-                subprotocols=scope.get("subprotocols") or None,
-                additional_headers=upstream_headers(scope, self.private_cookies, WS_HANDSHAKE),
-                user_agent_header=None,
-                proxy=None,
-                compression=None,
-                open_timeout=self.timeout.connect,
-                max_size=WS_MAX_MESSAGE_BYTES,
-                close_timeout=5,
+            upstream = await open_websocket(
+                base_url, scope, self.private_cookies, self.timeout.connect
             )
         except (OSError, TimeoutError, websockets.WebSocketException) as exc:
-            await refuse(scope, receive, send, websocket_refusal(exc, uri))
+            await refuse(scope, receive, send, websocket_refusal(exc, sandbox_id))
             return
         try:
             await send({"type": "websocket.accept", "subprotocol": upstream.subprotocol})
@@ -291,30 +260,35 @@ async def refuse(scope: Scope, receive: Receive, send: Send, refusal: Refusal) -
     await send({"type": "websocket.close", "code": refusal.close_code, "reason": reason})
 
 
-def transport_refusal(exc: httpx.TransportError, sandbox_id: str, base_url: str) -> Refusal:
+# Messages name the sandbox, never the dev server's internal address.
+def transport_refusal(exc: httpx.TransportError, sandbox_id: str) -> Refusal:
     """What to answer when the dev server could not give a response at all."""
     if isinstance(exc, NOT_READY_ERRORS):
-        msg = f"the dev server of sandbox {sandbox_id!r} is not up yet"
-        return Refusal(503, "preview_starting", msg, WS_TRY_AGAIN_LATER)
+        return starting(sandbox_id)
     if isinstance(exc, httpx.TimeoutException):
-        msg = f"the dev server at {base_url!r} did not answer in time"
+        msg = f"the dev server of sandbox {sandbox_id!r} did not answer in time"
         return Refusal(504, "preview_timeout", msg, WS_TRY_AGAIN_LATER)
-    msg = f"the dev server at {base_url!r} failed: {type(exc).__name__}"
+    msg = f"the dev server of sandbox {sandbox_id!r} failed: {type(exc).__name__}"
     return Refusal(502, "preview_upstream_error", msg, WS_BAD_GATEWAY)
 
 
-def websocket_refusal(exc: Exception, uri: str) -> Refusal:
+def websocket_refusal(exc: Exception, sandbox_id: str) -> Refusal:
     """What to answer when the dev server's WebSocket handshake failed."""
     if isinstance(exc, (OSError, TimeoutError)):
-        msg = f"the dev server at {uri!r} is not up yet"
-        return Refusal(503, "preview_starting", msg, WS_TRY_AGAIN_LATER)
-    msg = f"the dev server at {uri!r} refused the WebSocket: {exc}"
+        return starting(sandbox_id)
+    msg = f"the dev server of sandbox {sandbox_id!r} refused the WebSocket: {exc}"
     return Refusal(502, "preview_upstream_error", msg, WS_BAD_GATEWAY)
 
 
-async def starting_page(scope: Scope, receive: Receive, send: Send, sandbox_id: str) -> None:
+def starting(sandbox_id: str) -> Refusal:
+    """The dev server does not accept connections (yet): the browser should retry."""
+    msg = f"the dev server of sandbox {sandbox_id!r} is not up yet"
+    return Refusal(503, "preview_starting", msg, WS_TRY_AGAIN_LATER)
+
+
+async def starting_page(scope: Scope, receive: Receive, send: Send, message: str) -> None:
     """The self-refreshing 503 page shown while the dev server is not up."""
-    html = STARTING_PAGE.format(retry=RETRY_AFTER_SECONDS, sandbox=sandbox_id)
+    html = STARTING_PAGE.format(retry=RETRY_AFTER_SECONDS, message=escape(message))
     headers = {"Retry-After": str(RETRY_AFTER_SECONDS), "Cache-Control": "no-store"}
     await HTMLResponse(html, 503, headers)(scope, receive, send)
 
@@ -322,177 +296,3 @@ async def starting_page(scope: Scope, receive: Receive, send: Send, sandbox_id: 
 def wants_html(scope: Scope) -> bool:
     """Whether the client is a browser navigating (rather than a script fetching)."""
     return "text/html" in HTTPConnection(scope).headers.get("accept", "")
-
-
-def ws_scheme(base_url: str) -> str:
-    """``ws`` or ``wss`` for a dev server's ``http``/``https`` base URL."""
-    return "wss" if base_url.startswith("https:") else "ws"
-
-
-def upstream_url(base_url: str, scope: Scope) -> httpx.URL:
-    """The dev server URL for this request: its base, the request's raw path and query."""
-    raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
-    query: bytes = scope.get("query_string", b"")
-    return httpx.URL(base_url).copy_with(raw_path=raw_path + (b"?" + query if query else b""))
-
-
-def upstream_headers(
-    scope: Scope, private_cookies: frozenset[str], also_drop: frozenset[str] = frozenset()
-) -> list[tuple[str, str]]:
-    """The request headers to forward: no hop-by-hop, no private cookies, ``X-Forwarded-*`` set.
-
-    ``Host`` is dropped so that the client writes the dev server's own ``host:port``, which
-    Vite's DNS-rebinding check accepts (it would reject ``<id>.preview.<host>``).
-    """
-    incoming = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope["headers"]]
-    drop = HOP_BY_HOP | PROXY_SET | also_drop | connection_tokens(incoming)
-    headers: list[tuple[str, str]] = []
-    for name, value in incoming:
-        if name == "cookie":
-            value = strip_cookies(value, private_cookies)
-        if name not in drop and value:
-            headers.append((name, value))
-    client = scope.get("client")
-    if client:
-        forwarded = [v for k, v in headers if k == "x-forwarded-for"] + [client[0]]
-        headers = [(k, v) for k, v in headers if k != "x-forwarded-for"]
-        headers.append(("x-forwarded-for", ", ".join(forwarded)))
-    headers.append(("x-forwarded-host", HTTPConnection(scope).headers.get("host", "")))
-    headers.append(
-        ("x-forwarded-proto", "https" if scope.get("scheme") in ("https", "wss") else "http")
-    )
-    return headers
-
-
-def connection_tokens(headers: Iterable[tuple[str, str]]) -> frozenset[str]:
-    """Header names listed in ``Connection``: hop-by-hop for this one connection."""
-    tokens = (t.strip().lower() for k, v in headers if k == "connection" for t in v.split(","))
-    return frozenset(t for t in tokens if t)
-
-
-def strip_cookies(cookie_header: str, private_cookies: frozenset[str]) -> str:
-    """A ``Cookie`` value without the private cookies (kiln's session)."""
-    pairs = (pair.strip() for pair in cookie_header.split(";"))
-    kept = [p for p in pairs if p and p.partition("=")[0].strip() not in private_cookies]
-    return "; ".join(kept)
-
-
-async def request_body(receive: Receive) -> AsyncIterator[bytes]:
-    """The request body as the browser sends it, chunk by chunk (never buffered whole)."""
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientDisconnect()
-        chunk = message.get("body", b"")
-        if chunk:
-            yield chunk
-        if not message.get("more_body", False):
-            return
-
-
-def response_headers(
-    response: httpx.Response, base_url: str, public_origin: str
-) -> list[tuple[bytes, bytes]]:
-    """The dev server's response headers minus hop-by-hop ones, with ``Location`` made public."""
-    raw = [(k.lower(), v) for k, v in response.headers.raw]
-    drop = HOP_BY_HOP | connection_tokens(
-        (k.decode("latin-1"), v.decode("latin-1")) for k, v in raw
-    )
-    upstream_origin = str(httpx.URL(base_url).copy_with(raw_path=b"")).rstrip("/").encode()
-    headers = []
-    for name, value in raw:
-        if name.decode("latin-1") in drop:
-            continue
-        if name == b"location" and value.startswith(upstream_origin):
-            value = public_origin.encode() + value[len(upstream_origin) :]
-        headers.append((name, value))
-    return headers
-
-
-def public_origin(scope: Scope) -> str:
-    """The origin the browser used, e.g. ``http://abc.preview.localhost:8000``."""
-    scheme = "https" if scope.get("scheme") == "https" else "http"
-    return f"{scheme}://{HTTPConnection(scope).headers.get('host', '')}"
-
-
-async def send_response(
-    scope: Scope, receive: Receive, send: Send, response: httpx.Response, base_url: str
-) -> None:
-    """Stream the dev server's response to the browser; stop when the browser leaves."""
-    headers = response_headers(response, base_url, public_origin(scope))
-    try:
-        await send(
-            {"type": "http.response.start", "status": response.status_code, "headers": headers}
-        )
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(cancel_on_disconnect, receive, tasks.cancel_scope)
-            # Raw bytes: the body stays as the dev server encoded it (gzip etc.).
-            async for chunk in response.aiter_raw():
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-            tasks.cancel_scope.cancel()
-    except OSError:
-        return  # the browser went away; nothing left to tell it
-    except (httpx.TransportError, httpx.StreamError) as exc:
-        raise SandboxUnavailable(
-            f"preview: the dev server at {base_url!r} failed mid-response: {exc!s}"
-        ) from exc
-
-
-async def cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
-    """Cancel ``scope`` once the browser disconnects (the request body is consumed by now)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    scope.cancel()
-
-
-def sendable_close_code(code: int | None, fallback: int) -> int:
-    """A close code that may go in a close frame: reserved ones become ``fallback``."""
-    if code is None or code == 1005:
-        return 1000
-    return fallback if code in WS_UNSENDABLE else code
-
-
-async def pump_websocket(receive: Receive, send: Send, upstream: ClientConnection) -> None:
-    """Copy frames both ways until either side closes, then close the other side."""
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(browser_to_upstream, receive, upstream, tasks.cancel_scope)
-        tasks.start_soon(upstream_to_browser, send, upstream, tasks.cancel_scope)
-
-
-async def browser_to_upstream(
-    receive: Receive, upstream: ClientConnection, done: anyio.CancelScope
-) -> None:
-    """Forward the browser's messages; pass its close code on to the dev server."""
-    while True:
-        message = await receive()
-        if message["type"] == "websocket.disconnect":
-            code = sendable_close_code(message.get("code"), fallback=1001)
-            done.cancel()  # the browser is gone: stop the other pump before closing upstream
-            with anyio.CancelScope(shield=True):
-                await upstream.close(code, message.get("reason") or "")
-            return
-        data: Any = message.get("text") if message.get("text") is not None else message["bytes"]
-        try:
-            await upstream.send(data)
-        except websockets.ConnectionClosed:
-            return  # upstream_to_browser reports the close
-
-
-async def upstream_to_browser(
-    send: Send, upstream: ClientConnection, done: anyio.CancelScope
-) -> None:
-    """Forward the dev server's messages; pass its close code on to the browser."""
-    try:
-        async for data in upstream:
-            kind = "text" if isinstance(data, str) else "bytes"
-            await send({"type": "websocket.send", kind: data})
-    except websockets.ConnectionClosedError:
-        pass  # the code and reason are on the connection either way
-    except OSError:
-        done.cancel()
-        return  # the browser is gone; browser_to_upstream sees its disconnect
-    code = sendable_close_code(upstream.close_code, fallback=WS_BAD_GATEWAY)
-    with contextlib.suppress(OSError):  # the browser may have left meanwhile
-        await send({"type": "websocket.close", "code": code, "reason": upstream.close_reason or ""})
-    done.cancel()

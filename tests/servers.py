@@ -11,6 +11,7 @@ from types import TracebackType
 import uvicorn
 from starlette.types import ASGIApp
 from websockets.sync.server import Server, ServerConnection, serve
+from websockets.typing import Subprotocol
 
 STARTUP_LIMIT_SECONDS = 10.0
 
@@ -32,7 +33,10 @@ class UvicornThread:
     def __init__(self, app: ASGIApp, sock: socket.socket | None = None) -> None:
         """Prepare (not start) a server for ``app`` on ``sock`` or a fresh loopback socket."""
         self.sock = sock or loopback_socket()
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", ws="websockets-sansio")
+        # proxy_headers=False: the client address is the socket peer, whatever it claims.
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", ws="websockets-sansio", proxy_headers=False
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
@@ -74,7 +78,8 @@ class WebSocketThread:
         self, handler: Callable[[ServerConnection], None], subprotocols: list[str]
     ) -> None:
         """Start serving ``handler`` at once; negotiates one of ``subprotocols``."""
-        self.server: Server = serve(handler, "127.0.0.1", 0, subprotocols=subprotocols)  # type: ignore[arg-type]
+        offered = [Subprotocol(name) for name in subprotocols]
+        self.server: Server = serve(handler, "127.0.0.1", 0, subprotocols=offered)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
