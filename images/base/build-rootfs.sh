@@ -12,6 +12,14 @@ set -eu
 workdir=$1 mirror=$2 suite=$3 node_tgz=$4 npm_tgz=$5
 rootfs="$workdir/rootfs"
 
+# debootstrap mounts /proc and /sys inside the target and may leave them mounted when it fails;
+# the caller deletes the work directory afterwards, which must never reach into those mounts.
+unmount_target() {
+  awk -v root="$rootfs/" 'index($2, root) == 1 { print $2 }' /proc/mounts | sort -r |
+    while read -r mountpoint; do umount -l "$mountpoint" || true; done
+}
+trap unmount_target EXIT
+
 echo "debootstrap $suite from $mirror"
 debootstrap --variant=minbase --include=ca-certificates "$suite" "$rootfs" "$mirror"
 
