@@ -1,0 +1,181 @@
+"""Counting tokens with tiktoken, offline.
+
+Which encoding counts a model's tokens:
+
+- OpenAI's current models (gpt-4o, gpt-4.1, gpt-4.5, gpt-5, the o-series) use ``o200k_base``;
+  the older gpt-4 / gpt-3.5 use ``cl100k_base``. These counts are exact for the text; the chat
+  framing is estimated (see :data:`MESSAGE_OVERHEAD_TOKENS`).
+- Anthropic (Claude) and Google (Gemini) do not publish tokenizers tiktoken can load, so kiln
+  counts their text with ``cl100k_base`` as an **approximation**. It can be off by some percent
+  either way; the output tokens reserved before every turn (``app.budgets``) absorb that, and a
+  provider's own "context too long" answer (``ContextTooLong``) remains the final word.
+  Everything else (``replay``, unknown providers) is counted like Anthropic.
+
+tiktoken downloads encodings on first use, and kiln has no network for that: the files must
+already be in tiktoken's cache folder (``TIKTOKEN_CACHE_DIR``, else ``DATA_GYM_CACHE_DIR``, else
+``<tmp>/data-gym-cache``; the file name is the SHA-1 of the encoding's URL). Before tiktoken is
+asked, kiln checks the file is there and intact, so a missing encoding gives a clear
+:class:`~app.errors.ConfigError` naming the folder instead of a hang or a network error.
+:func:`check_tokenizer` is what ``kiln doctor`` calls.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import tiktoken
+
+from app.errors import ConfigError
+
+O200K = "o200k_base"
+CL100K = "cl100k_base"
+_BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+# SHA-256 of each encoding file, as tiktoken itself checks them (tiktoken_ext.openai_public).
+ENCODING_SHA256: Mapping[str, str] = {
+    CL100K: "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    O200K: "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+}
+_O200K_PREFIXES = ("gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4")
+_CL100K_OPENAI_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35")
+OPENAI_PROVIDERS = frozenset({"openai", "azure-openai"})
+# Chat framing per message (role, separators) and for priming the reply, as in OpenAI's
+# published counting recipe; used for every provider as an estimate.
+MESSAGE_OVERHEAD_TOKENS = 4
+REPLY_PRIMING_TOKENS = 3
+
+
+class MessageLike(Protocol):
+    """A chat message (``app.providers`` ``Message`` fits)."""
+
+    @property
+    def role(self) -> str:
+        """``user`` or ``assistant``."""
+
+    @property
+    def content(self) -> str:
+        """The message text."""
+
+
+def encoding_name_for(provider: str, model: str) -> str:
+    """The tiktoken encoding that counts (or approximates) ``model``'s tokens; see module doc."""
+    name = model.strip().lower()
+    if provider.strip().lower() not in OPENAI_PROVIDERS:
+        return CL100K
+    if name.startswith("ft:"):
+        name = name[3:]
+    if name.startswith(_O200K_PREFIXES):
+        return O200K
+    if name.startswith(_CL100K_OPENAI_PREFIXES):
+        return CL100K
+    return O200K  # an OpenAI model newer than this table
+
+
+def is_approximate(provider: str) -> bool:
+    """Whether counts for ``provider`` are an approximation (no public tokenizer)."""
+    return provider.strip().lower() not in OPENAI_PROVIDERS
+
+
+def tiktoken_cache_dir(environ: Mapping[str, str] | None = None) -> str:
+    """The folder tiktoken reads its cache from, by tiktoken's own rules ("" disables it)."""
+    env = os.environ if environ is None else environ
+    if "TIKTOKEN_CACHE_DIR" in env:
+        return env["TIKTOKEN_CACHE_DIR"]
+    if "DATA_GYM_CACHE_DIR" in env:
+        return env["DATA_GYM_CACHE_DIR"]
+    return os.path.join(tempfile.gettempdir(), "data-gym-cache")
+
+
+def cache_file_for(encoding: str, cache_dir: str) -> Path:
+    """Where tiktoken keeps ``encoding`` inside ``cache_dir``."""
+    key = hashlib.sha1(_BLOB_URL.format(name=encoding).encode()).hexdigest()
+    return Path(cache_dir) / key
+
+
+def verify_cached_encoding(encoding: str, cache_dir: str) -> Path:
+    """Check ``encoding``'s file is in ``cache_dir`` and intact; return its path.
+
+    Raises :class:`ConfigError` naming the folder and the expected file otherwise.
+    """
+    if encoding not in ENCODING_SHA256:
+        raise ConfigError(f"kiln does not know the tiktoken encoding {encoding!r}")
+    hint = "set TIKTOKEN_CACHE_DIR to a folder holding tiktoken's cached encoding files"
+    if cache_dir == "":
+        raise ConfigError(f"TIKTOKEN_CACHE_DIR is empty, which disables tiktoken's cache; {hint}")
+    path = cache_file_for(encoding, cache_dir)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(
+            f"tiktoken encoding {encoding!r} is not in the cache folder {cache_dir!r}"
+            f" (expected the file {path.name!r}: {exc.strerror}); kiln cannot download it; {hint}"
+        ) from exc
+    if hashlib.sha256(data).hexdigest() != ENCODING_SHA256[encoding]:
+        raise ConfigError(
+            f"tiktoken encoding {encoding!r} in {cache_dir!r} is corrupt"
+            f" (file {path.name!r} has the wrong checksum); replace it"
+        )
+    return path
+
+
+@functools.cache
+def _load_encoding(encoding: str, cache_dir: str) -> tiktoken.Encoding:
+    """Load ``encoding`` after checking its cache file (cached per encoding and folder)."""
+    verify_cached_encoding(encoding, cache_dir)
+    try:
+        return tiktoken.get_encoding(encoding)
+    except Exception as exc:  # tiktoken raises anything from ValueError to requests' errors
+        raise ConfigError(
+            f"tiktoken could not load {encoding!r} from {cache_dir!r}: {exc}"
+        ) from exc
+
+
+def get_encoding(encoding: str) -> tiktoken.Encoding:
+    """The tiktoken encoding ``encoding``, loaded offline from the cache folder."""
+    return _load_encoding(encoding, tiktoken_cache_dir())
+
+
+def check_tokenizer(encodings: Sequence[str] = (CL100K, O200K)) -> dict[str, Path]:
+    """Load every encoding kiln uses; return each one's cache file. For ``kiln doctor``.
+
+    Raises :class:`ConfigError` for the first one that is missing or corrupt.
+    """
+    cache_dir = tiktoken_cache_dir()
+    found = {}
+    for encoding in encodings:
+        _load_encoding(encoding, cache_dir)
+        found[encoding] = cache_file_for(encoding, cache_dir)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCounter:
+    """Counts text and chat requests with one encoding."""
+
+    encoding: tiktoken.Encoding
+    approximate: bool = False
+
+    @classmethod
+    def for_model(cls, provider: str, model: str) -> TokenCounter:
+        """The counter for ``provider``'s ``model`` (see the module doc for the choice)."""
+        return cls(get_encoding(encoding_name_for(provider, model)), is_approximate(provider))
+
+    def count(self, text: str) -> int:
+        """Tokens in ``text``; special-token strings in it are counted as plain text."""
+        return len(self.encoding.encode(text, disallowed_special=()))
+
+    def count_message(self, message: MessageLike) -> int:
+        """Tokens of one chat message, framing included."""
+        return self.count(message.content) + MESSAGE_OVERHEAD_TOKENS
+
+    def count_request(self, system: str, messages: Sequence[MessageLike]) -> int:
+        """Tokens of a whole request: system prompt, every message and the reply priming."""
+        system_tokens = self.count(system) + MESSAGE_OVERHEAD_TOKENS if system else 0
+        total = sum(self.count_message(message) for message in messages)
+        return system_tokens + total + REPLY_PRIMING_TOKENS
