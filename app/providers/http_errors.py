@@ -1,0 +1,59 @@
+"""What every provider shares when it wraps an SDK failure into kiln's error tree.
+
+Each provider reads its own error body first (an error ``type``, ``code`` or ``status`` says more
+than the HTTP status: a streamed error event arrives with status 200, a 400 may mean "context too
+long"); this module is the fallback by HTTP status, and the list of transport exceptions the SDKs
+let through while a response body is being read (a connection cut mid-stream).
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from app.errors import (
+    AuthError,
+    ContextTooLong,
+    ModelRefused,
+    Overloaded,
+    ProviderError,
+    ProviderUnavailable,
+    RateLimited,
+)
+
+try:  # the SDKs moved from httpx to its fork httpx2; either may carry a cut connection
+    import httpx2
+
+    TRANSPORT_ERRORS: tuple[type[Exception], ...] = (httpx.HTTPError, httpx2.HTTPError)
+except ImportError:  # pragma: no cover - older SDKs without httpx2
+    TRANSPORT_ERRORS = (httpx.HTTPError,)
+
+
+def error_for_status(
+    provider: str, status: int, detail: str, retry_after: float | None = None
+) -> ProviderError:
+    """kiln's error for an HTTP ``status`` whose body said nothing more specific."""
+    message = f"{provider} answered HTTP {status}: {detail!r}"
+    if status in (401, 403):
+        return AuthError(message)
+    if status == 429:
+        return RateLimited(message, retry_after)
+    if status in (503, 529):
+        return Overloaded(message)
+    if status == 404:
+        return ModelRefused(message)
+    if status == 413:
+        return ContextTooLong(message)
+    if status >= 500 or status == 408:
+        return ProviderUnavailable(message)
+    return ProviderError(message)
+
+
+def transport_failure(provider: str, exc: BaseException) -> ProviderUnavailable:
+    """The error for a network failure: refused connection, timeout, a stream cut mid-way."""
+    detail = str(exc) or type(exc).__name__
+    return ProviderUnavailable(f"{provider} connection failed: {detail!r}")
+
+
+def incomplete_stream(provider: str, marker: str) -> ProviderUnavailable:
+    """The error for a stream that ended cleanly on the wire but without its final event."""
+    return ProviderUnavailable(f"{provider} stream ended before {marker!r}: the answer is cut")

@@ -1,0 +1,17 @@
+"""Provider tests: tiktoken reads the shared encodings (it cannot download them here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+# The checkout's sibling ``shared/`` folder (``/work/shared`` here, beside the clone in CI).
+TIKTOKEN_CACHE = Path(__file__).resolve().parents[3] / "shared" / "tiktoken-cache"
+
+
+@pytest.fixture(autouse=True)
+def tiktoken_cache(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point tiktoken at the shared encodings for every provider test."""
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_CACHE))
+    return TIKTOKEN_CACHE

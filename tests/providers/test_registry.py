@@ -1,0 +1,161 @@
+"""Choosing and building providers (``app.providers``): keys, base URLs, replay by default."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.errors import ConfigError, ModelRefused
+from app.providers import ProviderChoice, get_provider, resolve_provider
+from app.providers.anthropic_provider import AnthropicProvider
+from app.providers.google_provider import GoogleProvider
+from app.providers.openai_provider import OpenAIProvider
+from app.providers.replay import ReplayProvider
+from tests.providers.harness import ask, drain
+from tests.providers.wire_servers import Answer, WireServer
+
+ALL_KEYS = {"ANTHROPIC_API_KEY": "ak", "OPENAI_API_KEY": "ok", "GEMINI_API_KEY": "gk"}
+
+
+@pytest.mark.parametrize(
+    ("requested", "model", "env", "expected"),
+    [
+        pytest.param(None, None, {}, ProviderChoice("replay", "todo-app"), id="no-key-replay"),
+        pytest.param(
+            None, "todo-app", ALL_KEYS, ProviderChoice("replay", "todo-app"), id="recording-name"
+        ),
+        pytest.param(
+            "replay", None, ALL_KEYS, ProviderChoice("replay", "todo-app"), id="explicit-replay"
+        ),
+        pytest.param(
+            None,
+            None,
+            {"OPENAI_API_KEY": "ok"},
+            ProviderChoice("openai", "gpt-5.5", "ok"),
+            id="only-key",
+        ),
+        pytest.param(
+            None,
+            None,
+            ALL_KEYS,
+            ProviderChoice("anthropic", "claude-sonnet-4-6", "ak"),
+            id="first-key",
+        ),
+        pytest.param(
+            None,
+            "gemini-2.5-pro",
+            ALL_KEYS,
+            ProviderChoice("google", "gemini-2.5-pro", "gk"),
+            id="by-model",
+        ),
+        pytest.param(
+            "openai",
+            "gpt-4.1",
+            ALL_KEYS | {"KILN_OPENAI_BASE_URL": "http://gw/v1"},
+            ProviderChoice("openai", "gpt-4.1", "ok", "http://gw/v1"),
+            id="base-url",
+        ),
+    ],
+)
+def test_resolve(
+    requested: str | None, model: str | None, env: dict[str, str], expected: ProviderChoice
+) -> None:
+    assert resolve_provider(requested, model, env) == expected
+
+
+def test_explicit_keys_beat_the_environment() -> None:
+    choice = resolve_provider("google", None, {"GEMINI_API_KEY": "env"}, {"google": "user"})
+    assert choice.api_key == "user"
+    assert "user" not in repr(choice)
+
+
+@pytest.mark.parametrize(
+    ("requested", "model", "env", "error", "match"),
+    [
+        pytest.param(
+            None,
+            "gemini-2.5-flash",
+            {"OPENAI_API_KEY": "ok"},
+            ModelRefused,
+            "GEMINI_API_KEY",
+            id="gemini-with-openai-key",
+        ),
+        pytest.param(
+            "openai", "gemini-2.5-flash", ALL_KEYS, ModelRefused, "'google'", id="foreign-model"
+        ),
+        pytest.param(
+            "anthropic",
+            None,
+            {"OPENAI_API_KEY": "ok"},
+            ConfigError,
+            "ANTHROPIC_API_KEY",
+            id="no-key",
+        ),
+        pytest.param(
+            "mistral", None, ALL_KEYS, ConfigError, "unknown provider", id="unknown-provider"
+        ),
+        pytest.param(
+            None, "../etc/passwd", {}, ModelRefused, "not a recording name", id="bad-name"
+        ),
+    ],
+)
+def test_resolve_refuses(
+    requested: str | None,
+    model: str | None,
+    env: dict[str, str],
+    error: type[Exception],
+    match: str,
+) -> None:
+    with pytest.raises(error, match=match):
+        resolve_provider(requested, model, env)
+
+
+@pytest.mark.parametrize(
+    ("name", "cls"),
+    [
+        pytest.param("anthropic", AnthropicProvider, id="anthropic"),
+        pytest.param("openai", OpenAIProvider, id="openai"),
+        pytest.param("google", GoogleProvider, id="google"),
+    ],
+)
+@pytest.mark.anyio
+async def test_get_provider_uses_the_environment_key(name: str, cls: type) -> None:
+    provider = get_provider(name, env=ALL_KEYS)
+    assert isinstance(provider, cls)
+    await provider.aclose()
+
+
+def test_get_provider_without_key_or_with_unknown_name() -> None:
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+        get_provider("openai", env={})
+    with pytest.raises(ConfigError, match="unknown provider"):
+        get_provider("nope", env=ALL_KEYS)
+
+
+@pytest.fixture(scope="module")
+def openai_server() -> Iterator[WireServer]:
+    with WireServer("openai") as wire:
+        yield wire
+
+
+@pytest.mark.anyio
+async def test_base_url_setting_reaches_the_sdk(openai_server: WireServer) -> None:
+    env = {"OPENAI_API_KEY": "ok", "KILN_OPENAI_BASE_URL": f"{openai_server.url}/v1"}
+    openai_server.script(Answer())
+    provider = resolve_provider(None, "gpt-4.1", env).build(env)
+    try:
+        assert "".join(await drain(provider.stream(ask("gpt-4.1")))) == "Hello, world!"
+    finally:
+        await provider.aclose()
+    assert openai_server.requests[0].headers["authorization"] == "Bearer ok"
+
+
+@pytest.mark.anyio
+async def test_replay_reads_the_recordings_dir_setting(tmp_path: Path) -> None:
+    (tmp_path / "mine.txt").write_text("<Response>mine</Response>")
+    provider = get_provider("replay", env={"KILN_RECORDINGS_DIR": str(tmp_path)})
+    assert isinstance(provider, ReplayProvider)
+    stream = provider.stream(ask("mine"))
+    assert "".join([delta async for delta in stream]) == "<Response>mine</Response>"
