@@ -159,6 +159,14 @@ class BudgetTracker:
         """Names of the budgets exceeded so far (:data:`TOOL_CALLS_PER_TURN`, ...), in order."""
         return tuple(self._exceeded)
 
+    @classmethod
+    def from_dict(cls, budgets: Budgets, data: Mapping[str, Any]) -> BudgetTracker:
+        """A tracker resumed from :meth:`to_dict`'s output (a checkpoint)."""
+        tracker = cls(budgets)
+        tracker.turns = [TurnUsage(**usage) for usage in data.get("turns", [])]
+        tracker._exceeded = list(data.get("exceeded", []))
+        return tracker
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready usage of the run."""
         return {

@@ -1,0 +1,379 @@
+"""The agent loop: turns until the resolver says stop, then post-generation.
+
+Each turn streams the provider into a fresh :class:`parser.StreamParser` and handles every event
+the moment it is parsed: sandbox events go to the workspace (files stream into the sandbox while
+the answer is still arriving), ``web_search``/``url_scrape`` to the web tools, and everything is
+published through ``emit`` as a JSON-ready dict. After the turn, ``app.turn_outcome`` decides;
+the state is checkpointed (``save``) at every turn boundary, so a run can resume from any of
+them. A stop with files written is followed by post-generation (fixes written to the sandbox,
+validation, ``npm run build``) and at most ``Budgets.max_fixup_turns`` fix-up turns.
+
+Cancellation (``cancel`` set) stops the provider stream and any sandbox wait promptly; what was
+written is still flushed before the run ends, with status ``cancelled``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from app.agent.checkpoint import Checkpoint
+from app.agent.postgen import PostGenReport, post_generate, write_files
+from app.agent.turn_recorder import TurnRecorder
+from app.agent.workspace import Workspace
+from app.budgets import Budgets, BudgetTracker, trim_history
+from app.errors import BudgetExceeded, ProviderError, error_code
+from app.providers.base import Message, Provider, ProviderRequest
+from app.tokens import TokenCounter
+from app.turn_outcome import PromptKind, Stop, StopReason, matching_rule, resolve_turn_outcome
+from app.web_tools import ToolResult, WebTools
+from parser import StreamParser
+from parser.assemble import FileAssembler
+from parser.events import (
+    Command,
+    Event,
+    FileContent,
+    FileEnd,
+    FileStart,
+    InstallContent,
+    SandboxEnd,
+    SandboxStart,
+    UrlScrape,
+    WebSearch,
+)
+from prompts.compose import Mode, continuation_prompt, fixup_prompt, nudge_prompt, system_prompt
+from sandbox.templates import get_template
+
+Emit = Callable[[dict[str, Any]], Awaitable[None]]
+Save = Callable[[Checkpoint], Awaitable[None]]
+_SANDBOX_EVENTS = (
+    SandboxStart,
+    FileStart,
+    FileContent,
+    FileEnd,
+    SandboxEnd,
+    InstallContent,
+    Command,
+)
+_RECORD_TYPES = {
+    "file": "file_written",
+    "install_start": "install_started",
+    "install": "install_finished",
+    "command_start": "command_started",
+    "command": "command_finished",
+    "output": "output",
+    "warning": "warning",
+    "error": "error",
+}
+_BUILDS_AFTER = {StopReason.CODE_WRITTEN, StopReason.DONE, StopReason.MAX_TURNS}
+_FAILED = {StopReason.ERROR, StopReason.CONTEXT_LIMIT_EXCEEDED, StopReason.NO_OUTPUT}
+CLOSE_LIMIT_SECONDS = 30.0  # flushing and releasing the sandbox after a cancel or a failure
+EMPTY_ANSWER = "(no answer)"  # providers refuse empty assistant messages
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What one run uses: model, template, limits."""
+
+    model: str
+    template: str
+    provider_name: str
+    context_window: int
+    budgets: Budgets = field(default_factory=Budgets)
+    mode: Mode = Mode.GENERATE
+    max_output_tokens: int = 8192
+
+
+@dataclass
+class RunResult:
+    """The outcome of a run, as ``kiln run --json`` prints it."""
+
+    status: str  # completed | failed | cancelled
+    stop_reason: str
+    turns: int
+    files: list[str]
+    packages: list[str]
+    commands: list[dict[str, Any]]
+    build: dict[str, Any] | None
+    postgen: dict[str, Any] | None
+    sandbox_id: str | None
+    dev_url: str | None
+    usage: dict[str, Any]
+    errors: list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return dict(self.__dict__)
+
+
+async def _discard(item: Any) -> None:
+    """The default sink: drop."""
+
+
+class AgentRun:
+    """One run of the loop; create one per user message (or per resume)."""
+
+    def __init__(
+        self,
+        settings: RunSettings,
+        provider: Provider,
+        workspace: Workspace,
+        tools: WebTools,
+        *,
+        emit: Emit = _discard,
+        save: Save = _discard,
+        cancel: anyio.Event | None = None,
+        history: tuple[Message, ...] = (),
+    ) -> None:
+        self.settings = settings
+        self._provider, self._workspace, self._tools = provider, workspace, tools
+        self._emit, self._save = emit, save
+        self._cancel = cancel or anyio.Event()
+        self._history = history
+        self._template = get_template(settings.template)
+        self._counter = TokenCounter.for_model(settings.provider_name, settings.model)
+        self._tracker = BudgetTracker(settings.budgets)
+        self._assembler = FileAssembler()
+        self._recorder = TurnRecorder(0)
+        self._output: list[str] = []
+        self._errors: list[dict[str, Any]] = []
+        self._postgen: PostGenReport | None = None
+
+    async def run(self, request: str = "", checkpoint: Checkpoint | None = None) -> RunResult:
+        """Run (or resume from ``checkpoint``) until the loop stops; never raises for the model's
+        or a provider's failures, which end up in the result's ``errors`` and ``stop_reason``."""
+        state = checkpoint or Checkpoint.start(request)
+        self._tracker = BudgetTracker.from_dict(self.settings.budgets, state.usage)
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._watch_cancel, tasks.cancel_scope)
+            await self._resume_files(state)
+            await self._loop(state)
+            tasks.cancel_scope.cancel()
+        if self._cancel.is_set():
+            state.stop_reason = StopReason.CANCELLED.value
+        log = None
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_LIMIT_SECONDS):
+            log = await self._workspace.close()
+        result = self._result(state, log.commands if log else [])
+        await self._emit({"type": "session_complete", **result.to_dict()})
+        return result
+
+    async def _watch_cancel(self, scope: anyio.CancelScope) -> None:
+        await self._cancel.wait()
+        scope.cancel()
+
+    async def _resume_files(self, state: Checkpoint) -> None:
+        """On resume, the files of earlier turns are written again (the sandbox may be new)."""
+        self._assembler.apply_all(_file_events(state.files))
+        if state.files:
+            target = await self._workspace.target(self._on_record)
+            await write_files(target, state.files)
+
+    async def _loop(self, state: Checkpoint) -> None:
+        while state.stop_reason is None:
+            await self._turn(state, fixup=False)
+            await self._save(state)
+        if StopReason(state.stop_reason) not in _BUILDS_AFTER or not state.files:
+            return
+        await self._post_generate(state)
+        budget = self.settings.budgets.max_fixup_turns
+        while self._postgen and not self._postgen.ok and state.fixup_turns < budget:
+            state.fixup_turns += 1
+            state.messages.append(Message("user", self._fixup_prompt(state.fixup_turns)))
+            if not await self._turn(state, fixup=True):
+                break
+            await self._save(state)
+            await self._post_generate(state)
+
+    async def _post_generate(self, state: Checkpoint) -> None:
+        target = await self._workspace.target(self._on_record)
+        self._postgen = await post_generate(
+            target, self._template, state.files, state.packages, self._take_output
+        )
+        await self._emit({"type": "postgen", **self._postgen.to_dict()})
+
+    def _fixup_prompt(self, attempt: int) -> str:
+        assert self._postgen is not None
+        build = self._postgen.build
+        return fixup_prompt(
+            self._postgen.findings,
+            build_output=None if build is None or build.ok else build.output,
+            attempt=attempt,
+            max_attempts=self.settings.budgets.max_fixup_turns,
+            build_output_budget_tokens=self.settings.budgets.continuation_budget_tokens,
+            count_tokens=self._counter.count,
+        )
+
+    async def _turn(self, state: Checkpoint, *, fixup: bool) -> bool:
+        """One turn; returns whether it ran (budgets and the context window may refuse it)."""
+        turn = state.turn + 1
+        try:
+            self._tracker.start_turn()
+        except BudgetExceeded as exc:
+            state.stop_reason, state.stop_detail = StopReason.MAX_TURNS.value, str(exc)
+            return False
+        system = system_prompt(self.settings.template, Mode.FIX if fixup else self.settings.mode)
+        trimmed = trim_history(
+            self._counter,
+            system,
+            list(self._history),
+            state.messages,
+            context_window=self.settings.context_window,
+            reserved_output_tokens=self.settings.budgets.reserved_output_tokens,
+        )
+        if not trimmed.fit.fits:
+            await self._error("context_limit_exceeded", trimmed.fit.describe(), "fatal")
+            state.stop_reason = StopReason.CONTEXT_LIMIT_EXCEEDED.value
+            return False
+        await self._emit({"type": "turn_start", "turn": turn, "fixup": fixup})
+        answer, fatal = await self._stream_turn(turn, system, trimmed.messages)
+        state.turn = turn
+        state.messages.append(Message("assistant", answer or EMPTY_ANSWER))
+        state.files, state.packages = self._assembler.files, list(self._assembler.packages)
+        state.usage = self._tracker.to_dict()
+        if not fixup or fatal or self._cancel.is_set():
+            await self._decide(state, fatal)
+        return True
+
+    async def _stream_turn(
+        self, turn: int, system: str, messages: list[Message]
+    ) -> tuple[str, str | None]:
+        """Stream one answer through the parser; the answer's text and a fatal error, if any."""
+        self._recorder = TurnRecorder(turn)
+        parser, answer, fatal = StreamParser(), [], None
+        request = ProviderRequest(
+            model=self.settings.model,
+            messages=tuple(messages),
+            system=system,
+            max_output_tokens=self.settings.max_output_tokens,
+        )
+        stream = self._provider.stream(request, self._cancel)
+        try:
+            async for delta in stream:
+                answer.append(delta)
+                for event in parser.feed(delta):
+                    await self._handle(event, turn)
+        except ProviderError as exc:
+            fatal = str(exc)
+            await self._error(error_code(exc), fatal, "fatal")
+        finally:
+            await stream.aclose()
+        for event in parser.close():
+            await self._handle(event, turn)
+        self._tracker.record_usage(stream.usage.input_tokens, stream.usage.output_tokens)
+        return "".join(answer), fatal
+
+    async def _decide(self, state: Checkpoint, fatal: str | None) -> None:
+        facts = self._recorder.facts(
+            max_turns=self.settings.budgets.max_turns,
+            budgets_exceeded=self._tracker.exceeded(),
+            nudge_used=state.nudge_used,
+            cancelled=self._cancel.is_set(),
+            fatal_error=fatal,
+        )
+        outcome = resolve_turn_outcome(facts)
+        decision: dict[str, Any] = {"type": "turn_end", "turn": state.turn}
+        decision["rule"] = matching_rule(facts).name
+        if isinstance(outcome, Stop):
+            state.stop_reason, state.stop_detail = outcome.reason.value, outcome.detail
+            decision |= {"decision": "stop", "reason": outcome.reason.value}
+        else:
+            prompt = self._next_prompt(state, outcome.prompt_kind, outcome.tool_results)
+            state.messages.append(Message("user", prompt))
+            decision |= {"decision": "continue", "prompt": outcome.prompt_kind.value}
+        await self._emit(decision)
+
+    def _next_prompt(
+        self, state: Checkpoint, kind: PromptKind, results: tuple[ToolResult, ...]
+    ) -> str:
+        if kind is PromptKind.NUDGE:
+            state.nudge_used = True
+            return nudge_prompt()
+        return continuation_prompt(
+            state.request,
+            list(state.files),
+            results,
+            self.settings.budgets.continuation_budget_tokens,
+            self._counter.count,
+        )
+
+    async def _handle(self, event: Event, turn: int) -> None:
+        await self._emit({**event.to_dict(), "turn": turn})
+        self._recorder.observe(event)
+        self._assembler.apply(event)
+        if isinstance(event, _SANDBOX_EVENTS):
+            target = await self._workspace.target(self._on_record)
+            await target.handle(event)
+        elif isinstance(event, WebSearch):
+            await self._tool_call(
+                event.query, lambda: self._tools.search(event.query, event.max_results)
+            )
+        elif isinstance(event, UrlScrape):
+            await self._tool_call(event.url, lambda: self._tools.scrape(event.url))
+
+    async def _tool_call(self, request: str, call: Callable[[], Awaitable[ToolResult]]) -> None:
+        if self._tracker.allow_tool_call():
+            result = await call()
+        else:
+            result = ToolResult("budget", request, False, "The tool-call budget is spent.")
+        self._recorder.tool_results.append(result)
+        await self._emit({"type": "tool_result", **result.to_dict()})
+
+    async def _on_record(self, kind: str, record: Mapping[str, Any]) -> None:
+        """A sandbox session record: shown to the user, and fed to the turn's facts."""
+        if kind == "output":
+            self._output.append(record["line"])
+            self._recorder.command_output(record["line"])
+        elif kind == "command":
+            self._recorder.command_finished(list(record["argv"]), record["exit_code"])
+        elif kind == "error":
+            self._errors.append(dict(record))
+            if record.get("code") == "command_refused":
+                self._recorder.tool_results.append(
+                    ToolResult("command", "refused", False, str(record.get("message", "")))
+                )
+        await self._emit({**record, "type": _RECORD_TYPES.get(kind, kind)})
+
+    def _take_output(self) -> str:
+        text, self._output = "\n".join(self._output), []
+        return text
+
+    async def _error(self, code: str, message: str, severity: str) -> None:
+        record = {"code": code, "message": message, "severity": severity}
+        self._errors.append(record)
+        await self._emit({"type": "error", **record})
+
+    def _result(self, state: Checkpoint, commands: list[dict[str, Any]]) -> RunResult:
+        reason = StopReason(state.stop_reason or StopReason.ERROR.value)
+        postgen = self._postgen
+        if reason is StopReason.CANCELLED:
+            status = "cancelled"
+        elif reason in _FAILED or (postgen is not None and not postgen.ok):
+            status = "failed"
+        else:
+            status = "completed"
+        build = postgen.build.to_dict() if postgen and postgen.build else None
+        return RunResult(
+            status=status,
+            stop_reason=reason.value,
+            turns=state.turn,
+            files=sorted(state.files),
+            packages=list(state.packages),
+            commands=[{"argv": c["argv"], "exit_code": c["exit_code"]} for c in commands],
+            build=build,
+            postgen=postgen.to_dict() if postgen else None,
+            sandbox_id=self._workspace.sandbox_id,
+            dev_url=self._workspace.dev_url,
+            usage=self._tracker.to_dict(),
+            errors=self._errors,
+        )
+
+
+def _file_events(files: Mapping[str, str]) -> list[Event]:
+    events: list[Event] = []
+    for path, content in files.items():
+        events += [FileStart(path), FileContent(path, content), FileEnd(path)]
+    return events

@@ -1,0 +1,102 @@
+"""Where a run's sandbox events go: a sandbox acquired on first use, or a stand-in in tests.
+
+The loop only needs :class:`EventTarget` (``handle(event)``, ``finish()``), which
+:class:`sandbox.session.SandboxSession` is. :class:`SandboxWorkspace` acquires the chat's
+sandbox from the manager the first time an event needs one (a conversational answer never
+starts a container) and wires a session to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Protocol
+
+import redis.asyncio
+
+from parser.events import Event
+from sandbox.errors import SandboxError
+from sandbox.manager import SandboxManager
+from sandbox.session import RecordSink, SandboxSession, SessionLog, manager_ports
+from sandbox.templates import get_template
+from sandbox.write_buffer import WriteBuffer
+
+BUFFER_TTL_GRACE_SECONDS = 600.0  # write-buffer keys outlive the sandbox's idle TTL by this
+
+
+class EventTarget(Protocol):
+    """What the loop hands sandbox events to."""
+
+    log: SessionLog
+
+    async def handle(self, event: Event) -> None:
+        """Act on one event; failures are reported through records, never raised."""
+        ...
+
+    async def finish(self) -> SessionLog:
+        """Wait for pending installs and flushes."""
+        ...
+
+
+class Workspace(Protocol):
+    """A run's sandbox, acquired lazily."""
+
+    sandbox_id: str | None
+    dev_url: str | None
+
+    async def target(self, on_record: RecordSink) -> EventTarget:
+        """The event target, acquiring the sandbox on the first call."""
+        ...
+
+    async def close(self) -> SessionLog | None:
+        """Finish pending work and release the sandbox; the session's log, if one was opened."""
+        ...
+
+
+class SandboxWorkspace:
+    """A chat's sandbox from the :class:`SandboxManager`, driven by a :class:`SandboxSession`."""
+
+    def __init__(self, manager: SandboxManager, template: str, *, chat: str, owner: str) -> None:
+        self._manager = manager
+        self._template = get_template(template)
+        self._chat, self._owner = chat, owner
+        self._stack = contextlib.AsyncExitStack()
+        self._session: SandboxSession | None = None
+        self.sandbox_id: str | None = None
+        self.dev_url: str | None = None
+
+    async def target(self, on_record: RecordSink) -> EventTarget:
+        """Acquire the chat's sandbox and open a session on it (once)."""
+        if self._session is not None:
+            return self._session
+        sandbox = await self._manager.acquire(self._chat, self._owner, self._template.name)
+        self.sandbox_id = sandbox.id
+        settings = self._manager.settings
+        client = redis.asyncio.Redis.from_url(settings.redis_url)
+        self._stack.push_async_callback(client.aclose)
+        ttl = settings.idle_ttl_seconds + BUFFER_TTL_GRACE_SECONDS
+        session = SandboxSession(
+            WriteBuffer(client, sandbox.id, ttl),
+            self._template,
+            manager_ports(self._manager, sandbox.id),
+            debounce=settings.flush_debounce_seconds,
+            max_wait=settings.flush_max_wait_seconds,
+            on_record=on_record,
+        )
+        self._session = await self._stack.enter_async_context(session)
+        return self._session
+
+    async def close(self) -> SessionLog | None:
+        """Finish the session, wait for the dev server, release the sandbox for reuse."""
+        if self._session is None or self.sandbox_id is None:
+            return None
+        try:
+            log = await self._session.finish()
+        finally:
+            await self._stack.aclose()
+        try:
+            sandbox = await self._manager.wait_ready(self.sandbox_id)
+            self.dev_url = f"{sandbox.dev_url}/"
+        except SandboxError as exc:
+            log.errors.append({"code": "dev_server_not_ready", "message": str(exc)})
+        await self._manager.release(self.sandbox_id)
+        return log

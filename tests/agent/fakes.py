@@ -1,0 +1,91 @@
+"""Stand-ins for the loop's outside world: a sandbox target, a workspace, web tools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from app.web_tools import ToolResult
+from parser.assemble import FileAssembler
+from parser.events import Command, Event, InstallContent
+from sandbox.session import RecordSink, SessionLog
+
+RECORDINGS = Path(__file__).resolve().parents[3] / "shared" / "recordings"
+
+
+class FakeTarget:
+    """Records what a sandbox session would do; commands "run" with a scripted exit code."""
+
+    def __init__(self, on_record: RecordSink, exit_codes: dict[str, int]) -> None:
+        self.log = SessionLog()
+        self.assembler = FileAssembler()
+        self.events: list[Event] = []
+        self._on_record = on_record
+        self._exit_codes = exit_codes
+
+    async def handle(self, event: Event) -> None:
+        self.events.append(event)
+        self.assembler.apply(event)
+        if isinstance(event, InstallContent) and event.dependencies:
+            record = {"packages": list(event.dependencies), "exit_code": 0}
+            self.log.installs.append(record)
+            await self._on_record("install", record)
+        elif isinstance(event, Command):
+            argv = [event.command, *event.args]
+            await self._on_record("command_start", {"argv": argv})
+            await self._on_record("output", {"line": f"ran {' '.join(argv)}"})
+            record = {"argv": argv, "exit_code": self._exit_codes.get(" ".join(argv), 0)}
+            self.log.commands.append(record)
+            await self._on_record("command", record)
+
+    async def finish(self) -> SessionLog:
+        return self.log
+
+
+class FakeWorkspace:
+    """Acquires a :class:`FakeTarget` on first use, like the real one acquires a sandbox."""
+
+    def __init__(self, exit_codes: dict[str, int] | None = None) -> None:
+        self.sandbox_id: str | None = None
+        self.dev_url: str | None = None
+        self.target_: FakeTarget | None = None
+        self.closed = False
+        self._exit_codes = exit_codes or {}
+
+    async def target(self, on_record: RecordSink) -> FakeTarget:
+        if self.target_ is None:
+            self.target_ = FakeTarget(on_record, self._exit_codes)
+            self.sandbox_id, self.dev_url = "fake1", "http://127.0.0.1:1/"
+        return self.target_
+
+    async def close(self) -> SessionLog | None:
+        self.closed = True
+        return self.target_.log if self.target_ else None
+
+
+class FakeTools:
+    """Web tools with a fixed answer; remembers the queries."""
+
+    def __init__(self, text: str = "Intl.RelativeTimeFormat formats '3 minutes ago'.") -> None:
+        self.text = text
+        self.queries: list[str] = []
+
+    async def search(self, query: str, max_results: int) -> ToolResult:
+        self.queries.append(query)
+        return ToolResult("web_search", query, True, self.text)
+
+    async def scrape(self, url: str) -> ToolResult:
+        return ToolResult("url_scrape", url, True, "page")
+
+
+class Collector:
+    """An ``emit`` sink that keeps every run event."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    async def __call__(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+
+    def of_type(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] == kind]

@@ -1,0 +1,252 @@
+"""The agent loop with the replay provider and stand-in sandbox and tools."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+
+from app.agent.checkpoint import Checkpoint
+from app.agent.loop import AgentRun, RunResult, RunSettings
+from app.budgets import Budgets
+from app.errors import Overloaded
+from app.providers.base import ProviderRequest, ProviderStream, StreamOutcome
+from app.providers.replay import ReplayPacing, ReplayProvider
+from prompts.compose import nudge_prompt
+from tests.agent.fakes import RECORDINGS, Collector, FakeTools, FakeWorkspace
+
+pytestmark = pytest.mark.anyio
+
+TODO_FILES = [
+    "README.md",
+    "src/App.jsx",
+    "src/components/TodoInput.jsx",
+    "src/components/TodoItem.jsx",
+    "src/index.css",
+    "src/store.js",
+]
+
+
+def settings(**changes: object) -> RunSettings:
+    base = RunSettings(
+        model="recording", template="vite-react", provider_name="replay", context_window=200_000
+    )
+    return RunSettings(**{**base.__dict__, **changes})  # type: ignore[arg-type]
+
+
+async def run(
+    recording: Path,
+    *,
+    workspace: FakeWorkspace | None = None,
+    tools: FakeTools | None = None,
+    emit: Collector | None = None,
+    checkpoints: list[Checkpoint] | None = None,
+    checkpoint: Checkpoint | None = None,
+    run_settings: RunSettings | None = None,
+) -> RunResult:
+    async def save(state: Checkpoint) -> None:
+        if checkpoints is not None:
+            checkpoints.append(copy.deepcopy(state))
+
+    agent = AgentRun(
+        run_settings or settings(),
+        ReplayProvider(recording_file=recording, fast=True),
+        workspace or FakeWorkspace(),
+        tools or FakeTools(),
+        emit=emit or Collector(),
+        save=save,
+    )
+    return await agent.run("make me an app", checkpoint=checkpoint)
+
+
+def write(tmp_path: Path, name: str, turns: list[str]) -> Path:
+    path = tmp_path / name
+    path.write_text(
+        "".join(json.dumps({"turn": i, "text": t}) + "\n" for i, t in enumerate(turns, 1))
+    )
+    return path
+
+
+async def test_todo_recording_completes_in_one_turn_and_builds() -> None:
+    workspace, events = FakeWorkspace(), Collector()
+    result = await run(RECORDINGS / "todo-vite-react.txt", workspace=workspace, emit=events)
+    assert (result.status, result.stop_reason, result.turns) == ("completed", "code_written", 1)
+    assert result.files == TODO_FILES
+    assert result.packages == ["zustand"]
+    assert result.build == {"ok": True, "exit_code": 0, "output": "ran npm run build"}
+    assert result.postgen is not None
+    assert result.postgen["findings"] == []
+    assert [c["argv"] for c in result.commands] == [["npm", "run", "build"]] * 2
+    assert workspace.target_ is not None
+    assert sorted(workspace.target_.assembler.files) == TODO_FILES
+    assert workspace.closed
+    ends = events.of_type("turn_end")
+    assert ends == [
+        {
+            "type": "turn_end",
+            "turn": 1,
+            "rule": "code_written",
+            "decision": "stop",
+            "reason": "code_written",
+        }
+    ]
+    assert events.events[-1]["type"] == "session_complete"
+
+
+async def test_files_reach_the_sandbox_while_the_answer_streams() -> None:
+    """Each file event is handed to the sandbox before the next one is parsed."""
+    workspace, events = FakeWorkspace(), Collector()
+    await run(RECORDINGS / "todo-vite-react.txt", workspace=workspace, emit=events)
+    assert workspace.target_ is not None
+    streamed = [e for e in events.events if e["type"] in ("file_start", "file_end")]
+    handled = [
+        e.to_dict() for e in workspace.target_.events if e.type in ("file_start", "file_end")
+    ]
+    assert [{k: v for k, v in e.items() if k != "turn"} for e in streamed] == handled[
+        : len(streamed)
+    ]
+
+
+async def test_search_then_build_continues_with_the_search_result() -> None:
+    tools, checkpoints = FakeTools(), []
+    result = await run(RECORDINGS / "search-then-build.jsonl", tools=tools, checkpoints=checkpoints)
+    assert (result.status, result.stop_reason, result.turns) == ("completed", "code_written", 2)
+    assert tools.queries == ["Intl.RelativeTimeFormat examples"]
+    assert result.files == ["src/App.jsx", "src/index.css"]
+    turn_two_prompt = checkpoints[0].messages[-1]
+    assert turn_two_prompt.role == "user"
+    assert tools.text in turn_two_prompt.content
+
+
+async def test_conversational_answer_stops_without_a_sandbox() -> None:
+    workspace = FakeWorkspace()
+    result = await run(RECORDINGS / "hello-conversational.txt", workspace=workspace)
+    assert (result.status, result.stop_reason, result.turns) == ("completed", "done", 1)
+    assert workspace.target_ is None
+    assert (result.sandbox_id, result.files, result.build) == (None, [], None)
+
+
+async def test_a_turn_without_output_is_nudged_exactly_once(tmp_path: Path) -> None:
+    recording = write(
+        tmp_path, "quiet.jsonl", ["<Thinking>hmm</Thinking>", "<Thinking>still</Thinking>"]
+    )
+    checkpoints: list[Checkpoint] = []
+    result = await run(recording, checkpoints=checkpoints)
+    assert (result.status, result.stop_reason, result.turns) == ("failed", "no_output", 2)
+    nudges = [m for m in checkpoints[-1].messages if m.content == nudge_prompt()]
+    assert len(nudges) == 1
+
+
+async def test_nudged_run_that_then_builds_completes(tmp_path: Path) -> None:
+    todo = (RECORDINGS / "todo-vite-react.txt").read_text()
+    recording = write(tmp_path, "late.jsonl", ["<Thinking>hmm</Thinking>", todo])
+    result = await run(recording)
+    assert (result.status, result.stop_reason, result.turns) == ("completed", "code_written", 2)
+
+
+async def test_resuming_from_every_turn_boundary_gives_the_same_files() -> None:
+    recording = RECORDINGS / "search-then-build.jsonl"
+    whole_space, checkpoints = FakeWorkspace(), []
+    whole = await run(recording, workspace=whole_space, checkpoints=checkpoints)
+    assert whole_space.target_ is not None
+    expected_files = whole_space.target_.assembler.files
+    assert len(checkpoints) == whole.turns
+    for boundary in [Checkpoint.start("make me an app"), *checkpoints]:
+        state = Checkpoint.from_dict(json.loads(json.dumps(boundary.to_dict())))
+        if state.stop_reason is not None:
+            state.stop_reason = None if state.turn < whole.turns else state.stop_reason
+        space = FakeWorkspace()
+        resumed = await run(recording, workspace=space, checkpoint=state)
+        assert resumed.files == whole.files
+        assert space.target_ is not None
+        assert space.target_.assembler.files == expected_files
+        assert resumed.turns == whole.turns
+
+
+async def test_failed_build_gets_fixup_turns_carrying_the_errors(tmp_path: Path) -> None:
+    broken = (
+        '<edward_sandbox project="x" base="vite-react">\n<file path="src/App.jsx">\n'
+        'import Missing from "./Missing.jsx";\nexport default function App() {\n'
+        "  return <h1><Missing /></h1>;\n}\n</file>\n</edward_sandbox>\n<edward_done />\n"
+    )
+    fixed = (
+        '<edward_sandbox project="x" base="vite-react">\n<file path="src/Missing.jsx">\n'
+        "export default function Missing() {\n  return <span>ok</span>;\n}\n</file>\n"
+        "</edward_sandbox>\n<edward_done />\n"
+    )
+    recording = write(tmp_path, "fix.jsonl", [broken, fixed])
+    checkpoints: list[Checkpoint] = []
+    result = await run(recording, checkpoints=checkpoints)
+    assert (result.status, result.turns) == ("completed", 2)
+    fixup = checkpoints[-1].messages[2]
+    assert fixup.role == "user"
+    assert "unresolved_import" in fixup.content
+    assert "src/Missing.jsx" in result.files
+
+
+async def test_fixup_turns_are_bounded(tmp_path: Path) -> None:
+    broken = (
+        '<edward_sandbox project="x"><file path="src/App.jsx">\nimport M from "./M.jsx";\n'
+        "export default function App() { return <M />; }\n</file></edward_sandbox>"
+    )
+    recording = write(tmp_path, "stuck.jsonl", [broken, broken, broken, broken])
+    result = await run(recording, run_settings=settings(budgets=Budgets(max_fixup_turns=2)))
+    assert (result.status, result.turns) == ("failed", 3)
+    assert result.postgen is not None
+    assert result.postgen["findings"][0]["code"] == "unresolved_import"
+
+
+async def test_context_too_small_stops_before_calling_the_model() -> None:
+    tiny = settings(context_window=9000, budgets=Budgets(reserved_output_tokens=8192))
+    result = await run(RECORDINGS / "todo-vite-react.txt", run_settings=tiny)
+    assert (result.status, result.stop_reason, result.turns) == (
+        "failed",
+        "context_limit_exceeded",
+        0,
+    )
+    assert result.errors[0]["code"] == "context_limit_exceeded"
+
+
+class FailingProvider:
+    name = "failing"
+
+    def stream(self, request: ProviderRequest, cancel: object = None) -> ProviderStream:
+        async def attempt(outcome: StreamOutcome):  # type: ignore[no-untyped-def]
+            raise Overloaded("the provider is overloaded")
+            yield ""
+
+        return ProviderStream(attempt, provider="failing", sleep=lambda s: anyio.sleep(0))
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_provider_failure_fails_the_run_with_its_code() -> None:
+    agent = AgentRun(settings(), FailingProvider(), FakeWorkspace(), FakeTools())  # type: ignore[arg-type]
+    result = await agent.run("hi")
+    assert (result.status, result.stop_reason) == ("failed", "error")
+    assert result.errors[0]["code"] == "provider_overloaded"
+
+
+async def test_cancel_stops_a_slow_stream_promptly() -> None:
+    cancel, events = anyio.Event(), Collector()
+
+    async def emit(event: dict[str, object]) -> None:
+        await events(event)
+        if event["type"] == "file_start":
+            cancel.set()
+
+    slow = ReplayProvider(
+        recording_file=RECORDINGS / "todo-vite-react.txt",
+        pacing=ReplayPacing(tokens_per_second=20.0),  # the whole answer would take minutes
+    )
+    workspace = FakeWorkspace()
+    agent = AgentRun(settings(), slow, workspace, FakeTools(), emit=emit, cancel=cancel)
+    with anyio.fail_after(10):  # a safety net, not a measurement
+        result = await agent.run("todo")
+    assert (result.status, result.stop_reason) == ("cancelled", "cancelled")
+    assert len(events.of_type("file_start")) == 1
+    assert workspace.closed
