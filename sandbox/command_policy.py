@@ -46,6 +46,7 @@ class Operand(Enum):
     PACKAGE = "package"  # an npm package spec
     SCRIPT = "script"  # a package.json script name, then pass-through arguments
     NODE_SCRIPT = "node-script"  # a workspace file, then pass-through arguments
+    PASSTHROUGH = "passthrough"  # every argument is passed on to user code
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,13 +96,16 @@ POLICY: Mapping[str, Rule] = {
             kind=CommandKind.INSTALL,
         ),
         "run": ArgRule(Operand.SCRIPT, long_flags=_NPM_SCRIPT_FLAGS, min_operands=1),
-        "test": ArgRule(Operand.SCRIPT, long_flags=_NPM_SCRIPT_FLAGS),
+        "test": ArgRule(Operand.PASSTHROUGH),
     },
     "node": ArgRule(Operand.NODE_SCRIPT, min_operands=1, root_allowed=False),
     "ls": ArgRule(Operand.PATH, short_flags="laAR1hFtrS"),
     "cat": ArgRule(Operand.PATH, short_flags="n", min_operands=1),
     "mkdir": ArgRule(
-        Operand.PATH, long_flags=frozenset({"--parents"}), short_flags="pv", min_operands=1,
+        Operand.PATH,
+        long_flags=frozenset({"--parents"}),
+        short_flags="pv",
+        min_operands=1,
         root_allowed=False,
     ),
     "rm": ArgRule(
@@ -221,6 +225,8 @@ def _check_args(name: str, rule: ArgRule, rest: tuple[str, ...]) -> tuple[str, .
 
 def _takes_passthrough(rule: ArgRule, operands: list[str]) -> bool:
     # Once the script is named, the rest belongs to it (node's flags after it are its argv).
+    if rule.operand is Operand.PASSTHROUGH:
+        return True
     return rule.operand in (Operand.SCRIPT, Operand.NODE_SCRIPT) and len(operands) == 1
 
 

@@ -107,8 +107,16 @@ async def exec_streaming(
     exec_id = await _create(client, container_id, timeout_argv(argv, timeout))
     stream = await call(client.api.exec_start, exec_id, stream=True, demux=False)
     output = CappedOutput(output_cap, on_output)
-    with anyio.move_on_after(timeout + KILL_GRACE_SECONDS + HOST_GRACE_SECONDS) as deadline:
-        await _pump(stream, output)
+    try:
+        with anyio.move_on_after(timeout + KILL_GRACE_SECONDS + HOST_GRACE_SECONDS) as deadline:
+            await _pump(stream, output)
+    finally:
+        # docker-py's CancellableStream.close() unblocks a read still running, but skips a
+        # response already read to the end, leaving its socket open (a ResourceWarning), so the
+        # response is closed too.
+        with anyio.CancelScope(shield=True):  # a cancelled command must not leak its socket
+            await call(stream.close)
+            await call(stream._response.close)
     info = await call(client.api.exec_inspect, exec_id)
     exit_code = info.get("ExitCode")
     timed_out = deadline.cancelled_caught or exit_code in TIMEOUT_EXIT_CODES

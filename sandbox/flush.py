@@ -137,7 +137,8 @@ class Flusher:
         finally:
             # A lock that expired under us only means another flusher may have overlapped; both
             # wrote whole files, so nothing is lost and the expiry is not worth failing over.
-            with contextlib.suppress(redis.exceptions.LockError), redis_errors("releasing"):
+            releasing = f"releasing the flush lock of sandbox {sandbox_id!r}"
+            with redis_errors(releasing), contextlib.suppress(redis.exceptions.LockError):
                 await lock.release()
 
     async def _flush_locked(self) -> FlushReport:
@@ -183,7 +184,7 @@ class FlushScheduler:
         """Flush through ``flusher`` ``debounce`` s after writes stop, at most ``max_wait`` late."""
         self.flusher = flusher
         self._debounce = debounce
-        self._max_wait = max(max_wait, debounce)
+        self._max_wait = max_wait
         self._written = 0  # writes noted so far
         self._started = 0  # writes covered by the flush running now (or the last one)
         self._flushed = 0  # writes covered by a flush that succeeded

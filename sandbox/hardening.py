@@ -68,6 +68,28 @@ def sandbox_mounts(settings: SandboxSettings, volume: str) -> dict[str, dict[str
     return mounts
 
 
+def object_labels(
+    settings: SandboxSettings,
+    template: str,
+    sandbox_id: str,
+    *,
+    created: float,
+    owner: str = "",
+    chat: str = "",
+) -> dict[str, str]:
+    """The labels of a sandbox's container, network and volume (expiry from the lifetime)."""
+    return sandbox_labels(
+        sandbox_id,
+        settings.instance,
+        template=template,
+        owner=owner,
+        chat=chat,
+        created=created,
+        expiry=created + settings.max_lifetime_seconds,
+        extra=settings.extra_labels,
+    )
+
+
 def container_run_kwargs(
     settings: SandboxSettings,
     template: Template,
@@ -80,15 +102,8 @@ def container_run_kwargs(
     chat: str = "",
 ) -> dict[str, Any]:
     """Keyword arguments for ``client.containers.run`` that start one hardened sandbox."""
-    labels = sandbox_labels(
-        sandbox_id,
-        settings.instance,
-        template=template.name,
-        owner=owner,
-        chat=chat,
-        created=created,
-        expiry=created + settings.max_lifetime_seconds,
-        extra=settings.extra_labels,
+    labels = object_labels(
+        settings, template.name, sandbox_id, created=created, owner=owner, chat=chat
     )
     return {
         "image": template.image,

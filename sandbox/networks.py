@@ -3,9 +3,12 @@
 An internal bridge still gets a gateway address on the host, so the host (the preview proxy)
 reaches the dev server on the container's address on that network directly; Docker's isolation
 rules drop everything the container sends off the bridge, and publishing ports does not work on
-internal networks. The container therefore reaches nothing, except the host's own address on
-the bridge: services bound to ``0.0.0.0`` on the host should be firewalled from ``br-*``
-interfaces by the operator.
+internal networks. The container therefore reaches nothing, except the host itself: the
+bridge's gateway address is a host address, so host services bound to ``0.0.0.0`` answer it.
+Every kiln bridge is named ``kiln<hash>`` (:func:`bridge_interface`), so one host rule closes
+that for all sandboxes while keeping the host's own connections to them working::
+
+    iptables -I INPUT -i kiln+ -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP
 
 While an install runs, :func:`egress_attached` connects the container to the egress network (a
 normal bridge with inter-container traffic disabled), which gives it a default route and DNS;
@@ -18,6 +21,7 @@ subnets.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -29,14 +33,31 @@ from sandbox.docker_boundary import call
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.labels import shared_labels
 
+BRIDGE_NAME_OPTION = "com.docker.network.bridge.name"
+BRIDGE_PREFIX = "kiln"
+
 
 async def create_internal_network(
     client: docker.DockerClient, name: str, labels: dict[str, str]
 ) -> Any:
     """Create a sandbox's own internal bridge network."""
     return await call(
-        client.networks.create, name, driver="bridge", internal=True, labels=labels, check_duplicate=True
+        client.networks.create,
+        name,
+        driver="bridge",
+        internal=True,
+        labels=labels,
+        check_duplicate=True,
+        options={BRIDGE_NAME_OPTION: bridge_interface(name)},
     )
+
+
+def bridge_interface(network: str) -> str:
+    """The host interface name of a kiln bridge: ``kiln`` and a hash, within Linux's 15 bytes.
+
+    The common prefix lets one firewall rule (``-i kiln+``) cover every sandbox bridge.
+    """
+    return BRIDGE_PREFIX + hashlib.sha256(network.encode()).hexdigest()[:11]
 
 
 async def ensure_internal_network(
@@ -62,8 +83,11 @@ async def ensure_egress_network(client: docker.DockerClient, name: str, instance
             driver="bridge",
             labels=shared_labels(instance),
             check_duplicate=True,
-            # Sandboxes installing at the same time must not see each other.
-            options={"com.docker.network.bridge.enable_icc": "false"},
+            options={
+                # Sandboxes installing at the same time must not see each other.
+                "com.docker.network.bridge.enable_icc": "false",
+                BRIDGE_NAME_OPTION: bridge_interface(name),
+            },
         )
     except SandboxError:
         # Another process created it between our look-up and create.

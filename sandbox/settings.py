@@ -85,11 +85,17 @@ class SandboxSettings:
                 "KILN_INSTALL_TIMEOUT", defaults.install_timeout_seconds
             ),
             instance=os.environ.get("KILN_INSTANCE", defaults.instance),
-            warm_pool_templates=_env_names("KILN_WARM_POOL_TEMPLATES", defaults.warm_pool_templates),
+            warm_pool_templates=_env_names(
+                "KILN_WARM_POOL_TEMPLATES", defaults.warm_pool_templates
+            ),
+            max_lifetime_seconds=_env_float(
+                "KILN_SANDBOX_MAX_LIFETIME", defaults.max_lifetime_seconds
+            ),
+            reap_interval_seconds=_env_float("KILN_REAP_INTERVAL", defaults.reap_interval_seconds),
             egress_network=os.environ.get("KILN_EGRESS_NETWORK", defaults.egress_network),
             npm_cache_volume=os.environ.get("KILN_NPM_CACHE_VOLUME", defaults.npm_cache_volume),
             npm_registry=os.environ.get("KILN_NPM_REGISTRY")
-            or os.environ.get("npm_config_registry")
+            or os.environ.get("npm_config_registry")  # noqa: SIM112 -- npm spells it so
             or None,
             proxy_env=_proxy_env(),
         )

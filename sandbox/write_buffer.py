@@ -162,8 +162,8 @@ class WriteBuffer:
     async def read(self, path: str) -> bytes | None:
         """The buffered content of ``path``, or ``None`` if there is none."""
         with redis_errors(f"reading {path!r} of sandbox {self.sandbox_id!r}"):
-            value: bytes | None = await self.client.get(self.keys.content(path))
-        return value
+            value = await self.client.get(self.keys.content(path))
+        return None if value is None else _as_bytes(value)
 
     async def forget(self, path: str) -> None:
         """Drop a held-back file's content (a refused config file)."""
@@ -181,7 +181,7 @@ class WriteBuffer:
     async def _snapshot(self, set_key: str) -> list[BufferedFile]:
         with redis_errors(f"reading the buffered files of sandbox {self.sandbox_id!r}"):
             members = await self.client.smembers(set_key)
-            paths = sorted(member.decode() for member in members)
+            paths = sorted(_as_bytes(member).decode() for member in members)
             if not paths:
                 return []
             async with self.client.pipeline(transaction=True) as pipe:
@@ -193,7 +193,7 @@ class WriteBuffer:
         for index, path in enumerate(paths):
             version, content = values[2 * index], values[2 * index + 1]
             if content is not None:  # an expired content key cannot be restored; never blank it
-                snapshot.append(BufferedFile(path, version or b"0", content))
+                snapshot.append(BufferedFile(path, _as_bytes(version or b"0"), _as_bytes(content)))
         return snapshot
 
     async def clear_flushed(self, flushed: Sequence[BufferedFile], container_id: str) -> int:
@@ -218,8 +218,8 @@ class WriteBuffer:
     async def last_container(self) -> str | None:
         """The id of the container the last flush wrote into, if any."""
         with redis_errors(f"reading the container of sandbox {self.sandbox_id!r}"):
-            value: bytes | None = await self.client.get(self.keys.container)
-        return value.decode() if value is not None else None
+            value = await self.client.get(self.keys.container)
+        return None if value is None else _as_bytes(value).decode()
 
     def lock(self, timeout: float, blocking_timeout: float) -> Lock:
         """The sandbox's flush lock (auto-released after ``timeout`` if its holder dies)."""
@@ -238,6 +238,11 @@ class WriteBuffer:
             if not doomed:
                 return 0
             return int(await self.client.delete(*doomed))
+
+
+def _as_bytes(value: bytes | str) -> bytes:
+    """A reply as bytes, whether or not the client was made with ``decode_responses``."""
+    return value if isinstance(value, bytes) else value.encode()
 
 
 async def discard_sandbox_writes(client: redis.asyncio.Redis, sandbox_id: str) -> int:

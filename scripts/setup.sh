@@ -41,6 +41,15 @@ if ! docker info >/dev/null 2>&1; then
   docker info >/dev/null 2>&1 || { log "dockerd did not start; see /var/log/kiln-dockerd.log"; exit 1; }
 fi
 
+# Sandboxes sit on internal bridges named kiln<hash>; the bridge gateway is a host address, so
+# without this rule generated code could reach services listening on the host. Replies to
+# connections the host opened (the preview proxy to a dev server) stay allowed.
+if command -v iptables >/dev/null 2>&1; then
+  rule=(INPUT -i kiln+ -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP)
+  as_root iptables -C "${rule[@]}" 2>/dev/null || as_root iptables -I "${rule[@]}" \
+    || log "could not add the iptables rule that keeps sandboxes off the host"
+fi
+
 if ! redis-cli ping >/dev/null 2>&1; then
   log "starting redis-server"
   redis-server --daemonize yes --save '' --appendonly no >/dev/null

@@ -6,18 +6,25 @@ Unit tests use a fake container (real Redis); the tests marked ``docker`` stream
 from __future__ import annotations
 
 import io
+import random
+import string
 import tarfile
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import anyio
+import docker
 import pytest
 import redis.asyncio
+from docker.models.containers import Container
 
+from sandbox.docker_boundary import call, connect
 from sandbox.errors import SandboxUnavailable, WriteFailed
 from sandbox.flush import ArchiveTarget, Flusher, FlushScheduler, build_workspace_tar
+from sandbox.settings import LABEL
+from sandbox.templates import WORKSPACE
 from sandbox.write_buffer import WriteBuffer
 
 pytestmark = pytest.mark.anyio
@@ -212,6 +219,15 @@ async def test_racing_flushers_lose_nothing(buffer: WriteBuffer, redis_url: str)
     assert len(container.archives) > 2  # the flushers really ran while the stream went on
 
 
+async def test_a_lock_that_expired_during_a_slow_flush_does_not_fail_it(
+    buffer: WriteBuffer,
+) -> None:
+    container = FakeContainer("c1", delay=0.3)
+    await _write(buffer, "a.js", "a")
+    report = await Flusher(buffer, FakeResolver(container), lock_timeout=0.05).flush()
+    assert (report.paths, container.files) == (("a.js",), {"a.js": b"a"})
+
+
 async def _wait_for_reports(scheduler: FlushScheduler, count: int) -> None:
     with anyio.fail_after(30):  # a bound against hanging, not a speed assertion
         while len(scheduler.reports) < count:
@@ -273,3 +289,169 @@ async def test_wait_flushed_raises_the_flush_error_and_keeps_the_writes(
         resolver.broken = None
         await scheduler.wait_flushed()
     assert container.files == {"a.txt": b"kept"}
+
+
+# --- real Docker: streaming into a container, and replacing a container that died ---
+
+BASE_IMAGE = "node:20-bookworm-slim"  # any image with sleep and stat; templates build on it
+
+
+class DockerSandbox:
+    """Test containers of one sandbox id; ``resolve`` replaces a dead one (fresh volume too)."""
+
+    def __init__(self, client: docker.DockerClient, sandbox_id: str) -> None:
+        self.client = client
+        self.sandbox_id = sandbox_id
+        self.labels = {LABEL: sandbox_id, "kiln.instance": f"test-writes-{sandbox_id}"}
+        self.containers: list[Container] = []
+        self.volumes: list[str] = []
+
+    def create(self) -> Container:
+        name = f"{self.sandbox_id}-{len(self.volumes)}"
+        volume = self.client.volumes.create(name, labels=self.labels)
+        self.volumes.append(volume.name)
+        container = self.client.containers.run(
+            BASE_IMAGE,
+            ["sleep", "infinity"],
+            detach=True,
+            user="1000:1000",
+            cap_drop=["ALL"],
+            network_mode="none",
+            labels=self.labels,
+            volumes={volume.name: {"bind": WORKSPACE, "mode": "rw"}},
+        )
+        self.containers.append(container)
+        return container
+
+    async def resolve(self, sandbox_id: str) -> ArchiveTarget:
+        current = self.containers[-1]
+        await call(current.reload)
+        if current.status != "running":
+            return await call(self.create)
+        return current
+
+    def remove_all(self) -> None:
+        for container in self.containers:
+            container.remove(force=True)
+        for name in self.volumes:
+            self.client.volumes.get(name).remove(force=True)
+
+
+def _generated_files(count: int, seed: int) -> dict[str, str]:
+    rng = random.Random(seed)
+    alphabet = string.ascii_letters + string.digits + " \n\t{}<>&;'\"`é€𝄞"
+    return {
+        f"gen/d{i % 7}/f{i}.txt": "".join(rng.choices(alphabet, k=rng.randint(0, 400)))
+        for i in range(count)
+    }
+
+
+def _chunks(text: str, rng: random.Random) -> Iterator[str]:
+    start = 0
+    while start < len(text):
+        size = rng.randint(1, 32)
+        yield text[start : start + size]
+        start += size
+
+
+def _read_tree(container: Container, folder: str) -> dict[str, bytes]:
+    stream, _ = container.get_archive(f"{WORKSPACE}/{folder}")
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        out = {}
+        for member in tar.getmembers():
+            if member.isfile():
+                extracted = tar.extractfile(member)
+                assert extracted is not None
+                out[member.name] = extracted.read()
+        return out
+
+
+async def _stream_files(
+    buffer: WriteBuffer,
+    scheduler: FlushScheduler,
+    files: dict[str, str],
+    after_file: Callable[[int], Awaitable[None]] | None = None,
+) -> None:
+    rng = random.Random(7)
+    for index, (path, text) in enumerate(files.items()):
+        await buffer.start_file(path)
+        scheduler.note_write()
+        for chunk in _chunks(text, rng):
+            await buffer.append(path, chunk)
+            scheduler.note_write()
+        scheduler.request_now()  # file_end
+        if after_file is not None:
+            await after_file(index)
+    await scheduler.wait_flushed()
+
+
+@pytest.fixture
+def docker_sandbox() -> Iterator[DockerSandbox]:
+    client = connect()
+    sandbox = DockerSandbox(client, f"kiln-test-fl-{uuid.uuid4().hex[:10]}")
+    try:
+        yield sandbox
+    finally:
+        sandbox.remove_all()
+        client.close()
+
+
+@pytest.mark.docker
+async def test_200_streamed_files_arrive_byte_identical(
+    buffer: WriteBuffer, docker_sandbox: DockerSandbox
+) -> None:
+    container = await call(docker_sandbox.create)
+    files = _generated_files(200, seed=1)
+    flusher = Flusher(buffer, docker_sandbox.resolve)
+    async with FlushScheduler(flusher, 0.05, 0.25) as scheduler:
+        await _stream_files(buffer, scheduler, files)
+    assert await call(_read_tree, container, "gen") == {p: t.encode() for p, t in files.items()}
+    assert flusher.archives_written < 400  # batched: far fewer archives than chunks
+    stat = ["stat", "-c", "%u %g %a", "gen/d0", "gen/d0/f0.txt"]
+    owner = await call(container.exec_run, stat, workdir=WORKSPACE)
+    assert owner.output.decode().split("\n")[:2] == ["1000 1000 755", "1000 1000 644"]
+
+
+@pytest.mark.docker
+async def test_a_container_killed_mid_stream_is_replaced_with_every_file(
+    buffer: WriteBuffer, docker_sandbox: DockerSandbox
+) -> None:
+    first = await call(docker_sandbox.create)
+    files = _generated_files(200, seed=2)
+
+    async def kill_halfway(index: int) -> None:
+        if index == 100:
+            await call(first.kill)
+
+    async with FlushScheduler(Flusher(buffer, docker_sandbox.resolve), 0.05, 0.25) as scheduler:
+        await _stream_files(buffer, scheduler, files, kill_halfway)
+    assert len(docker_sandbox.containers) == 2
+    replacement = docker_sandbox.containers[-1]
+    assert await call(_read_tree, replacement, "gen") == {p: t.encode() for p, t in files.items()}
+
+
+@pytest.mark.docker
+async def test_racing_flushers_lose_nothing_in_a_real_container(
+    buffer: WriteBuffer, docker_sandbox: DockerSandbox, redis_url: str
+) -> None:
+    container = await call(docker_sandbox.create)
+    files = _generated_files(60, seed=3)
+    rival_client = redis.asyncio.Redis.from_url(redis_url)  # another worker, in effect
+    rival = Flusher(WriteBuffer(rival_client, buffer.sandbox_id, 600), docker_sandbox.resolve)
+    streaming = True
+
+    async def keep_flushing() -> None:
+        while streaming:
+            await rival.flush()
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(keep_flushing)
+            flusher = Flusher(buffer, docker_sandbox.resolve)
+            async with FlushScheduler(flusher, 0.05, 0.25) as scheduler:
+                await _stream_files(buffer, scheduler, files)
+            streaming = False
+    finally:
+        await rival_client.aclose()
+    assert rival.archives_written > 0
+    assert await call(_read_tree, container, "gen") == {p: t.encode() for p, t in files.items()}

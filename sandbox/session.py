@@ -1,0 +1,291 @@
+"""Drive one sandbox from parser events, exactly as a run does.
+
+``file_*`` events go to the write buffer (:mod:`sandbox.file_events`), ``install_content`` is
+queued on the install queue and runs in the background while files keep streaming, ``command``
+waits until no install is pending and every file is flushed, then runs through the command
+layer. Nothing raises out of :meth:`SandboxSession.handle`: a refused or failed step becomes an
+error record (``code`` + ``message``) and the stream goes on, because the model gets the errors
+back and the user sees them.
+
+The session only talks to the outside world through :class:`SandboxPorts` (five callables), so
+the agent loop, ``kiln sandbox apply`` and the tests can wire it to the manager or to fakes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import tarfile
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import anyio
+import docker.errors
+from anyio.abc import TaskGroup
+
+from parser.events import (
+    Command,
+    Error,
+    Event,
+    FileContent,
+    FileEnd,
+    FileStart,
+    InstallContent,
+    SandboxEnd,
+)
+from sandbox.docker_boundary import call
+from sandbox.errors import (
+    CommandRefused,
+    InstallRefused,
+    SandboxError,
+    SandboxUnavailable,
+    WriteFailed,
+)
+from sandbox.exec_stream import ExecResult, OutputSink
+from sandbox.file_events import FileEventWriter, WorkspaceReader, WriteNotice
+from sandbox.flush import ContainerResolver, Flusher, FlushScheduler
+from sandbox.install_queue import InstallResult
+from sandbox.manager import SandboxManager
+from sandbox.templates import WORKSPACE, Template
+from sandbox.write_buffer import WriteBuffer
+
+Record = dict[str, Any]
+RecordSink = Callable[[str, Record], Awaitable[None]]  # (kind, record) for progress display
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxPorts:
+    """What a session needs of one sandbox, bound to it (the manager provides these)."""
+
+    resolve: ContainerResolver
+    install: Callable[[Sequence[str], OutputSink | None], Awaitable[InstallResult]]
+    wait_install_idle: Callable[[], Awaitable[None]]
+    run_command: Callable[[Sequence[str], OutputSink | None], Awaitable[ExecResult]]
+    read_workspace: WorkspaceReader
+
+
+@dataclass
+class SessionLog:
+    """Everything a session did, in order, as JSON-ready records."""
+
+    files: list[str] = field(default_factory=list)
+    installs: list[Record] = field(default_factory=list)
+    commands: list[Record] = field(default_factory=list)
+    errors: list[Record] = field(default_factory=list)
+    warnings: list[Record] = field(default_factory=list)
+
+
+def manager_ports(manager: SandboxManager, sandbox_id: str) -> SandboxPorts:
+    """The ports of ``sandbox_id`` served by the sandbox manager."""
+
+    async def install(specs: Sequence[str], on_output: OutputSink | None) -> InstallResult:
+        return await manager.install(sandbox_id, specs, on_output)
+
+    async def run_command(argv: Sequence[str], on_output: OutputSink | None) -> ExecResult:
+        return await manager.run_command(sandbox_id, argv, on_output)
+
+    async def read_workspace(path: str) -> str | None:
+        container = await manager.container_for(sandbox_id)
+        return await call(read_workspace_file, container, path)
+
+    return SandboxPorts(
+        resolve=manager.container_for,
+        install=install,
+        wait_install_idle=manager.install_queue(sandbox_id).wait_idle,
+        run_command=run_command,
+        read_workspace=read_workspace,
+    )
+
+
+def read_workspace_file(container: Any, path: str) -> str | None:
+    """The text of ``/workspace/<path>`` in a docker-py container, ``None`` if there is none.
+
+    Blocking: run it through :func:`sandbox.docker_boundary.call`.
+    """
+    try:
+        stream, _ = container.get_archive(f"{WORKSPACE}/{path}")
+    except docker.errors.NotFound:
+        return None  # a missing file, not a missing container: answered here, not wrapped
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        member = next((m for m in tar.getmembers() if m.isfile()), None)
+        extracted = tar.extractfile(member) if member is not None else None
+        return None if extracted is None else extracted.read().decode(errors="replace")
+
+
+def error_code(exc: SandboxError) -> str:
+    """The stable error code the user sees for a sandbox exception."""
+    for kind, code in (
+        (CommandRefused, "command_refused"),
+        (InstallRefused, "install_refused"),
+        (WriteFailed, "write_failed"),
+        (SandboxUnavailable, "sandbox_unavailable"),
+    ):
+        if isinstance(exc, kind):
+            return code
+    return "sandbox_error"
+
+
+async def _ignore(kind: str, record: Record) -> None:
+    """The default record sink."""
+
+
+class SandboxSession:
+    """One sandbox driven by a stream of parser events; use as an async context manager."""
+
+    def __init__(
+        self,
+        buffer: WriteBuffer,
+        template: Template,
+        ports: SandboxPorts,
+        *,
+        debounce: float,
+        max_wait: float,
+        on_record: RecordSink = _ignore,
+    ) -> None:
+        """Write through ``buffer``, run through ``ports``, report through ``on_record``."""
+        self.buffer = buffer
+        self.template = template
+        self.ports = ports
+        self.log = SessionLog()
+        self._on_record = on_record
+        self.scheduler = FlushScheduler(Flusher(buffer, ports.resolve), debounce, max_wait)
+        self.writer = FileEventWriter(buffer, self.scheduler, template, ports.read_workspace)
+        self._installs_pending = 0
+        self._installs_idle = anyio.Event()
+        self._installs_idle.set()
+        self._stack = contextlib.AsyncExitStack()
+        self._tasks: TaskGroup | None = None
+
+    async def __aenter__(self) -> SandboxSession:
+        await self._stack.enter_async_context(self.scheduler)
+        self._tasks = await self._stack.enter_async_context(anyio.create_task_group())
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self._stack.__aexit__(exc_type, exc, traceback)
+
+    async def handle(self, event: Event) -> None:
+        """Act on one parser event; failures become error records, never exceptions."""
+        try:
+            await self._dispatch(event)
+        except SandboxError as exc:
+            await self._error(error_code(exc), str(exc))
+
+    async def finish(self) -> SessionLog:
+        """Wait for pending installs and the last flush; drop config files never finished."""
+        await self.writer.abandon()
+        await self._wait_installs()
+        await self._flushed()
+        return self.log
+
+    async def abandon(self) -> SessionLog:
+        """A cancelled run: stop background installs, flush what was written, keep the log."""
+        if self._tasks is not None:
+            self._tasks.cancel_scope.cancel()
+        await self._flushed()
+        return self.log
+
+    async def _dispatch(self, event: Event) -> None:
+        if isinstance(event, FileContent):
+            await self.writer.append(event.path, event.content)
+        elif isinstance(event, FileStart):
+            await self.writer.start(event.path)
+        elif isinstance(event, FileEnd):
+            await self._file_end(event.path)
+        elif isinstance(event, SandboxEnd):
+            await self._flushed()
+        elif isinstance(event, InstallContent):
+            self._queue_install(event.dependencies)
+        elif isinstance(event, Command):
+            await self._command([event.command, *event.args])
+        elif isinstance(event, Error):
+            await self._error(event.code, event.message, event.severity)
+
+    async def _file_end(self, path: str) -> None:
+        notices = await self.writer.end(path)
+        if path in self.writer.completed and path not in self.log.files:
+            self.log.files.append(path)
+            await self._on_record("file", {"path": path})
+        for notice in notices:
+            await self._notice(notice)
+
+    async def _notice(self, notice: WriteNotice) -> None:
+        record = {"code": notice.code, "path": notice.path, "message": notice.message}
+        self.log.warnings.append(record)
+        await self._on_record("warning", record)
+        if notice.packages:
+            self._queue_install(notice.packages)
+
+    def _queue_install(self, packages: Sequence[str]) -> None:
+        if self._tasks is None:
+            raise RuntimeError("enter the session (`async with`) before handling events")
+        if not packages:
+            return
+        if self._installs_pending == 0:
+            self._installs_idle = anyio.Event()
+        self._installs_pending += 1
+        self._tasks.start_soon(self._install, tuple(packages))
+
+    async def _install(self, packages: tuple[str, ...]) -> None:
+        try:
+            await self._on_record("install_start", {"packages": list(packages)})
+            result = await self.ports.install(packages, self._output)
+            record = {"packages": list(result.packages), "exit_code": result.result.exit_code}
+            self.log.installs.append(record)
+            await self._on_record("install", record)
+            if not result.ok:
+                await self._error("install_failed", _failure(result.result))
+        except SandboxError as exc:
+            await self._error(error_code(exc), str(exc))
+        finally:
+            self._installs_pending -= 1
+            if self._installs_pending == 0:
+                self._installs_idle.set()
+
+    async def _command(self, argv: list[str]) -> None:
+        await self._wait_installs()
+        await self._flushed()
+        await self._on_record("command_start", {"argv": argv})
+        try:
+            result = await self.ports.run_command(argv, self._output)
+        except CommandRefused as exc:
+            await self._error("command_refused", str(exc))
+            return
+        record = {"argv": argv, "exit_code": result.exit_code}
+        self.log.commands.append(record)
+        await self._on_record("command", record)
+        if not result.ok:
+            await self._error("command_failed", _failure(result))
+
+    async def _wait_installs(self) -> None:
+        while self._installs_pending:
+            await self._installs_idle.wait()
+        await self.ports.wait_install_idle()
+
+    async def _flushed(self) -> None:
+        try:
+            await self.scheduler.wait_flushed()
+        except SandboxError as exc:
+            await self._error(error_code(exc), str(exc))
+
+    async def _output(self, line: str) -> None:
+        await self._on_record("output", {"line": line})
+
+    async def _error(self, code: str, message: str, severity: str = "recoverable") -> None:
+        record = {"code": code, "message": message, "severity": severity}
+        self.log.errors.append(record)
+        await self._on_record("error", record)
+
+
+def _failure(result: ExecResult) -> str:
+    """A human message for a command that failed, with the tail of its output."""
+    how = "timed out" if result.timed_out else f"exited with {result.exit_code}"
+    tail = "\n".join(result.output.splitlines()[-20:])
+    return f"{' '.join(result.argv)!r} {how}" + (f":\n{tail}" if tail else "")

@@ -1,0 +1,87 @@
+"""Helpers shared by the Docker tests (sandbox and CLI): test settings, leftovers, sweeping.
+
+Sweeping and leftover checks use plain Docker SDK and redis-py calls, never kiln's own code,
+so the final check of a session does not trust what it checks.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import docker
+import redis
+
+from sandbox.settings import LABEL, SandboxSettings
+
+CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+POOL_TEMPLATE = "vanilla"  # the lightest dev server: the warm pool of the session serves it
+
+
+@dataclass
+class TestInstances:
+    """The kiln instances this session created; all are swept and checked at the end."""
+
+    __test__ = False  # not a test class despite its name
+
+    main: str
+    extra: list[str] = field(default_factory=list)
+
+    def new(self, suffix: str) -> str:
+        """A further instance name, registered for the final sweep."""
+        name = f"{self.main}-{suffix}-{secrets.token_hex(2)}"
+        self.extra.append(name)
+        return name
+
+    @property
+    def all(self) -> list[str]:
+        """Every instance of the session."""
+        return [self.main, *self.extra]
+
+
+def settings_for(instance: str, redis_url: str, **overrides: object) -> SandboxSettings:
+    """Test settings for ``instance``: own egress network and npm cache, the host CA bundle."""
+    base = SandboxSettings(
+        redis_url=redis_url,
+        instance=instance,
+        ca_bundle=CA_BUNDLE,
+        egress_network=f"kiln-egress-{instance}",
+        npm_cache_volume=f"kiln-npm-cache-{instance}",
+        warm_pool_size=0,
+        warm_pool_templates=(POOL_TEMPLATE,),
+        mem_limit="768m",
+        pids_limit=256,
+        dev_ready_timeout_seconds=90.0,
+        install_timeout_seconds=180.0,
+        command_timeout_seconds=60.0,
+    )
+    return replace(base, **overrides)  # type: ignore[arg-type]
+
+
+def leftovers(client: docker.DockerClient, instance: str) -> list[str]:
+    """Names of every Docker object still labelled with ``instance``."""
+    filters = {"label": [LABEL, f"kiln.instance={instance}"]}
+    return (
+        [f"container {c.name}" for c in client.containers.list(all=True, filters=filters)]
+        + [f"network {n.name}" for n in client.networks.list(filters=filters)]
+        + [f"volume {v.name}" for v in client.volumes.list(filters=filters)]
+    )
+
+
+def sweep(client: docker.DockerClient, instance: str, redis_url: str) -> None:
+    """Remove every object of ``instance`` and its registry keys, without kiln's code."""
+    filters = {"label": [LABEL, f"kiln.instance={instance}"]}
+    for container in client.containers.list(all=True, filters=filters):
+        container.remove(force=True)
+    for network in client.networks.list(filters=filters):
+        network.remove()
+    for volume in client.volumes.list(filters=filters):
+        volume.remove(force=True)
+    store = redis.Redis.from_url(redis_url)
+    try:
+        keys = list(store.scan_iter(match=f"kiln:registry:{instance}:*"))
+        if keys:
+            store.delete(*keys)
+    finally:
+        store.close()

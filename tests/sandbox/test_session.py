@@ -1,0 +1,189 @@
+"""The session: parser events drive writes, installs and commands (fake sandbox, real Redis)."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+import uuid
+from collections.abc import AsyncIterator, Sequence
+
+import anyio
+import pytest
+import redis.asyncio
+
+from parser import StreamParser
+from parser.events import Command, Error, FileContent, FileEnd, FileStart, InstallContent
+from sandbox.errors import CommandRefused, InstallRefused
+from sandbox.exec_stream import ExecResult, OutputSink
+from sandbox.flush import ArchiveTarget
+from sandbox.install_queue import InstallResult
+from sandbox.session import Record, SandboxPorts, SandboxSession
+from sandbox.templates import get_template
+from sandbox.write_buffer import WriteBuffer
+
+pytestmark = pytest.mark.anyio
+
+
+class FakeSandbox:
+    """A container, an install queue and a command runner that record what happens, in order."""
+
+    id = "fake-container"
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {"package.json": b'{"dependencies": {"react": "^18"}}'}
+        self.timeline: list[str] = []
+        self.exit_codes: dict[str, int] = {}
+        self.install_delay = 0.0
+
+    def put_archive(self, path: str, data: bytes) -> bool:
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            for member in tar.getmembers():
+                extracted = tar.extractfile(member) if member.isfile() else None
+                if extracted is not None:
+                    self.files[member.name] = extracted.read()
+                    self.timeline.append(f"write {member.name}")
+        return True
+
+    async def resolve(self, sandbox_id: str) -> ArchiveTarget:
+        return self
+
+    async def install(self, specs: Sequence[str], sink: OutputSink | None) -> InstallResult:
+        if any(" " in spec for spec in specs):
+            raise InstallRefused(f"refused package spec {specs[0]!r}")
+        await anyio.sleep(self.install_delay)
+        self.timeline.append(f"install {' '.join(specs)}")
+        return InstallResult(tuple(specs), ExecResult(("npm", "install"), 0, "", False, False))
+
+    async def wait_install_idle(self) -> None:
+        return None
+
+    async def run(self, argv: Sequence[str], sink: OutputSink | None) -> ExecResult:
+        if argv[0] == "sh":
+            raise CommandRefused(f"program {argv[0]!r} is not allowed")
+        self.timeline.append(f"run {' '.join(argv)} seeing {sorted(self.files)}")
+        if sink is not None:
+            await sink("built")
+        code = self.exit_codes.get(" ".join(argv), 0)
+        return ExecResult(tuple(argv), code, "built\nfailed" if code else "built", False, False)
+
+    async def read(self, path: str) -> str | None:
+        content = self.files.get(path)
+        return None if content is None else content.decode()
+
+    def ports(self) -> SandboxPorts:
+        return SandboxPorts(self.resolve, self.install, self.wait_install_idle, self.run, self.read)
+
+
+@pytest.fixture
+async def client(redis_url: str) -> AsyncIterator[redis.asyncio.Redis]:
+    connection = redis.asyncio.Redis.from_url(redis_url)
+    try:
+        yield connection
+    finally:
+        await connection.aclose()
+
+
+@pytest.fixture
+def sandbox() -> FakeSandbox:
+    return FakeSandbox()
+
+
+@pytest.fixture
+async def session(
+    client: redis.asyncio.Redis, sandbox: FakeSandbox
+) -> AsyncIterator[tuple[SandboxSession, list[tuple[str, Record]]]]:
+    records: list[tuple[str, Record]] = []
+
+    async def keep(kind: str, record: Record) -> None:
+        records.append((kind, record))
+
+    buffer = WriteBuffer(client, f"se-{uuid.uuid4().hex[:10]}", ttl_seconds=600)
+    template = get_template("vite-react")
+    async with SandboxSession(
+        buffer, template, sandbox.ports(), debounce=60.0, max_wait=60.0, on_record=keep
+    ) as running:
+        yield running, records
+
+
+async def test_a_command_waits_for_installs_and_flushed_files(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = session
+    sandbox.install_delay = 0.2  # the command arrives while the install still runs
+    for event in [
+        InstallContent(["zustand"], "vite-react"),
+        FileStart("src/App.jsx"),
+        FileContent("src/App.jsx", "export default 1;\n"),
+        Command("npm", ["run", "build"]),
+    ]:
+        await running.handle(event)
+    log = await running.finish()
+    *before, last = sandbox.timeline
+    assert sorted(before) == ["install zustand", "write src/App.jsx"]
+    assert last == "run npm run build seeing ['package.json', 'src/App.jsx']"
+    assert log.installs == [{"packages": ["zustand"], "exit_code": 0}]
+    assert log.commands == [{"argv": ["npm", "run", "build"], "exit_code": 0}]
+    assert log.errors == []
+
+
+async def test_refusals_and_failures_become_error_records(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, records = session
+    sandbox.exit_codes["npm test"] = 1
+    for event in [
+        Error("unsafe_path", "absolute file path: '/etc/x'"),
+        InstallContent(["rm -rf /"], None),
+        Command("sh", ["-c", "id"]),
+        Command("npm", ["test"]),
+    ]:
+        await running.handle(event)
+    log = await running.finish()
+    assert [e["code"] for e in log.errors] == [
+        "unsafe_path",
+        "install_refused",
+        "command_refused",
+        "command_failed",
+    ]
+    assert "'rm -rf /'" in log.errors[1]["message"]
+    assert "failed" in log.errors[3]["message"]
+    assert log.commands == [{"argv": ["npm", "test"], "exit_code": 1}]
+    assert ("output", {"line": "built"}) in records
+
+
+async def test_a_merged_package_json_installs_its_new_dependencies(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = session
+    proposed = json.dumps({"dependencies": {"react": "^17", "nanoid": "^5.0.0"}})
+    for event in [FileStart("package.json"), FileContent("package.json", proposed)]:
+        await running.handle(event)
+    await running.handle(FileEnd("package.json"))
+    log = await running.finish()
+    assert [w["code"] for w in log.warnings] == ["config_merged"]
+    assert log.installs == [{"packages": ["nanoid@^5.0.0"], "exit_code": 0}]
+    assert json.loads(sandbox.files["package.json"])["dependencies"]["nanoid"] == "^5.0.0"
+    assert log.files == ["package.json"]
+
+
+async def test_a_parsed_stream_writes_its_files_without_fences(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, records = session
+    text = (
+        '<edward_sandbox project="p"><file path="src/a.js">```js\nexport const a = 1;\n```\n'
+        '</file><file path="vite.config.js">export default {}</file></edward_sandbox>'
+    )
+    parser = StreamParser()
+    for start in range(0, len(text), 7):
+        for event in parser.feed(text[start : start + 7]):
+            await running.handle(event)
+    for event in parser.close():
+        await running.handle(event)
+    log = await running.finish()
+    assert sandbox.files["src/a.js"] == b"export const a = 1;\n"
+    assert "vite.config.js" not in sandbox.files
+    assert log.files == ["src/a.js"]
+    assert [w["code"] for w in log.warnings] == ["config_refused"]
+    assert ("file", {"path": "src/a.js"}) in records
