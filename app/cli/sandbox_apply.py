@@ -1,0 +1,180 @@
+"""``kiln sandbox apply RECORDING``: drive a fresh sandbox with the events of a recorded answer.
+
+The recording (plain text, JSONL turns or a provider SSE capture, see :mod:`app.stream_formats`)
+is parsed in small chunks and every event goes to a :class:`~sandbox.session.SandboxSession`,
+exactly as a run would: files stream through the write buffer, installs queue, commands wait for
+both. Progress goes to stderr; ``--json`` prints one summary object on stdout::
+
+    {sandbox_id, template, files, installs, commands: [{argv, exit_code}], errors, warnings,
+     dev_url, preview_url}
+
+``dev_url`` is the dev server as this host reaches it; ``preview_url`` is the address
+``kiln serve`` proxies (``KILN_PUBLIC_HOST``, default ``localhost``; ``KILN_PUBLIC_PORT``,
+default 8000). The sandbox is left running for them; ``kiln sandbox rm ID`` removes it.
+Exit codes: 0 when every install and command that ran succeeded (refusals are expected
+behaviour, not failures), 1 otherwise, 2 for an unreadable recording.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import redis.asyncio
+
+from app.stream_formats import StreamFormatError, load_turns
+from parser import StreamParser
+from parser.events import Event, InstallContent, SandboxStart
+from sandbox.errors import SandboxError
+from sandbox.image_settings import ImageBuildSettings
+from sandbox.images import ImageBuilder
+from sandbox.manager import SandboxManager
+from sandbox.preview import preview_url
+from sandbox.session import Record, SandboxSession, SessionLog, manager_ports
+from sandbox.templates import DEFAULT_TEMPLATE, TEMPLATES, get_template
+from sandbox.write_buffer import WriteBuffer
+
+CHUNK_SIZE = 64  # the recording is re-fed in pieces like a provider's stream deltas
+FAILURES = {"install_failed", "command_failed", "write_failed", "sandbox_unavailable"}
+BUFFER_TTL_GRACE_SECONDS = 600.0  # buffer keys outlive the sandbox's idle TTL by this much
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def configure_apply(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``kiln sandbox apply``."""
+    parser.add_argument("recording", type=Path, help="a recorded answer (text, JSONL or SSE)")
+    parser.add_argument(
+        "--template",
+        choices=sorted(TEMPLATES),
+        help="the sandbox template (default: the recording's framework, else vite-react)",
+    )
+    parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+
+
+async def run_apply(manager: SandboxManager, args: argparse.Namespace) -> int:
+    """Apply the recording to a fresh sandbox; print progress and the summary."""
+    try:
+        turns = load_recording(args.recording)
+    except (OSError, StreamFormatError) as exc:
+        print(f"kiln sandbox apply: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    template = args.template or recorded_framework(turns) or DEFAULT_TEMPLATE
+    try:
+        images = ImageBuildSettings.from_env()
+    except ValueError as exc:
+        print(f"kiln sandbox apply: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    await ImageBuilder(manager.client, images, _progress_line).build([template])
+    summary = await apply_events(manager, template, turns)
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"sandbox {summary['sandbox_id']}: {summary['dev_url']}  {summary['preview_url']}")
+    failed = any(error["code"] in FAILURES for error in summary["errors"])
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def load_recording(path: Path) -> list[list[Event]]:
+    """The events of each turn of the recording, parsed in :data:`CHUNK_SIZE` pieces."""
+    turns = load_turns(path.read_bytes(), str(path))
+    parsed = []
+    for turn in turns:
+        parser, events = StreamParser(), []
+        text = turn.text
+        for start in range(0, len(text), CHUNK_SIZE):
+            events += parser.feed(text[start : start + CHUNK_SIZE])
+        events += parser.close()
+        parsed.append(events)
+    return parsed
+
+
+def recorded_framework(turns: list[list[Event]]) -> str | None:
+    """The first known template an install block or sandbox tag of the recording names."""
+    for events in turns:
+        for event in events:
+            named = None
+            if isinstance(event, InstallContent):
+                named = event.framework
+            elif isinstance(event, SandboxStart):
+                named = event.base
+            if named in TEMPLATES:
+                return named
+    return None
+
+
+async def apply_events(
+    manager: SandboxManager, template: str, turns: list[list[Event]]
+) -> dict[str, Any]:
+    """Provision a sandbox, drive it with every event, wait for its dev server; the summary."""
+    sandbox = await manager.provision(template, owner="cli")
+    _progress_line(f"sandbox {sandbox.id} ({template}) provisioned")
+    log = await _drive(manager, sandbox.id, template, turns)
+    try:
+        sandbox = await manager.wait_ready(sandbox.id)
+    except SandboxError as exc:
+        log.errors.append({"code": "dev_server_not_ready", "message": str(exc)})
+    await manager.release(sandbox.id)
+    host = os.environ.get("KILN_PUBLIC_HOST", "localhost")
+    port = int(os.environ.get("KILN_PUBLIC_PORT", "8000"))
+    return {
+        "sandbox_id": sandbox.id,
+        "template": template,
+        "files": log.files,
+        "installs": log.installs,
+        "commands": log.commands,
+        "errors": log.errors,
+        "warnings": log.warnings,
+        "dev_url": f"{sandbox.dev_url}/",
+        "preview_url": preview_url(sandbox.id, host, port),
+    }
+
+
+async def _drive(
+    manager: SandboxManager, sandbox_id: str, template: str, turns: list[list[Event]]
+) -> SessionLog:
+    settings = manager.settings
+    client = redis.asyncio.Redis.from_url(settings.redis_url)
+    buffer = WriteBuffer(client, sandbox_id, settings.idle_ttl_seconds + BUFFER_TTL_GRACE_SECONDS)
+    session = SandboxSession(
+        buffer,
+        get_template(template),
+        manager_ports(manager, sandbox_id),
+        debounce=settings.flush_debounce_seconds,
+        max_wait=settings.flush_max_wait_seconds,
+        on_record=show_record,
+    )
+    try:
+        async with session:
+            for events in turns:
+                for event in events:
+                    await session.handle(event)
+            return await session.finish()
+    finally:
+        await client.aclose()
+
+
+async def show_record(kind: str, record: Record) -> None:
+    """One progress line on stderr per session record."""
+    if kind == "output":
+        line = f"    {record['line']}"
+    elif kind == "file":
+        line = f"wrote {record['path']}"
+    elif kind == "install_start":
+        line = f"installing {' '.join(record['packages'])}"
+    elif kind == "install":
+        line = f"installed {' '.join(record['packages'])} (exit {record['exit_code']})"
+    elif kind == "command_start":
+        line = f"$ {' '.join(record['argv'])}"
+    elif kind == "command":
+        line = f"exit {record['exit_code']}: {' '.join(record['argv'])}"
+    else:
+        line = f"{kind} [{record.get('code')}] {record.get('message')}"
+    _progress_line(line)
+
+
+def _progress_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
