@@ -14,6 +14,7 @@ written is still flushed before the run ends, with status ``cancelled``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,7 +71,6 @@ _RECORD_TYPES = {
 }
 _BUILDS_AFTER = {StopReason.CODE_WRITTEN, StopReason.DONE, StopReason.MAX_TURNS}
 _FAILED = {StopReason.ERROR, StopReason.CONTEXT_LIMIT_EXCEEDED, StopReason.NO_OUTPUT}
-CLOSE_LIMIT_SECONDS = 30.0  # flushing and releasing the sandbox after a cancel or a failure
 EMPTY_ANSWER = "(no answer)"  # providers refuse empty assistant messages
 
 
@@ -133,7 +133,6 @@ class AgentRun:
         self._emit, self._save = emit, save
         self._cancel = cancel or anyio.Event()
         self._history = history
-        self._template = get_template(settings.template)
         self._counter = TokenCounter.for_model(settings.provider_name, settings.model)
         self._tracker = BudgetTracker(settings.budgets)
         self._assembler = FileAssembler()
@@ -141,29 +140,42 @@ class AgentRun:
         self._output: list[str] = []
         self._errors: list[dict[str, Any]] = []
         self._postgen: PostGenReport | None = None
+        self._active: anyio.CancelScope | None = None
 
     async def run(self, request: str = "", checkpoint: Checkpoint | None = None) -> RunResult:
         """Run (or resume from ``checkpoint``) until the loop stops; never raises for the model's
         or a provider's failures, which end up in the result's ``errors`` and ``stop_reason``."""
         state = checkpoint or Checkpoint.start(request)
         self._tracker = BudgetTracker.from_dict(self.settings.budgets, state.usage)
+        log = None
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(self._watch_cancel, tasks.cancel_scope)
-            await self._resume_files(state)
-            await self._loop(state)
-            tasks.cancel_scope.cancel()
+            tasks.start_soon(self._watch_cancel)
+            try:
+                await self._resume_files(state)
+                await self._loop(state)
+            finally:
+                # Closed here, in the scope that opened the session (task groups must be left
+                # in the scope they were entered in); a cancel leaves installs behind.
+                log = await self._workspace.close(abandon=self._cancel.is_set())
+                tasks.cancel_scope.cancel()
         if self._cancel.is_set():
             state.stop_reason = StopReason.CANCELLED.value
-        log = None
-        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_LIMIT_SECONDS):
-            log = await self._workspace.close()
         result = self._result(state, log.commands if log else [])
         await self._emit({"type": "session_complete", **result.to_dict()})
         return result
 
-    async def _watch_cancel(self, scope: anyio.CancelScope) -> None:
+    async def _watch_cancel(self) -> None:
         await self._cancel.wait()
-        scope.cancel()
+        if self._active is not None:
+            self._active.cancel()
+
+    async def _cancellable(self, work: Awaitable[None]) -> None:
+        """Await sandbox or tool work that a cancel must interrupt at once."""
+        with anyio.CancelScope() as self._active:
+            if self._cancel.is_set():
+                self._active.cancel()
+            await work
+        self._active = None
 
     async def _resume_files(self, state: Checkpoint) -> None:
         """On resume, the files of earlier turns are written again (the sandbox may be new)."""
@@ -178,6 +190,8 @@ class AgentRun:
             await self._save(state)
         if StopReason(state.stop_reason) not in _BUILDS_AFTER or not state.files:
             return
+        if self._cancel.is_set():
+            return
         await self._post_generate(state)
         budget = self.settings.budgets.max_fixup_turns
         while self._postgen and not self._postgen.ok and state.fixup_turns < budget:
@@ -190,9 +204,12 @@ class AgentRun:
 
     async def _post_generate(self, state: Checkpoint) -> None:
         target = await self._workspace.target(self._on_record)
-        self._postgen = await post_generate(
-            target, self._template, state.files, state.packages, self._take_output
-        )
+        template = get_template(self._workspace.template)
+        report = post_generate(target, template, state.files, state.packages, self._take_output)
+        await self._cancellable(self._keep_postgen(report))
+
+    async def _keep_postgen(self, report: Awaitable[PostGenReport]) -> None:
+        self._postgen = await report
         await self._emit({"type": "postgen", **self._postgen.to_dict()})
 
     def _fixup_prompt(self, attempt: int) -> str:
@@ -304,15 +321,19 @@ class AgentRun:
         await self._emit({**event.to_dict(), "turn": turn})
         self._recorder.observe(event)
         self._assembler.apply(event)
+        if isinstance(event, InstallContent) and event.framework:
+            self._workspace.prefer_template(event.framework)
+        elif isinstance(event, SandboxStart) and event.base:
+            self._workspace.prefer_template(event.base)
         if isinstance(event, _SANDBOX_EVENTS):
             target = await self._workspace.target(self._on_record)
-            await target.handle(event)
+            await self._cancellable(target.handle(event))
         elif isinstance(event, WebSearch):
-            await self._tool_call(
-                event.query, lambda: self._tools.search(event.query, event.max_results)
-            )
+            search = functools.partial(self._tools.search, event.query, event.max_results)
+            await self._cancellable(self._tool_call(event.query, search))
         elif isinstance(event, UrlScrape):
-            await self._tool_call(event.url, lambda: self._tools.scrape(event.url))
+            scrape = functools.partial(self._tools.scrape, event.url)
+            await self._cancellable(self._tool_call(event.url, scrape))
 
     async def _tool_call(self, request: str, call: Callable[[], Awaitable[ToolResult]]) -> None:
         if self._tracker.allow_tool_call():

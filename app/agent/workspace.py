@@ -11,16 +11,18 @@ from __future__ import annotations
 import contextlib
 from typing import Protocol
 
+import anyio
 import redis.asyncio
 
 from parser.events import Event
 from sandbox.errors import SandboxError
 from sandbox.manager import SandboxManager
 from sandbox.session import RecordSink, SandboxSession, SessionLog, manager_ports
-from sandbox.templates import get_template
+from sandbox.templates import DEFAULT_TEMPLATE, TEMPLATES, get_template
 from sandbox.write_buffer import WriteBuffer
 
 BUFFER_TTL_GRACE_SECONDS = 600.0  # write-buffer keys outlive the sandbox's idle TTL by this
+CLOSE_LIMIT_SECONDS = 600.0  # waiting for the last installs and flushes when a run ends
 
 
 class EventTarget(Protocol):
@@ -43,26 +45,56 @@ class Workspace(Protocol):
     sandbox_id: str | None
     dev_url: str | None
 
+    @property
+    def template(self) -> str:
+        """The template the sandbox has or will have."""
+        ...
+
     async def target(self, on_record: RecordSink) -> EventTarget:
         """The event target, acquiring the sandbox on the first call."""
         ...
 
-    async def close(self) -> SessionLog | None:
-        """Finish pending work and release the sandbox; the session's log, if one was opened."""
+    def prefer_template(self, name: str) -> None:
+        """A template the model named; used if nothing was chosen explicitly and no sandbox
+        exists yet."""
+        ...
+
+    async def close(self, *, abandon: bool = False) -> SessionLog | None:
+        """Finish pending work (flush files; with ``abandon``, leave installs and commands) and
+        release the sandbox; the session's log, if one was opened."""
         ...
 
 
 class SandboxWorkspace:
     """A chat's sandbox from the :class:`SandboxManager`, driven by a :class:`SandboxSession`."""
 
-    def __init__(self, manager: SandboxManager, template: str, *, chat: str, owner: str) -> None:
+    def __init__(
+        self,
+        manager: SandboxManager,
+        template: str | None,
+        *,
+        chat: str,
+        owner: str,
+    ) -> None:
+        """``template`` is the explicit choice; ``None`` lets the model's answer pick it."""
         self._manager = manager
-        self._template = get_template(template)
+        self._explicit = template is not None
+        self._template = get_template(template or DEFAULT_TEMPLATE)
         self._chat, self._owner = chat, owner
         self._stack = contextlib.AsyncExitStack()
         self._session: SandboxSession | None = None
         self.sandbox_id: str | None = None
         self.dev_url: str | None = None
+
+    @property
+    def template(self) -> str:
+        """The template the sandbox has or will have."""
+        return self._template.name
+
+    def prefer_template(self, name: str) -> None:
+        """Take the model's ``framework:``/``base`` unless chosen explicitly or already started."""
+        if not self._explicit and self._session is None and name in TEMPLATES:
+            self._template = get_template(name)
 
     async def target(self, on_record: RecordSink) -> EventTarget:
         """Acquire the chat's sandbox and open a session on it (once)."""
@@ -85,12 +117,17 @@ class SandboxWorkspace:
         self._session = await self._stack.enter_async_context(session)
         return self._session
 
-    async def close(self) -> SessionLog | None:
-        """Finish the session, wait for the dev server, release the sandbox for reuse."""
+    async def close(self, *, abandon: bool = False) -> SessionLog | None:
+        """Finish the session, wait for the dev server, release the sandbox for reuse.
+
+        ``abandon`` (a cancelled run) stops background installs and only flushes the files.
+        """
         if self._session is None or self.sandbox_id is None:
             return None
+        log = self._session.log
         try:
-            log = await self._session.finish()
+            with anyio.move_on_after(CLOSE_LIMIT_SECONDS):
+                log = await (self._session.abandon() if abandon else self._session.finish())
         finally:
             await self._stack.aclose()
         try:

@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "app.cli.parse_command",
     "app.cli.images_command",
     "app.cli.sandbox_command",
+    "app.cli.run_command",
 )
 
 

@@ -45,6 +45,8 @@ class FakeTarget:
 class FakeWorkspace:
     """Acquires a :class:`FakeTarget` on first use, like the real one acquires a sandbox."""
 
+    template = "vite-react"
+
     def __init__(self, exit_codes: dict[str, int] | None = None) -> None:
         self.sandbox_id: str | None = None
         self.dev_url: str | None = None
@@ -58,8 +60,11 @@ class FakeWorkspace:
             self.sandbox_id, self.dev_url = "fake1", "http://127.0.0.1:1/"
         return self.target_
 
-    async def close(self) -> SessionLog | None:
-        self.closed = True
+    def prefer_template(self, name: str) -> None:
+        self.preferred = name
+
+    async def close(self, *, abandon: bool = False) -> SessionLog | None:
+        self.closed, self.abandoned = True, abandon
         return self.target_.log if self.target_ else None
 
 

@@ -1,0 +1,149 @@
+"""``kiln run "PROMPT"``: one generation from the terminal, with live progress.
+
+Progress (thinking, files as they fill, installs, commands, turn decisions) goes to stderr; with
+``--json`` one object goes to stdout at the end::
+
+    {status, stop_reason, turns, files, packages, commands: [{argv, exit_code}],
+     build: {ok, errors}, sandbox_id, dev_url, usage, errors}
+
+The provider comes from ``--provider``/``--model`` and the standard key variables
+(``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``, ``GEMINI_API_KEY``); with no key the replay provider
+plays the built-in demo. ``--recording FILE`` replays that file instead. Exit codes: 0 the run
+completed, 1 it failed or was cancelled, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from app.agent.loop import AgentRun, RunResult, RunSettings
+from app.agent.workspace import SandboxWorkspace
+from app.budgets import Budgets
+from app.cli.run_progress import ProgressPrinter
+from app.cli.sandbox_apply import load_recording, recorded_framework
+from app.errors import ConfigError, KilnError, ModelRefused
+from app.providers import PROVIDER_NAMES, Provider, resolve_provider
+from app.providers.models import context_window
+from app.providers.replay import ReplayProvider
+from app.stream_formats import StreamFormatError
+from app.web_tools import web_tools_from_env
+from sandbox.errors import SandboxError
+from sandbox.image_settings import ImageBuildSettings
+from sandbox.images import ImageBuilder
+from sandbox.manager import SandboxManager
+from sandbox.settings import SandboxSettings
+from sandbox.templates import TEMPLATES
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
+REPLAY_CONTEXT_WINDOW = 200_000  # recordings are not a model; any roomy window will do
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``run`` subcommand."""
+    command = subparsers.add_parser(
+        "run", help="generate an app from a prompt", description=__doc__.splitlines()[0]
+    )
+    command.add_argument("prompt", help="what to build")
+    command.add_argument("--provider", choices=PROVIDER_NAMES, help="the LLM provider")
+    command.add_argument("--model", help="the model (or, with replay, a recording's name)")
+    command.add_argument("--recording", type=Path, metavar="FILE", help="replay this answer")
+    command.add_argument("--template", choices=sorted(TEMPLATES), help="the sandbox template")
+    command.add_argument("--json", action="store_true", help="print the result as JSON")
+    command.add_argument("--fast", action="store_true", help="replay without pacing")
+    command.set_defaults(handler=handle_run)
+
+
+def handle_run(args: argparse.Namespace) -> int:
+    """Handle ``kiln run``; returns the exit code."""
+    try:
+        provider, settings = _choose(args)
+        sandbox_settings = SandboxSettings.from_env()
+        images = ImageBuildSettings.from_env()
+    except (ConfigError, ModelRefused, ValueError, OSError, StreamFormatError) as exc:
+        print(f"kiln run: {exc}", file=sys.stderr)
+        return EXIT_BAD_USAGE
+    try:
+        result = anyio.run(_run, args, provider, settings, sandbox_settings, images)
+    except (SandboxError, KilnError) as exc:
+        print(f"kiln run: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        print(json.dumps(cli_summary(result)))
+    else:
+        print(f"{result.status} ({result.stop_reason}) after {result.turns} turn(s)")
+        if result.dev_url:
+            print(f"preview: {result.dev_url}")
+    return EXIT_OK if result.status == "completed" else EXIT_FAILED
+
+
+def _choose(args: argparse.Namespace) -> tuple[Provider, RunSettings]:
+    """The provider and run settings the arguments and environment ask for."""
+    template = args.template
+    if args.recording is not None:
+        template = template or recorded_framework(load_recording(args.recording))
+        provider: Provider = ReplayProvider(recording_file=args.recording, fast=args.fast)
+        name, model, window = "replay", "recording", REPLAY_CONTEXT_WINDOW
+    else:
+        choice = resolve_provider(args.provider, args.model, os.environ)
+        name, model = choice.provider, choice.model
+        if name == "replay":
+            folder = os.environ.get("KILN_RECORDINGS_DIR")
+            provider = ReplayProvider(Path(folder) if folder else None, fast=args.fast)
+            window = REPLAY_CONTEXT_WINDOW
+        else:
+            provider, window = choice.build(), context_window(model)
+    settings = RunSettings(
+        model=model,
+        template=template or "vite-react",
+        provider_name=name,
+        context_window=window,
+        budgets=Budgets.from_env(),
+    )
+    args.explicit_template = template
+    return provider, settings
+
+
+async def _run(
+    args: argparse.Namespace,
+    provider: Provider,
+    settings: RunSettings,
+    sandbox_settings: SandboxSettings,
+    images: ImageBuildSettings,
+) -> RunResult:
+    progress = ProgressPrinter(sys.stderr)
+    manager = await SandboxManager.open(sandbox_settings)
+    try:
+        await ImageBuilder(manager.client, images, progress.line).build(sorted(TEMPLATES))
+        workspace = SandboxWorkspace(
+            manager, args.explicit_template, chat=f"cli-{uuid.uuid4().hex[:12]}", owner="cli"
+        )
+        agent = AgentRun(settings, provider, workspace, web_tools_from_env(), emit=progress.show)
+        return await agent.run(args.prompt)
+    finally:
+        await provider.aclose()
+        await manager.aclose()
+
+
+def cli_summary(result: RunResult) -> dict[str, Any]:
+    """The ``--json`` object: the run's result with ``build`` as ``{ok, errors}``."""
+    summary = result.to_dict()
+    postgen = summary.pop("postgen") or {}
+    build = summary.get("build")
+    errors = [
+        f"{f['path']}:{f['line'] or 0} [{f['code']}] {f['message']}"
+        for f in postgen.get("findings", [])
+    ]
+    if build is not None and not build["ok"]:
+        errors.append(build["output"])
+    if build is not None:
+        summary["build"] = {"ok": build["ok"] and not errors, "errors": errors}
+    summary["fixes"] = postgen.get("fixes", [])
+    return summary

@@ -1,0 +1,99 @@
+"""Live progress of a run on a terminal: one line per step, prose and thinking as they stream."""
+
+from __future__ import annotations
+
+from typing import Any, TextIO
+
+
+class ProgressPrinter:
+    """Turns run events into readable progress lines on ``out`` (stderr for ``kiln run``)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._in_line = False  # streamed text is on the current line
+        self._sizes: dict[str, int] = {}
+
+    async def show(self, event: dict[str, Any]) -> None:
+        """Print what ``event`` means for the person watching."""
+        kind = event["type"]
+        handler = getattr(self, f"_on_{kind}", None)
+        if handler is not None:
+            handler(event)
+
+    def line(self, text: str) -> None:
+        """A whole line (also used for image-build progress)."""
+        if self._in_line:
+            self._out.write("\n")
+            self._in_line = False
+        self._out.write(text + "\n")
+        self._out.flush()
+
+    def _stream(self, text: str) -> None:
+        self._out.write(text)
+        self._out.flush()
+        self._in_line = not text.endswith("\n")
+
+    def _on_turn_start(self, event: dict[str, Any]) -> None:
+        what = "fix-up turn" if event.get("fixup") else "turn"
+        self.line(f"── {what} {event['turn']}")
+
+    def _on_thinking_start(self, event: dict[str, Any]) -> None:
+        self._stream("thinking: ")
+
+    def _on_thinking_content(self, event: dict[str, Any]) -> None:
+        self._stream(event["content"])
+
+    def _on_thinking_end(self, event: dict[str, Any]) -> None:
+        self.line("")
+
+    def _on_text(self, event: dict[str, Any]) -> None:
+        if not event["content"].isspace():
+            self._stream(event["content"])
+
+    def _on_file_start(self, event: dict[str, Any]) -> None:
+        self._sizes[event["path"]] = 0
+        self.line(f"  writing {event['path']}")
+
+    def _on_file_content(self, event: dict[str, Any]) -> None:
+        self._sizes[event["path"]] = self._sizes.get(event["path"], 0) + len(event["content"])
+
+    def _on_file_written(self, event: dict[str, Any]) -> None:
+        self.line(f"  ✓ {event['path']} ({self._sizes.get(event['path'], 0)} chars)")
+
+    def _on_install_started(self, event: dict[str, Any]) -> None:
+        self.line(f"  installing {' '.join(event['packages'])}")
+
+    def _on_install_finished(self, event: dict[str, Any]) -> None:
+        self.line(f"  installed {' '.join(event['packages'])} (exit {event['exit_code']})")
+
+    def _on_command_started(self, event: dict[str, Any]) -> None:
+        self.line(f"  $ {' '.join(event['argv'])}")
+
+    def _on_output(self, event: dict[str, Any]) -> None:
+        self.line(f"    {event['line']}")
+
+    def _on_command_finished(self, event: dict[str, Any]) -> None:
+        self.line(f"  exit {event['exit_code']}: {' '.join(event['argv'])}")
+
+    def _on_tool_result(self, event: dict[str, Any]) -> None:
+        state = "ok" if event["ok"] else "failed"
+        self.line(f"  {event['tool']} {event['request']!r}: {state}")
+
+    def _on_error(self, event: dict[str, Any]) -> None:
+        self.line(f"  ! [{event['code']}] {event['message']}")
+
+    def _on_warning(self, event: dict[str, Any]) -> None:
+        self.line(f"  ! {event.get('message', event)}")
+
+    def _on_turn_end(self, event: dict[str, Any]) -> None:
+        detail = event.get("reason") or event.get("prompt")
+        self.line(f"── turn {event['turn']}: {event['decision']} ({detail})")
+
+    def _on_postgen(self, event: dict[str, Any]) -> None:
+        for fix in event["fixes"]:
+            self.line(f"  fixed {fix['path']}: {fix['message']}")
+        for finding in event["findings"]:
+            self.line(f"  problem {finding['path']}: [{finding['code']}] {finding['message']}")
+        build = event.get("build")
+        if build is not None:
+            self.line(f"  build {'passed' if build['ok'] else 'failed'}")
