@@ -8,8 +8,11 @@ PY := .venv/bin/python
 setup:
 	@scripts/setup.sh
 
+# The main job: a generation from a chat message into a running app. With no API key set, the
+# replay provider plays the built-in demo answer; the preview URL is printed at the end.
 demo: setup
-	$(PY) -m app parse app/demos/todo-app.txt --format summary
+	KILN_SANDBOX_CA_BUNDLE=$${KILN_SANDBOX_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt} \
+	  .venv/bin/kiln run "make me a todo app"
 
 lint: setup
 	.venv/bin/ruff check .

@@ -245,7 +245,10 @@ class AgentRun:
             await self._error("context_limit_exceeded", trimmed.fit.describe(), "fatal")
             state.stop_reason = StopReason.CONTEXT_LIMIT_EXCEEDED.value
             return False
-        await self._emit({"type": "turn_start", "turn": turn, "fixup": fixup})
+        # What kiln asked this turn (the request, a continuation, the nudge or a fix-up): shown
+        # so a developer can see exactly which prompt led to which answer.
+        prompt = state.messages[-1].content
+        await self._emit({"type": "turn_start", "turn": turn, "fixup": fixup, "prompt": prompt})
         answer, fatal = await self._stream_turn(turn, system, trimmed.messages)
         state.turn = turn
         state.messages.append(Message("assistant", answer or EMPTY_ANSWER))

@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio
 
-from app.agent.loop import AgentRun, RunResult, RunSettings
+from app.agent.loop import AgentRun, Emit, RunResult, RunSettings
 from app.agent.workspace import SandboxWorkspace
 from app.budgets import Budgets
 from app.cli.run_progress import ProgressPrinter
@@ -58,6 +58,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     command.add_argument("--template", choices=sorted(TEMPLATES), help="the sandbox template")
     command.add_argument("--json", action="store_true", help="print the result as JSON")
     command.add_argument("--fast", action="store_true", help="replay without pacing")
+    command.add_argument(
+        "--events", type=Path, metavar="FILE", help="also write every run event to FILE (JSONL)"
+    )
     command.set_defaults(handler=handle_run)
 
 
@@ -119,17 +122,35 @@ async def _run(
     images: ImageBuildSettings,
 ) -> RunResult:
     progress = ProgressPrinter(sys.stderr)
+    emit: Emit = progress.show
+    if args.events is not None:
+        emit = _also_to_file(args.events, progress.show)
     manager = await SandboxManager.open(sandbox_settings)
     try:
         await ImageBuilder(manager.client, images, progress.line).build(sorted(TEMPLATES))
         workspace = SandboxWorkspace(
             manager, args.explicit_template, chat=f"cli-{uuid.uuid4().hex[:12]}", owner="cli"
         )
-        agent = AgentRun(settings, provider, workspace, web_tools_from_env(), emit=progress.show)
+        agent = AgentRun(settings, provider, workspace, web_tools_from_env(), emit=emit)
         return await agent.run(args.prompt)
     finally:
         await provider.aclose()
         await manager.aclose()
+
+
+def _also_to_file(path: Path, show: Emit) -> Emit:
+    """An emit that appends each event to ``path`` as a JSON line, then shows it."""
+    out = path.open("w", encoding="utf-8")
+
+    async def emit(event: dict[str, Any]) -> None:
+        out.write(json.dumps(event) + "\n")
+        if event["type"] == "session_complete":
+            out.close()
+        else:
+            out.flush()
+        await show(event)
+
+    return emit
 
 
 def cli_summary(result: RunResult) -> dict[str, Any]:

@@ -1,0 +1,134 @@
+"""``kiln run`` end to end: the recordings through real Docker, Redis and the npm registry."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import httpx
+import pytest
+
+from app.cli import main
+from sandbox.settings import LABEL
+
+RECORDINGS = Path(__file__).resolve().parents[3] / "shared" / "recordings"
+CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+TIKTOKEN = Path(__file__).resolve().parents[3] / "shared" / "tiktoken-cache"
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def docker_client() -> Iterator[docker.DockerClient]:
+    client = docker.from_env()
+    client.ping()  # fails (never skips) without an engine
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def instance(redis_url: str, docker_client: docker.DockerClient) -> Iterator[str]:
+    """A kiln instance of this module's own, swept at the end."""
+    name = f"test-run-{secrets.token_hex(3)}"
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in {
+            "KILN_INSTANCE": name,
+            "REDIS_URL": redis_url,
+            "KILN_SANDBOX_CA_BUNDLE": CA_BUNDLE,
+            "KILN_EGRESS_NETWORK": f"kiln-egress-{name}",
+            "KILN_NPM_CACHE_VOLUME": f"kiln-npm-cache-{name}",
+            "KILN_WARM_POOL_SIZE": "0",
+            "TIKTOKEN_CACHE_DIR": str(TIKTOKEN),
+        }.items():
+            patch.setenv(key, value)
+        for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "TAVILY_API_KEY"):
+            patch.delenv(key, raising=False)
+        try:
+            yield name
+        finally:
+            filters = {"label": [LABEL, f"kiln.instance={name}"]}
+            for container in docker_client.containers.list(all=True, filters=filters):
+                container.remove(force=True)
+            for network in docker_client.networks.list(filters=filters):
+                network.remove()
+            for volume in docker_client.volumes.list(filters=filters):
+                volume.remove(force=True)
+
+
+def kiln_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, recording: Path, *extra: str
+) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
+    """Run ``kiln run --json --events``; the exit code, the JSON result and the events."""
+    events = tmp_path / "events.jsonl"
+    argv = ["run", "make an app", "--recording", str(recording), "--fast", "--json"]
+    code = main([*argv, "--events", str(events), *extra])
+    result = json.loads(capsys.readouterr().out)
+    return code, result, [json.loads(line) for line in events.read_text().splitlines()]
+
+
+def test_todo_recording_builds_and_serves(
+    instance: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, result, events = kiln_run(capsys, tmp_path, RECORDINGS / "todo-vite-react.txt")
+    assert code == 0
+    assert (result["status"], result["stop_reason"], result["turns"]) == (
+        "completed",
+        "code_written",
+        1,
+    )
+    assert len(result["files"]) == 6
+    assert result["packages"] == ["zustand"]
+    assert {"argv": ["npm", "run", "build"], "exit_code": 0} in result["commands"]
+    assert result["build"] == {"ok": True, "errors": []}
+    assert result["errors"] == []
+    page = httpx.get(result["dev_url"], timeout=30).text
+    assert '<div id="root">' in page
+    app = httpx.get(result["dev_url"] + "src/App.jsx", timeout=30).text
+    assert "Todos" in app
+    assert events[-1]["type"] == "session_complete"
+
+
+def test_search_then_build_takes_two_turns_with_the_result_in_the_second_prompt(
+    instance: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, result, events = kiln_run(capsys, tmp_path, RECORDINGS / "search-then-build.jsonl")
+    assert code == 0
+    assert (result["turns"], result["stop_reason"]) == (2, "code_written")
+    assert result["files"] == ["src/App.jsx", "src/index.css"]
+    search = next(e for e in events if e["type"] == "tool_result")
+    second = [e for e in events if e["type"] == "turn_start"][1]
+    assert search["request"] == "Intl.RelativeTimeFormat examples"
+    assert search["text"] in second["prompt"]
+
+
+def test_conversational_answer_needs_no_sandbox(
+    instance: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, result, _ = kiln_run(capsys, tmp_path, RECORDINGS / "hello-conversational.txt")
+    assert code == 0
+    assert (result["turns"], result["stop_reason"], result["sandbox_id"]) == (1, "done", None)
+
+
+def test_turn_without_output_is_nudged_once(
+    instance: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    quiet = tmp_path / "quiet.jsonl"
+    quiet.write_text(
+        json.dumps({"turn": 1, "text": "<Thinking>hmm</Thinking>"})
+        + "\n"
+        + json.dumps({"turn": 2, "text": "Hello! What should I build?<edward_done />"})
+        + "\n"
+    )
+    code, _, events = kiln_run(capsys, tmp_path, quiet)
+    assert code == 0
+    decisions = [e for e in events if e["type"] == "turn_end"]
+    assert [d.get("prompt") or d.get("reason") for d in decisions] == ["nudge", "done"]
+
+
+def test_bad_usage_exits_2(instance: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "x", "--recording", "/nonexistent/recording.txt"]) == 2
+    assert "recording" in capsys.readouterr().err
