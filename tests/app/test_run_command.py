@@ -3,60 +3,17 @@
 from __future__ import annotations
 
 import json
-import secrets
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import docker
 import httpx
 import pytest
 
 from app.cli import main
-from sandbox.settings import LABEL
 
 RECORDINGS = Path(__file__).resolve().parents[3] / "shared" / "recordings"
-CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
-TIKTOKEN = Path(__file__).resolve().parents[3] / "shared" / "tiktoken-cache"
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def docker_client() -> Iterator[docker.DockerClient]:
-    client = docker.from_env()
-    client.ping()  # fails (never skips) without an engine
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def instance(redis_url: str, docker_client: docker.DockerClient) -> Iterator[str]:
-    """A kiln instance of this module's own, swept at the end."""
-    name = f"test-run-{secrets.token_hex(3)}"
-    with pytest.MonkeyPatch.context() as patch:
-        for key, value in {
-            "KILN_INSTANCE": name,
-            "REDIS_URL": redis_url,
-            "KILN_SANDBOX_CA_BUNDLE": CA_BUNDLE,
-            "KILN_EGRESS_NETWORK": f"kiln-egress-{name}",
-            "KILN_NPM_CACHE_VOLUME": f"kiln-npm-cache-{name}",
-            "KILN_WARM_POOL_SIZE": "0",
-            "TIKTOKEN_CACHE_DIR": str(TIKTOKEN),
-        }.items():
-            patch.setenv(key, value)
-        for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "TAVILY_API_KEY"):
-            patch.delenv(key, raising=False)
-        try:
-            yield name
-        finally:
-            filters = {"label": [LABEL, f"kiln.instance={name}"]}
-            for container in docker_client.containers.list(all=True, filters=filters):
-                container.remove(force=True)
-            for network in docker_client.networks.list(filters=filters):
-                network.remove()
-            for volume in docker_client.volumes.list(filters=filters):
-                volume.remove(force=True)
 
 
 def kiln_run(

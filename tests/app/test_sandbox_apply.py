@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import secrets
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,50 +15,11 @@ from parser import StreamParser, merge_adjacent
 from parser.events import FileContent
 from sandbox.session import read_workspace_file
 from sandbox.settings import LABEL
+from tests.app.conftest import PUBLIC_PORT
 
 RECORDINGS = Path(__file__).resolve().parents[3] / "shared" / "recordings"
-CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
-PUBLIC_PORT = "8123"
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def docker_client() -> Iterator[docker.DockerClient]:
-    client = docker.from_env()
-    client.ping()  # fails (never skips) without an engine
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def instance(redis_url: str, docker_client: docker.DockerClient) -> Iterator[str]:
-    """A kiln instance of this module's own, swept (and checked empty) at the end."""
-    name = f"test-apply-{secrets.token_hex(3)}"
-    with pytest.MonkeyPatch.context() as patch:
-        for key, value in {
-            "KILN_INSTANCE": name,
-            "REDIS_URL": redis_url,
-            "KILN_SANDBOX_CA_BUNDLE": CA_BUNDLE,
-            "KILN_EGRESS_NETWORK": f"kiln-egress-{name}",
-            "KILN_NPM_CACHE_VOLUME": f"kiln-npm-cache-{name}",
-            "KILN_PUBLIC_PORT": PUBLIC_PORT,
-        }.items():
-            patch.setenv(key, value)
-        try:
-            yield name
-        finally:
-            _sweep(docker_client, name)
-
-
-def _sweep(client: docker.DockerClient, instance: str) -> None:
-    filters = {"label": [LABEL, f"kiln.instance={instance}"]}
-    for container in client.containers.list(all=True, filters=filters):
-        container.remove(force=True)
-    for network in client.networks.list(filters=filters):
-        network.remove()
-    for volume in client.volumes.list(filters=filters):
-        volume.remove(force=True)
 
 
 def _apply(recording: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:

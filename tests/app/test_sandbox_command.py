@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -16,37 +15,11 @@ from app.cli import main
 from app.cli.sandbox_command import SUBCOMMANDS
 from sandbox.manager import SandboxManager
 from sandbox.settings import SandboxSettings
-from tests.sandbox.docker_support import CA_BUNDLE, leftovers, sweep
+from tests.sandbox.docker_support import leftovers
 
 pytestmark = pytest.mark.docker
+EXPECT_CLEAN = True  # `kiln sandbox reap --all` must leave nothing behind
 T = TypeVar("T")
-
-
-@pytest.fixture(scope="module")
-def docker_client() -> Iterator[docker.DockerClient]:
-    client = docker.from_env()
-    client.ping()  # fails (never skips) without an engine
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def instance(redis_url: str, docker_client: docker.DockerClient) -> Iterator[str]:
-    """The environment of a kiln instance of this module's own; swept, and checked, at the end."""
-    name = f"test-cli-{secrets.token_hex(3)}"
-    with pytest.MonkeyPatch.context() as patch:
-        for key, value in {
-            "KILN_INSTANCE": name,
-            "REDIS_URL": redis_url,
-            "KILN_SANDBOX_CA_BUNDLE": str(CA_BUNDLE),
-            "KILN_EGRESS_NETWORK": f"kiln-egress-{name}",
-            "KILN_NPM_CACHE_VOLUME": f"kiln-npm-cache-{name}",
-        }.items():
-            patch.setenv(key, value)
-        yield name
-    left = leftovers(docker_client, name)
-    sweep(docker_client, name, redis_url)
-    assert left == [], f"`kiln sandbox reap --all` left {left}"
 
 
 def provision(template: str = "vanilla") -> str:
