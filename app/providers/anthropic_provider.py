@@ -35,10 +35,8 @@ from app.errors import (
     RateLimited,
 )
 from app.providers.base import (
-    CancelSignal,
     FinishReason,
     ProviderRequest,
-    ProviderStream,
     Sleep,
     StreamOutcome,
     Usage,
@@ -49,8 +47,8 @@ from app.providers.http_errors import (
     incomplete_stream,
     transport_failure,
 )
-from app.providers.models import validate_model
 from app.providers.retry import RetryPolicy, retry_after_seconds
+from app.providers.sdk_provider import SDKProvider
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 NAME = "anthropic"
@@ -74,7 +72,7 @@ _ERROR_TYPES: dict[str, type[ProviderError]] = {
 _CONTEXT_TOO_LONG = re.compile(r"prompt is too long|exceed context limit|context window", re.I)
 
 
-class AnthropicProvider:
+class AnthropicProvider(SDKProvider):
     """Streams answers from Anthropic's Messages API."""
 
     name = NAME
@@ -89,27 +87,13 @@ class AnthropicProvider:
         timeout_seconds: float = 300.0,
     ) -> None:
         """A provider using ``api_key``; ``base_url`` points at a gateway or a test server."""
+        super().__init__(retry_policy, sleep)
         # max_retries=0: kiln's ProviderStream is the only retry policy.
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key,
             base_url=base_url or DEFAULT_BASE_URL,
             max_retries=0,
             timeout=timeout_seconds,
-        )
-        self._policy = retry_policy or RetryPolicy()
-        self._sleep = sleep
-
-    def stream(
-        self, request: ProviderRequest, cancel: CancelSignal | None = None
-    ) -> ProviderStream:
-        """Stream the answer to ``request``; a model Anthropic does not serve is refused here."""
-        validate_model(NAME, request.model)
-        return ProviderStream(
-            lambda outcome: self._attempt(request, outcome),
-            provider=NAME,
-            policy=self._policy,
-            cancel=cancel,
-            sleep=self._sleep,
         )
 
     async def aclose(self) -> None:

@@ -31,10 +31,8 @@ from app.errors import (
     RateLimited,
 )
 from app.providers.base import (
-    CancelSignal,
     FinishReason,
     ProviderRequest,
-    ProviderStream,
     Sleep,
     StreamOutcome,
     Usage,
@@ -45,8 +43,8 @@ from app.providers.http_errors import (
     incomplete_stream,
     transport_failure,
 )
-from app.providers.models import validate_model
 from app.providers.retry import RetryPolicy, retry_after_seconds
+from app.providers.sdk_provider import SDKProvider
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/"
 API_VERSION = "v1beta"  # pinned: the SDK's default moved between releases and follows an env var
@@ -66,7 +64,7 @@ _CONTEXT_TOO_LONG = re.compile(r"input token count .* exceeds the maximum|contex
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)s")
 
 
-class GoogleProvider:
+class GoogleProvider(SDKProvider):
     """Streams answers from the Gemini API."""
 
     name = NAME
@@ -81,6 +79,7 @@ class GoogleProvider:
         timeout_seconds: float = 300.0,
     ) -> None:
         """A provider using ``api_key``; ``base_url`` points at a gateway or a test server."""
+        super().__init__(retry_policy, sleep)
         options = genai_types.HttpOptions(
             base_url=base_url or DEFAULT_BASE_URL,
             api_version=API_VERSION,
@@ -88,21 +87,6 @@ class GoogleProvider:
             retry_options=genai_types.HttpRetryOptions(attempts=1),
         )
         self._client = genai.Client(api_key=api_key, vertexai=False, http_options=options)
-        self._policy = retry_policy or RetryPolicy()
-        self._sleep = sleep
-
-    def stream(
-        self, request: ProviderRequest, cancel: CancelSignal | None = None
-    ) -> ProviderStream:
-        """Stream the answer to ``request``; a model Google does not serve is refused here."""
-        validate_model(NAME, request.model)
-        return ProviderStream(
-            lambda outcome: self._attempt(request, outcome),
-            provider=NAME,
-            policy=self._policy,
-            cancel=cancel,
-            sleep=self._sleep,
-        )
 
     async def aclose(self) -> None:
         """Close the SDK's HTTP clients."""

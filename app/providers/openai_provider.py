@@ -41,10 +41,8 @@ from app.errors import (
     RateLimited,
 )
 from app.providers.base import (
-    CancelSignal,
     FinishReason,
     ProviderRequest,
-    ProviderStream,
     Sleep,
     StreamOutcome,
     Usage,
@@ -55,8 +53,9 @@ from app.providers.http_errors import (
     incomplete_stream,
     transport_failure,
 )
-from app.providers.models import validate_model
+from app.providers.models import ModelFamily
 from app.providers.retry import RetryPolicy, retry_after_seconds
+from app.providers.sdk_provider import Attempt, SDKProvider
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 NAME = "openai"
@@ -82,7 +81,7 @@ _CODE_ERRORS: dict[str, type[ProviderError]] = {
 _CONTEXT_TOO_LONG = re.compile(r"maximum context length|context window", re.I)
 
 
-class OpenAIProvider:
+class OpenAIProvider(SDKProvider):
     """Streams answers from OpenAI (Chat Completions or Responses, per model family)."""
 
     name = NAME
@@ -97,6 +96,7 @@ class OpenAIProvider:
         timeout_seconds: float = 300.0,
     ) -> None:
         """A provider using ``api_key``; ``base_url`` (with ``/v1``) points at a gateway."""
+        super().__init__(retry_policy, sleep)
         # max_retries=0: kiln's ProviderStream is the only retry policy.
         self._client = openai.AsyncOpenAI(
             api_key=api_key,
@@ -104,22 +104,11 @@ class OpenAIProvider:
             max_retries=0,
             timeout=timeout_seconds,
         )
-        self._policy = retry_policy or RetryPolicy()
-        self._sleep = sleep
 
-    def stream(
-        self, request: ProviderRequest, cancel: CancelSignal | None = None
-    ) -> ProviderStream:
-        """Stream the answer to ``request``; a model OpenAI does not serve is refused here."""
-        family = validate_model(NAME, request.model)
+    def _attempt_for(self, family: ModelFamily) -> Attempt:
+        """Responses for the model families that need it, Chat Completions for the rest."""
         attempt = self._responses_attempt if family.api == "responses" else self._chat_attempt
-        return ProviderStream(
-            lambda outcome: _guarded(attempt(request, outcome)),
-            provider=NAME,
-            policy=self._policy,
-            cancel=cancel,
-            sleep=self._sleep,
-        )
+        return lambda request, outcome: _guarded(attempt(request, outcome))
 
     async def aclose(self) -> None:
         """Close the SDK's HTTP client."""
