@@ -110,31 +110,44 @@ class StreamParser:
 
     def feed(self, chunk: str) -> list[Event]:
         """Parse the next chunk of the stream; return the events it completes."""
-        if self._pending:
-            data = self._pending + chunk
-            self._pending = ""
-        else:
-            data = chunk
-        # Fast paths: text that cannot hold a tag this state listens for is one event.
-        plain = self._plain
-        if plain == _PLAIN_FILE:
-            if "<" not in data:
-                return [FileContent(self._path, data)] if data else []  # type: ignore[arg-type]
-            tag_at = self._possible_close_tag(data)
-            if tag_at < 0:
-                return [FileContent(self._path, data)]  # type: ignore[arg-type]
-            if tag_at == len(data) - 1:  # a lone trailing "<" waits for the next chunk
-                self._pending = "<"
-                return [FileContent(self._path, data[:-1])] if tag_at else []  # type: ignore[arg-type]
-        elif plain and "<" not in data:
-            if not data:
-                return []
-            return [Text(data) if plain == _PLAIN_TEXT else ThinkingContent(data)]
-        events: list[Event] = []
-        pos, end = 0, len(data)
-        while pos < end:
-            pos = self._step(data, pos, events)
-        return events
+        try:
+            if self._pending:
+                data = self._pending + chunk
+                self._pending = ""
+            else:
+                data = chunk
+            # Fast paths: text that cannot hold a tag this state listens for is one event.
+            plain = self._plain
+            if plain == _PLAIN_FILE:
+                if "<" not in data:
+                    return [FileContent(self._path, data)] if data else []  # type: ignore[arg-type]
+                tag_at = self._possible_close_tag(data)
+                if tag_at < 0:
+                    return [FileContent(self._path, data)]  # type: ignore[arg-type]
+                if self._held_back(data, tag_at):  # a possible tag ends the chunk: keep it
+                    self._pending = data[tag_at:]
+                    return [FileContent(self._path, data[:tag_at])] if tag_at else []  # type: ignore[arg-type]
+            elif plain and "<" not in data:
+                if not data:
+                    return []
+                return [Text(data) if plain == _PLAIN_TEXT else ThinkingContent(data)]
+            events: list[Event] = []
+            pos, end = 0, len(data)
+            while pos < end:
+                pos = self._step(data, pos, events)
+            return events
+        except TypeError:
+            if isinstance(chunk, str):
+                raise
+            # try costs nothing until it catches: no per-chunk type check on the hot path
+            raise TypeError(f"feed() takes text (str), not {type(chunk).__name__}") from None
+
+    def _held_back(self, data: str, at: int) -> bool:
+        """Whether ``data[at:]`` is only the start of a closing tag this state listens for."""
+        tail = data[at:]
+        if tail == "<" or tail == "</":
+            return True
+        return tail.startswith("</") and tail[2:].lower() in self._listening.prefixes[True]
 
     def _possible_close_tag(self, data: str) -> int:
         """Where file text may hold a listened closing tag, else -1 (JSX is full of others)."""

@@ -222,3 +222,10 @@ def test_megabyte_thinking_block_arrives_whole() -> None:
     events = parse(split_at(text, cuts))
     assert [e.type for e in events] == ["thinking_start", "thinking_content", "thinking_end"]
     assert events[1].to_dict()["content"] == body
+
+
+@pytest.mark.parametrize("chunk", [b"<file>", 5, None], ids=["bytes", "int", "none"])
+def test_feeding_something_else_than_text_names_its_type(chunk: object) -> None:
+    parser = StreamParser()
+    with pytest.raises(TypeError, match=f"not {type(chunk).__name__}"):
+        parser.feed(chunk)  # type: ignore[arg-type]
