@@ -1,0 +1,170 @@
+"""The settings of ``kiln serve`` and ``kiln worker``, read from the environment.
+
+- ``KILN_DATA_DIR``: the database and the secret file (default ``~/.local/share/kiln``);
+- ``KILN_SECRET_KEY``: encrypts stored provider keys (below; default: generated);
+- ``REDIS_URL``: Redis (unset: ``kiln serve`` starts an embedded one);
+- ``KILN_HOST`` / ``KILN_PORT``: where the API listens (``127.0.0.1`` / 8000);
+- ``KILN_PUBLIC_HOST``: the host name browsers use, for preview URLs (``localhost``);
+- ``KILN_MAX_ACTIVE_RUNS`` (200), ``KILN_MAX_ACTIVE_RUNS_PER_USER`` (2),
+  ``KILN_MAX_ACTIVE_RUNS_PER_CHAT`` (1): limits of active (queued or running) runs;
+- ``KILN_USER_REQUESTS_PER_MINUTE`` (30): messages one user may send per minute;
+- ``KILN_RUN_CLAIM_IDLE`` (30 s): a run whose worker went silent this long is reclaimed;
+- ``KILN_QUEUED_TIMEOUT`` (600 s) / ``KILN_RUN_DEADLINE`` (1800 s): longer waits in the queue,
+  or longer runs, are failed by the stale-run reaper;
+- ``KILN_WORKER_CONCURRENCY`` (4): runs one worker process executes at once;
+- ``KILN_EVENT_BATCH_MS`` (100) / ``KILN_EVENT_BATCH_BYTES`` (16384): content events are stored
+  in batches, at least this often or once this many bytes are pending.
+
+**The secret key.** ``KILN_SECRET_KEY`` (any string of at least 16 characters) is the root of
+the Fernet key that encrypts users' provider keys at rest. When it is unset, a random key is
+generated once and kept in ``<data dir>/secret.key`` (mode 0600); later starts read it back.
+Losing that file (or changing the variable) makes the stored provider keys unreadable: users
+then have to enter them again. Back it up with the database, and keep it out of logs: it never
+appears in this object's ``repr``.
+
+A malformed value raises :class:`~app.errors.ConfigError` naming the variable and the value.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.errors import ConfigError
+
+SECRET_FILE = "secret.key"
+MIN_SECRET_LENGTH = 16
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """Everything the service (API, workers, store, admission) is tuned with."""
+
+    data_dir: Path
+    secret_key: str = field(repr=False)
+    redis_url: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    public_host: str = "localhost"
+    max_active_runs: int = 200
+    max_active_runs_per_user: int = 2
+    max_active_runs_per_chat: int = 1
+    user_requests_per_minute: int = 30
+    run_claim_idle_seconds: float = 30.0
+    queued_timeout_seconds: float = 600.0
+    run_deadline_seconds: float = 1800.0
+    worker_concurrency: int = 4
+    event_batch_seconds: float = 0.1
+    event_batch_bytes: int = 16384
+
+    @property
+    def database_path(self) -> Path:
+        """The SQLite file."""
+        return self.data_dir / "kiln.db"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ServiceSettings:
+        """Settings from the environment (table in the module docstring); creates the data
+        directory and, when ``KILN_SECRET_KEY`` is unset, the secret file."""
+        env = os.environ if env is None else env
+        data_dir = Path(env.get("KILN_DATA_DIR") or "~/.local/share/kiln").expanduser()
+        return cls(
+            data_dir=data_dir,
+            secret_key=_secret_key(env, data_dir),
+            redis_url=env.get("REDIS_URL") or None,
+            host=env.get("KILN_HOST") or cls.host,
+            port=_int(env, "KILN_PORT", cls.port, low=1, high=65535),
+            public_host=env.get("KILN_PUBLIC_HOST") or cls.public_host,
+            max_active_runs=_int(env, "KILN_MAX_ACTIVE_RUNS", cls.max_active_runs),
+            max_active_runs_per_user=_int(
+                env, "KILN_MAX_ACTIVE_RUNS_PER_USER", cls.max_active_runs_per_user
+            ),
+            max_active_runs_per_chat=_int(
+                env, "KILN_MAX_ACTIVE_RUNS_PER_CHAT", cls.max_active_runs_per_chat
+            ),
+            user_requests_per_minute=_int(
+                env, "KILN_USER_REQUESTS_PER_MINUTE", cls.user_requests_per_minute
+            ),
+            run_claim_idle_seconds=_float(env, "KILN_RUN_CLAIM_IDLE", cls.run_claim_idle_seconds),
+            queued_timeout_seconds=_float(env, "KILN_QUEUED_TIMEOUT", cls.queued_timeout_seconds),
+            run_deadline_seconds=_float(env, "KILN_RUN_DEADLINE", cls.run_deadline_seconds),
+            worker_concurrency=_int(env, "KILN_WORKER_CONCURRENCY", cls.worker_concurrency),
+            event_batch_seconds=_float(env, "KILN_EVENT_BATCH_MS", 100.0) / 1000.0,
+            event_batch_bytes=_int(env, "KILN_EVENT_BATCH_BYTES", cls.event_batch_bytes),
+        )
+
+
+def _int(env: Mapping[str, str], name: str, default: int, low: int = 1, high: int = 10**9) -> int:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be between {low} and {high}, got {raw!r}")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise ConfigError(f"{name} must be a positive number, got {raw!r}")
+    return value
+
+
+def _secret_key(env: Mapping[str, str], data_dir: Path) -> str:
+    """``KILN_SECRET_KEY``, or the key kept in the data directory (generated the first time)."""
+    given = env.get("KILN_SECRET_KEY")
+    if given:
+        if len(given) < MIN_SECRET_LENGTH:
+            # The value itself is a secret: name the variable, never echo it.
+            raise ConfigError(
+                f"KILN_SECRET_KEY must be at least {MIN_SECRET_LENGTH} characters, got {len(given)}"
+            )
+        return given
+    return load_or_create_secret(data_dir / SECRET_FILE)
+
+
+def load_or_create_secret(path: Path) -> str:
+    """The secret kept in ``path``; created with mode 0600 when absent.
+
+    The file is written under a temporary name and hard-linked into place, so two processes
+    starting at once agree on one secret and nobody ever reads a half-written file.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "w") as handle:
+                handle.write(secrets.token_urlsafe(32) + "\n")
+            try:
+                os.link(temporary, path)
+            except FileExistsError:
+                pass  # another process won the race: its secret is the one
+            finally:
+                temporary.unlink()
+        return _read_secret(path)
+    except OSError as exc:
+        raise ConfigError(f"cannot keep the secret key in {str(path)!r}: {exc}") from exc
+
+
+def _read_secret(path: Path) -> str:
+    secret = path.read_text().strip()
+    if len(secret) < MIN_SECRET_LENGTH:
+        raise ConfigError(
+            f"the secret key file {str(path)!r} holds fewer than {MIN_SECRET_LENGTH} characters; "
+            "remove it to generate a new one (stored provider keys are then lost)"
+        )
+    return secret

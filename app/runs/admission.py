@@ -1,0 +1,170 @@
+"""Admission of new runs: active-run limits and a request rate, checked atomically in Redis.
+
+One Lua script checks every limit and, if all pass, takes the slot, in one step: concurrent
+submits (any number of API processes) can never exceed a limit. The state lives in Redis:
+
+===========================  ======  ====================================================
+key                          type    content
+===========================  ======  ====================================================
+``kiln:active``              set     ids of every active (queued or running) run
+``kiln:active:user:{id}``    set     active runs of one user
+``kiln:active:chat:{id}``    set     active runs of one chat
+``kiln:active:owners``       hash    run id -> ``"<user> <chat> <admitted at>"`` (release,
+                                     reconcile)
+``kiln:rate:{user}``         zset    the user's requests of the last minute (score: ms)
+===========================  ======  ====================================================
+
+Sets rather than counters: admitting or releasing the same run twice changes nothing, so a
+retried release can never free a slot it did not hold. The rate is a sliding window of 60 s;
+every request that passes the rate check counts, even one then refused by a concurrency limit
+(a client hammering a busy chat is slowed down). Slots are released when a run ends
+(:mod:`app.runs.worker`, :mod:`app.runs.cancel`, :mod:`app.runs.stale`); :meth:`Admission.reconcile`
+frees slots whose run ended without releasing them (a process killed at the wrong moment).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import redis.asyncio
+
+from app.config import ServiceSettings
+from app.errors import AdmissionRefused
+from app.runs.errors import redis_errors
+from app.store import Store
+
+ACTIVE_KEY = "kiln:active"
+OWNERS_KEY = "kiln:active:owners"
+RATE_WINDOW_MS = 60_000
+# A slot whose run row is missing is only freed after this long: the submit that took it may
+# still be writing the row.
+ORPHAN_GRACE_SECONDS = 60.0
+
+_ADMIT = """
+local run, owner = ARGV[1], ARGV[2]
+local now = redis.call('TIME')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local window = tonumber(ARGV[7])
+if redis.call('SISMEMBER', KEYS[1], run) == 1 then
+  return {'ok', 0}
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now_ms - window)
+local requests = redis.call('ZCARD', KEYS[5])
+if requests >= tonumber(ARGV[6]) then
+  return {'rate', requests}
+end
+redis.call('ZADD', KEYS[5], now_ms, run)
+redis.call('PEXPIRE', KEYS[5], window)
+local checks = {
+  {KEYS[1], 'global', ARGV[3]}, {KEYS[2], 'user', ARGV[4]}, {KEYS[3], 'chat', ARGV[5]}
+}
+for _, check in ipairs(checks) do
+  local active = redis.call('SCARD', check[1])
+  if active >= tonumber(check[3]) then
+    return {check[2], active}
+  end
+end
+redis.call('SADD', KEYS[1], run)
+redis.call('SADD', KEYS[2], run)
+redis.call('SADD', KEYS[3], run)
+redis.call('HSET', KEYS[4], run, owner)
+return {'ok', 0}
+"""
+
+
+def user_key(user_id: str) -> str:
+    """The set of a user's active runs."""
+    return f"kiln:active:user:{user_id}"
+
+
+def chat_key(chat_id: str) -> str:
+    """The set of a chat's active runs."""
+    return f"kiln:active:chat:{chat_id}"
+
+
+def rate_key(user_id: str) -> str:
+    """The sorted set of a user's recent requests."""
+    return f"kiln:rate:{user_id}"
+
+
+class Admission:
+    """Takes and releases run slots under the limits of :class:`ServiceSettings`."""
+
+    def __init__(self, client: redis.asyncio.Redis, settings: ServiceSettings) -> None:
+        """Limits come from ``settings`` (``max_active_runs*``, ``user_requests_per_minute``)."""
+        self._redis = client
+        self._settings = settings
+        self._admit = client.register_script(_ADMIT)
+
+    async def admit(self, run_id: str, user_id: str, chat_id: str) -> None:
+        """Take a slot for ``run_id`` or raise :class:`AdmissionRefused` naming the limit."""
+        limits = self._settings
+        owner = f"{user_id} {chat_id} {time.time():.3f}"
+        keys = [ACTIVE_KEY, user_key(user_id), chat_key(chat_id), OWNERS_KEY, rate_key(user_id)]
+        arguments: list[Any] = [run_id, owner, limits.max_active_runs]
+        arguments += [limits.max_active_runs_per_user, limits.max_active_runs_per_chat]
+        arguments += [limits.user_requests_per_minute, RATE_WINDOW_MS]
+        with redis_errors(f"admitting run {run_id!r}"):
+            verdict, count = await self._admit(keys=keys, args=arguments)
+        verdict = verdict.decode() if isinstance(verdict, bytes) else str(verdict)
+        if verdict != "ok":
+            raise AdmissionRefused(self._refusal(verdict, int(count)), verdict)
+
+    def _refusal(self, limit: str, count: int) -> str:
+        settings = self._settings
+        if limit == "rate":
+            return (
+                f"too many messages: {count} in the last minute, the limit is "
+                f"{settings.user_requests_per_minute}; wait a little"
+            )
+        if limit == "global":
+            return (
+                f"the service is busy: {count} runs are active, the limit is "
+                f"{settings.max_active_runs}; try again shortly"
+            )
+        if limit == "user":
+            return (
+                f"you have {count} active runs, the limit is {settings.max_active_runs_per_user}; "
+                "wait for one to finish or cancel it"
+            )
+        return (
+            f"this chat has {count} active run(s), the limit is "
+            f"{settings.max_active_runs_per_chat}; wait for it to finish or cancel it"
+        )
+
+    async def release(self, run_id: str, user_id: str, chat_id: str) -> None:
+        """Free the run's slot (doing it twice is harmless)."""
+        with redis_errors(f"releasing the slot of run {run_id!r}"):
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.srem(ACTIVE_KEY, run_id)
+                pipe.srem(user_key(user_id), run_id)
+                pipe.srem(chat_key(chat_id), run_id)
+                pipe.hdel(OWNERS_KEY, run_id)
+                await pipe.execute()
+
+    async def active_runs(self) -> set[str]:
+        """The ids holding a slot."""
+        with redis_errors("reading the active runs"):
+            members = await self._redis.smembers(ACTIVE_KEY)
+        return {_text(member) for member in members}
+
+    async def reconcile(self, store: Store) -> list[str]:
+        """Free the slots of runs that ended (or never got a row); the ids freed."""
+        with redis_errors("reading the admission owners"):
+            owners = await self._redis.hgetall(OWNERS_KEY)
+        freed: list[str] = []
+        for raw_run, raw_owner in owners.items():
+            run_id = _text(raw_run)
+            user_id, chat_id, admitted = _text(raw_owner).split(" ")
+            run = await anyio.to_thread.run_sync(store.get_run, run_id)
+            orphan = run is None and float(admitted) < time.time() - ORPHAN_GRACE_SECONDS
+            if orphan or (run is not None and run.terminal):
+                await self.release(run_id, user_id, chat_id)
+                freed.append(run_id)
+        return freed
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

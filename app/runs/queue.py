@@ -1,0 +1,159 @@
+"""The run queue: the Redis Stream ``kiln:runs`` read by the consumer group ``kiln-workers``.
+
+Delivery is at least once: an entry stays in the group's pending list, owned by the worker that
+read it, until that worker acknowledges it after the run ended. A worker that dies leaves its
+entries pending; once an entry has been idle for ``KILN_RUN_CLAIM_IDLE`` seconds another worker
+takes it over with ``XAUTOCLAIM`` and resumes the run from its checkpoint.
+
+**Heartbeat.** A live worker keeps its entries fresh: every few seconds it re-claims each one to
+itself (``XCLAIM ... JUSTID``, which resets the idle time without counting a delivery). The
+re-claim runs in a Lua script that first checks, with ``XPENDING``, that the entry is still its
+own: a worker that paused too long (and so lost its entry to another) learns it from the
+heartbeat's answer instead of stealing the entry back.
+
+Acknowledged entries are deleted (``XACK`` + ``XDEL``), so the stream only holds work not done.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio
+import redis.exceptions
+
+from app.runs.errors import redis_errors
+
+_ENTRY_ID = re.compile(r"\d+-\d+")
+STREAM = "kiln:runs"
+GROUP = "kiln-workers"
+
+_HEARTBEAT = """
+local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+if #pending == 0 or pending[1][2] ~= ARGV[2] then
+  return 0
+end
+redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'JUSTID')
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One queue entry handed to a worker; ``reclaimed`` if taken over from another."""
+
+    entry_id: str
+    run_id: str
+    reclaimed: bool = False
+
+
+class RunQueue:
+    """Enqueue, read, reclaim, heartbeat and acknowledge run entries."""
+
+    def __init__(
+        self, client: redis.asyncio.Redis, stream: str = STREAM, group: str = GROUP
+    ) -> None:
+        """The queue ``stream`` read by consumer group ``group``."""
+        self._redis, self.stream, self.group = client, stream, group
+        self._heartbeat = client.register_script(_HEARTBEAT)
+
+    async def ensure_group(self) -> None:
+        """Create the stream and the consumer group unless they exist."""
+        with redis_errors(f"creating the consumer group {self.group!r}"):
+            try:
+                await self._redis.xgroup_create(self.stream, self.group, id="0", mkstream=True)
+            except redis.exceptions.ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+
+    async def enqueue(self, run_id: str) -> str:
+        """Add a run to the queue; the entry id."""
+        with redis_errors(f"queueing run {run_id!r}"):
+            entry = await self._redis.xadd(self.stream, {"run_id": run_id})
+        return _text(entry)
+
+    async def read(self, consumer: str, count: int = 1, block_ms: int = 1000) -> list[Delivery]:
+        """New entries for ``consumer``, waiting up to ``block_ms`` for one."""
+        with redis_errors("reading the run queue"):
+            answer: Any = await self._redis.xreadgroup(
+                self.group, consumer, {self.stream: ">"}, count=count, block=block_ms
+            )
+        return [
+            delivery
+            for entry_id, fields in _entries(answer)
+            if (delivery := _delivery(entry_id, fields, reclaimed=False)) is not None
+        ]
+
+    async def reclaim(
+        self, consumer: str, min_idle_seconds: float, count: int = 1
+    ) -> list[Delivery]:
+        """Entries idle for ``min_idle_seconds`` (their worker is gone), now ``consumer``'s."""
+        with redis_errors("reclaiming idle runs"):
+            answer = await self._redis.xautoclaim(
+                self.stream,
+                self.group,
+                consumer,
+                min_idle_time=int(min_idle_seconds * 1000),
+                start_id="0-0",
+                count=count,
+            )
+        # [next cursor, claimed entries, deleted ids]: only the entries matter.
+        entries = answer[1] if len(answer) > 1 else []
+        return [
+            delivery
+            for entry_id, fields in _entries(entries)
+            if (delivery := _delivery(entry_id, fields, reclaimed=True)) is not None
+        ]
+
+    async def heartbeat(self, consumer: str, entry_id: str) -> bool:
+        """Keep ``consumer``'s entry fresh; False if it is no longer ``consumer``'s."""
+        with redis_errors(f"refreshing queue entry {entry_id!r}"):
+            owned = await self._heartbeat(keys=[self.stream], args=[self.group, consumer, entry_id])
+        return bool(owned)
+
+    async def ack(self, entry_id: str) -> None:
+        """The entry's run is finished: forget the entry."""
+        with redis_errors(f"acknowledging queue entry {entry_id!r}"):
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.xack(self.stream, self.group, entry_id)
+                pipe.xdel(self.stream, entry_id)
+                await pipe.execute()
+
+    async def pending_count(self) -> int:
+        """Entries read but not acknowledged (runs in progress or of dead workers)."""
+        with redis_errors("counting pending runs"):
+            summary = await self._redis.xpending(self.stream, self.group)
+        return int(summary["pending"])
+
+
+def _entries(node: Any) -> Iterator[tuple[Any, Any]]:
+    """The ``(id, fields)`` entries of a stream reply, in order, whatever its nesting: RESP2
+    answers ``[[stream, [entries]]]``, RESP3 ``{stream: [[entries]]}``."""
+    if isinstance(node, dict):
+        for value in node.values():
+            yield from _entries(value)
+    elif isinstance(node, list | tuple):
+        if len(node) == 2 and _is_entry_id(node[0]) and isinstance(node[1], dict | None):
+            yield node[0], node[1]
+        else:
+            for item in node:
+                yield from _entries(item)
+
+
+def _is_entry_id(value: Any) -> bool:
+    return isinstance(value, bytes | str) and _ENTRY_ID.fullmatch(_text(value)) is not None
+
+
+def _delivery(entry_id: Any, fields: Any, *, reclaimed: bool) -> Delivery | None:
+    """A delivery from a stream entry (None for an entry deleted meanwhile). An entry without
+    a run id gets an empty one: no run has it, so the worker drops (acknowledges) it."""
+    if not fields:
+        return None
+    run_id = fields.get(b"run_id") or fields.get("run_id") or ""
+    return Delivery(_text(entry_id), _text(run_id), reclaimed)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,165 @@
+"""The runs machinery as the HTTP API sees it: submit, cancel, read, follow.
+
+:meth:`RunService.submit` is step 1 of DESIGN.md's flow, ordered so that nothing is ever half
+created:
+
+1. check the request (the chat is the user's, the content is not empty, the template exists,
+   the provider and model can be used with the user's keys): nothing is written yet;
+2. take an admission slot for a fresh run id (atomic in Redis; :class:`AdmissionRefused` here
+   leaves no trace but the request counted by the rate limit);
+3. write the user's message and the ``queued`` run in one store transaction; if that fails,
+   the slot is released;
+4. add the run to the queue; if that fails, the run is ended ``failed`` (so it never waits for
+   a worker that will not come) and the slot released.
+
+Ownership is enforced here too: a run or chat of another user is :class:`RunNotFound`, exactly
+like one that does not exist.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import anyio
+import redis.asyncio
+
+from app.config import ServiceSettings
+from app.providers import resolve_provider
+from app.runs.admission import Admission
+from app.runs.cancel import request_cancel
+from app.runs.ending import end_run
+from app.runs.errors import InvalidRunRequest, QueueUnavailable, RunNotFound
+from app.runs.follow import RunFollower
+from app.runs.queue import RunQueue
+from app.store import FAILED, QUEUED, Message, Run, Store, new_id
+from sandbox.templates import TEMPLATES
+
+MAX_CONTENT_CHARS = 100_000
+
+
+class RunService:
+    """Submits, cancels and follows runs on behalf of authenticated users."""
+
+    def __init__(
+        self,
+        store: Store,
+        client: redis.asyncio.Redis,
+        settings: ServiceSettings,
+        *,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        """``env`` supplies the operator's provider keys (default: the process environment)."""
+        self._store, self._redis, self._settings = store, client, settings
+        self._env = os.environ if env is None else env
+        self.admission = Admission(client, settings)
+        self.queue = RunQueue(client)
+
+    async def submit(
+        self,
+        user_id: str,
+        chat_id: str,
+        content: str,
+        provider: str | None = None,
+        model: str | None = None,
+        template: str | None = None,
+    ) -> tuple[str, str]:
+        """Queue a run for a new user message; ``(run_id, message_id)``.
+
+        Raises :class:`RunNotFound` (chat), :class:`InvalidRunRequest`,
+        :class:`~app.errors.ConfigError` / :class:`~app.errors.ModelRefused` (provider, model),
+        :class:`~app.errors.AdmissionRefused` (a limit) or :class:`QueueUnavailable` (Redis).
+        """
+        await self._owned_chat(user_id, chat_id)
+        _check_content(content, template)
+        keys = await anyio.to_thread.run_sync(self._store.provider_keys, user_id)
+        choice = resolve_provider(provider, model, self._env, api_keys=keys)
+        run_id = new_id()
+        await self.admission.admit(run_id, user_id, chat_id)
+        try:
+            message, run = await anyio.to_thread.run_sync(
+                lambda: self._persist_run(
+                    run_id, user_id, chat_id, content, choice.provider, choice.model, template
+                )
+            )
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self.admission.release(run_id, user_id, chat_id)
+            raise
+        await self._enqueue(run)
+        return run.id, message.id
+
+    def _persist_run(
+        self,
+        run_id: str,
+        user_id: str,
+        chat_id: str,
+        content: str,
+        provider: str,
+        model: str,
+        template: str | None,
+    ) -> tuple[Message, Run]:
+        """The user's message and its queued run, in one transaction (blocking)."""
+        with self._store.transaction():
+            message = self._store.add_message(chat_id, "user", content, None)
+            run = self._store.create_run(
+                chat_id, user_id, message.id, provider, model, template=template, run_id=run_id
+            )
+        return message, run
+
+    async def _enqueue(self, run: Run) -> None:
+        try:
+            await self.queue.enqueue(run.id)
+        except QueueUnavailable as exc:
+            await end_run(
+                self._store,
+                self._redis,
+                self.admission,
+                run,
+                FAILED,
+                "error",
+                error=f"the run could not be queued: {exc}",
+                from_statuses=(QUEUED,),
+            )
+            raise
+
+    async def cancel(self, user_id: str, run_id: str) -> Run:
+        """Cancel the user's run; the run as it now is.
+
+        :class:`RunNotFound` if it is not the user's, :class:`~app.runs.errors.RunFinished` if
+        it has ended already.
+        """
+        await self.get_run(user_id, run_id)
+        return await request_cancel(self._store, self._redis, self.admission, run_id)
+
+    async def get_run(self, user_id: str, run_id: str) -> Run:
+        """The user's run, or :class:`RunNotFound`."""
+        run = await anyio.to_thread.run_sync(self._store.get_run, run_id)
+        if run is None or run.user_id != user_id:
+            raise RunNotFound(f"no run {run_id!r}")
+        return run
+
+    def follow(self, run_id: str, after_seq: int = 0) -> RunFollower:
+        """The run's events after ``after_seq`` (check ownership with :meth:`get_run` first)::
+
+        async with service.follow(run_id, after) as events:
+            async for seq, event in events: ...
+        """
+        return RunFollower(self._store, self._redis, run_id, after_seq)
+
+    async def _owned_chat(self, user_id: str, chat_id: str) -> None:
+        chat = await anyio.to_thread.run_sync(self._store.get_chat, chat_id)
+        if chat is None or chat.user_id != user_id:
+            raise RunNotFound(f"no chat {chat_id!r}")
+
+
+def _check_content(content: str, template: str | None) -> None:
+    if not content.strip():
+        raise InvalidRunRequest("a message needs some content, got an empty one")
+    if len(content) > MAX_CONTENT_CHARS:
+        raise InvalidRunRequest(
+            f"a message may have at most {MAX_CONTENT_CHARS} characters, got {len(content)}"
+        )
+    if template is not None and template not in TEMPLATES:
+        known = ", ".join(sorted(TEMPLATES))
+        raise InvalidRunRequest(f"unknown template {template!r}; known: {known}")

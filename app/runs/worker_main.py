@@ -1,0 +1,101 @@
+"""A worker process: ``python -m app.runs.worker_main`` (what ``kiln worker`` wraps).
+
+It reads :class:`~app.config.ServiceSettings` and the sandbox settings from the environment
+(``REDIS_URL`` is required: a separate worker shares the API's Redis and data directory), opens
+the store, the sandbox manager and the web tools, and consumes the queue until SIGINT/SIGTERM.
+Runs in progress when it stops are left pending; another worker resumes them after
+``KILN_RUN_CLAIM_IDLE`` seconds (a restarted worker is another worker).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import signal
+import sys
+
+import anyio
+import redis.asyncio
+
+from app.config import ServiceSettings
+from app.errors import ConfigError
+from app.runs.execution import ProviderFactory, WorkspaceFactory
+from app.runs.worker import Worker, default_provider_factory, sandbox_workspaces
+from app.store import Store
+from app.web_tools import web_tools_from_env
+from sandbox.manager import SandboxManager
+from sandbox.settings import SandboxSettings
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
+
+
+async def serve_worker(
+    settings: ServiceSettings,
+    *,
+    name: str | None = None,
+    workspaces: WorkspaceFactory | None = None,
+    providers: ProviderFactory | None = None,
+) -> None:
+    """Run one worker until cancelled (or a signal), then release everything it opened.
+
+    ``workspaces`` defaults to sandboxes of a :class:`SandboxManager` opened here and
+    ``providers`` to :func:`default_provider_factory` (tests pass stand-ins).
+    """
+    if settings.redis_url is None:
+        raise ConfigError("a worker needs REDIS_URL: the queue is shared with the API")
+    async with contextlib.AsyncExitStack() as stack:
+        store = Store(settings.database_path, settings.secret_key)
+        stack.callback(store.close)
+        client = redis.asyncio.Redis.from_url(settings.redis_url)
+        stack.push_async_callback(client.aclose)
+        if workspaces is None:
+            workspaces = sandbox_workspaces(await _open_manager(stack, settings.redis_url))
+        worker = Worker(
+            settings,
+            store,
+            client,
+            workspaces,
+            providers or default_provider_factory(),
+            web_tools_from_env(),
+            name=name,
+        )
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_stop_on_signal, tasks.cancel_scope)
+            await worker.run()
+
+
+async def _open_manager(stack: contextlib.AsyncExitStack, redis_url: str) -> SandboxManager:
+    """The sandbox manager (closed with ``stack``), on the service's Redis."""
+    sandbox_settings = dataclasses.replace(SandboxSettings.from_env(), redis_url=redis_url)
+    manager = await SandboxManager.open(sandbox_settings)
+    stack.push_async_callback(manager.aclose)
+    # Entered, the manager keeps its warm pool and reaps idle sandboxes while the worker runs.
+    return await stack.enter_async_context(manager)
+
+
+async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _signal in signals:
+            scope.cancel()
+            return
+
+
+def main() -> int:
+    """Run a worker process; the exit code."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        settings = ServiceSettings.from_env()
+    except ConfigError as exc:
+        print(f"kiln worker: {exc}", file=sys.stderr)
+        return EXIT_BAD_USAGE
+    try:
+        anyio.run(serve_worker, settings)
+    except ConfigError as exc:
+        print(f"kiln worker: {exc}", file=sys.stderr)
+        return EXIT_BAD_USAGE
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""The SQLite database under the store: connections, transactions, versioned migrations.
+
+- **One connection per thread** (``sqlite3`` connections must not be shared between threads):
+  the async code calls the store through ``anyio.to_thread.run_sync``, and each worker thread
+  opens its own connection the first time it needs one. :meth:`Database.close` closes them all.
+- **WAL mode** lets readers (SSE replays, ``GET`` requests) run while a writer commits;
+  ``busy_timeout`` makes a second writer wait instead of failing; foreign keys are enforced.
+- **Transactions** are explicit: :meth:`Database.transaction` starts ``BEGIN IMMEDIATE`` (the
+  write lock is taken at the start, so two writers never deadlock upgrading a read lock) and
+  nests: an inner ``transaction()`` on the same thread joins the outer one, which lets callers
+  combine repository methods into one atomic step.
+- **Migrations** are numbered SQL scripts applied in order at open, each in its own transaction
+  together with its row in ``schema_version``; opening an up-to-date database changes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+import time
+import weakref
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from app.errors import KilnError
+
+BUSY_TIMEOUT_MS = 10_000
+
+
+class StoreError(KilnError):
+    """The database failed (locked for too long, disk full, a corrupt file)."""
+
+    code = "store_error"
+
+
+class StoreConflict(StoreError):
+    """A write contradicts what is stored (a duplicate name, an unknown owner)."""
+
+    code = "conflict"
+
+
+class Database:
+    """A SQLite file with per-thread connections and migrations applied at open."""
+
+    def __init__(self, path: Path, migrations: Sequence[str]) -> None:
+        """Open (creating if needed) ``path`` and bring its schema up to ``migrations``."""
+        self.path = path
+        self._local = threading.local()
+        self._held: weakref.WeakSet[_Held] = weakref.WeakSet()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.migrate(migrations)
+
+    @property
+    def connection_count(self) -> int:
+        """Connections open now (one per thread that used the database and is still alive)."""
+        return len(self._held)
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection (opened on first use; closed when the thread ends)."""
+        held: _Held | None = getattr(self._local, "held", None)
+        if held is None:
+            held = _Held(self._connect())
+            # The thread-local is the only strong reference: when the thread ends (anyio's
+            # worker threads come and go), the connection is closed instead of leaking.
+            weakref.finalize(held, held.connection.close)
+            self._local.held = held
+            self._local.depth = 0
+            self._held.add(held)
+        return held.connection
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            # isolation_level=None: no implicit transactions, ours are explicit.
+            connection = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=10.0
+            )
+            connection.row_factory = sqlite3.Row
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("PRAGMA synchronous = NORMAL")
+            connection.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the database {str(self.path)!r}: {exc}") from exc
+        return connection
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction on this thread's connection; joins an enclosing one."""
+        connection = self.connection()
+        if self._local.depth > 0:
+            self._local.depth += 1
+            try:
+                yield connection
+            finally:
+                self._local.depth -= 1
+            return
+        with _store_errors():
+            connection.execute("BEGIN IMMEDIATE")
+            self._local.depth = 1
+            try:
+                yield connection
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            else:
+                connection.execute("COMMIT")
+            finally:
+                self._local.depth = 0
+
+    def query(self, sql: str, parameters: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """Rows of a read-only statement."""
+        with _store_errors():
+            return self.connection().execute(sql, parameters).fetchall()
+
+    def query_one(self, sql: str, parameters: Sequence[Any] = ()) -> sqlite3.Row | None:
+        """The first row of a read-only statement, or None."""
+        with _store_errors():
+            row: sqlite3.Row | None = self.connection().execute(sql, parameters).fetchone()
+            return row
+
+    def schema_version(self) -> int:
+        """The number of migrations applied."""
+        row = self.query_one("SELECT MAX(version) AS version FROM schema_version")
+        return int(row["version"] or 0) if row else 0
+
+    def migrate(self, migrations: Sequence[str]) -> None:
+        """Apply the migrations this database has not seen yet, each atomically."""
+        with self.transaction() as connection:
+            connection.execute(
+                "CREATE TABLE IF NOT EXISTS schema_version"
+                " (version INTEGER PRIMARY KEY, applied REAL NOT NULL)"
+            )
+        for version, script in enumerate(migrations, start=1):
+            with self.transaction() as connection:
+                # Re-checked inside the write lock: another process may have just applied it.
+                done = connection.execute(
+                    "SELECT 1 FROM schema_version WHERE version = ?", (version,)
+                ).fetchone()
+                if done:
+                    continue
+                for statement in _statements(script):
+                    connection.execute(statement)
+                connection.execute(
+                    "INSERT INTO schema_version (version, applied) VALUES (?, ?)",
+                    (version, time.time()),
+                )
+
+    def close(self) -> None:
+        """Close every thread's connection; the object must not be used afterwards."""
+        for held in list(self._held):
+            held.connection.close()
+        self._local = threading.local()
+
+
+class _Held:
+    """A thread's connection, in an object that can be weakly referenced."""
+
+    __slots__ = ("__weakref__", "connection")
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a migration script (``executescript`` would commit on its own)."""
+    return [part.strip() for part in script.split(";") if part.strip()]
+
+
+@contextlib.contextmanager
+def _store_errors() -> Iterator[None]:
+    """SQLite's exceptions as :class:`StoreError`, with the database's message."""
+    try:
+        yield
+    except sqlite3.IntegrityError as exc:
+        raise StoreConflict(f"the store refused a write: {exc}") from exc
+    except sqlite3.Error as exc:
+        raise StoreError(f"the store failed: {exc}") from exc

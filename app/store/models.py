@@ -1,0 +1,141 @@
+"""The store's records: plain frozen dataclasses, with the JSON forms the HTTP API shows."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any
+
+QUEUED, RUNNING = "queued", "running"
+COMPLETED, FAILED, CANCELLED = "completed", "failed", "cancelled"
+RUN_STATUSES = (QUEUED, RUNNING, COMPLETED, FAILED, CANCELLED)
+ACTIVE_STATUSES = (QUEUED, RUNNING)
+TERMINAL_STATUSES = (COMPLETED, FAILED, CANCELLED)
+TOKEN_KINDS = ("api", "session", "login")
+ROLES = ("user", "assistant")
+PUBLIC_RUN_FIELDS = (
+    *("id", "chat_id", "status", "stop_reason", "turns", "usage", "sandbox_id"),
+    *("preview_url", "error", "created", "started", "finished"),
+)
+
+
+def new_id() -> str:
+    """A fresh opaque id."""
+    return secrets.token_hex(8)
+
+
+@dataclass(frozen=True)
+class User:
+    """A person (or the ``local`` user of a single-user install)."""
+
+    id: str
+    name: str
+    created: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The API's form: ``{id, name}``."""
+        return {"id": self.id, "name": self.name}
+
+
+@dataclass(frozen=True)
+class Chat:
+    """A conversation; its sandbox once a run acquired one."""
+
+    id: str
+    user_id: str
+    title: str
+    created: float
+    sandbox_id: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The API's form: ``{id, title, created, sandbox_id}``."""
+        return {
+            "id": self.id,
+            "title": self.title,
+            "created": self.created,
+            "sandbox_id": self.sandbox_id,
+        }
+
+
+@dataclass(frozen=True)
+class Message:
+    """A user's request or the assistant's answer (with its files, packages and usage)."""
+
+    id: str
+    chat_id: str
+    role: str
+    content: str
+    data: dict[str, Any] | None
+    created: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The API's form: ``{id, role, content, data, created}``."""
+        return {
+            "id": self.id,
+            "role": self.role,
+            "content": self.content,
+            "data": self.data,
+            "created": self.created,
+        }
+
+
+@dataclass(frozen=True)
+class Run:
+    """One execution of the agent loop for one user message."""
+
+    id: str
+    chat_id: str
+    user_id: str
+    message_id: str | None
+    provider: str | None
+    model: str | None
+    template: str | None
+    status: str
+    stop_reason: str | None
+    turns: int
+    usage: dict[str, Any] = field(default_factory=dict)
+    sandbox_id: str | None = None
+    preview_url: str | None = None
+    error: str | None = None
+    created: float = 0.0
+    started: float | None = None
+    finished: float | None = None
+    worker: str | None = None
+    attempts: int = 0
+    cancel_requested: bool = False
+    reply_id: str | None = None
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the run has ended (completed, failed or cancelled)."""
+        return self.status in TERMINAL_STATUSES
+
+    def to_dict(self) -> dict[str, Any]:
+        """The API's form (worker bookkeeping left out)."""
+        return {key: getattr(self, key) for key in PUBLIC_RUN_FIELDS}
+
+
+def user_from_row(row: sqlite3.Row) -> User:
+    """A :class:`User` from its table row."""
+    return User(row["id"], row["name"], row["created"])
+
+
+def chat_from_row(row: sqlite3.Row) -> Chat:
+    """A :class:`Chat` from its table row."""
+    return Chat(row["id"], row["user_id"], row["title"], row["created"], row["sandbox_id"])
+
+
+def message_from_row(row: sqlite3.Row) -> Message:
+    """A :class:`Message` from its table row."""
+    data = json.loads(row["data"]) if row["data"] is not None else None
+    return Message(row["id"], row["chat_id"], row["role"], row["content"], data, row["created"])
+
+
+def run_from_row(row: sqlite3.Row) -> Run:
+    """A :class:`Run` from its table row."""
+    fields = {key: row[key] for key in row.keys()}  # noqa: SIM118 -- sqlite3.Row needs keys()
+    fields["usage"] = json.loads(fields["usage"] or "{}")
+    fields["cancel_requested"] = bool(fields["cancel_requested"])
+    return Run(**fields)

@@ -1,0 +1,90 @@
+"""The store's schema as numbered migrations (never edit a shipped one: append a new one).
+
+Times are UNIX seconds (REAL); ids are opaque strings; JSON columns hold ``json.dumps`` text.
+Messages and events keep their insertion order (``rowid`` and ``seq``). Statements are split on
+``;``, so a migration must not contain one inside a statement.
+"""
+
+from __future__ import annotations
+
+MIGRATION_1 = """
+CREATE TABLE users (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    created REAL NOT NULL
+);
+CREATE TABLE tokens (
+    hash TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL CHECK (kind IN ('api', 'session', 'login')),
+    created REAL NOT NULL,
+    expires REAL
+);
+CREATE INDEX tokens_user ON tokens(user_id);
+CREATE TABLE provider_keys (
+    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    provider TEXT NOT NULL,
+    secret BLOB NOT NULL,
+    updated REAL NOT NULL,
+    PRIMARY KEY (user_id, provider)
+);
+CREATE TABLE chats (
+    id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    title TEXT NOT NULL,
+    created REAL NOT NULL,
+    sandbox_id TEXT
+);
+CREATE INDEX chats_user ON chats(user_id, created);
+CREATE TABLE messages (
+    id TEXT PRIMARY KEY,
+    chat_id TEXT NOT NULL REFERENCES chats(id) ON DELETE CASCADE,
+    role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+    content TEXT NOT NULL,
+    data TEXT,
+    created REAL NOT NULL
+);
+CREATE INDEX messages_chat ON messages(chat_id);
+CREATE TABLE runs (
+    id TEXT PRIMARY KEY,
+    chat_id TEXT NOT NULL REFERENCES chats(id) ON DELETE CASCADE,
+    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    message_id TEXT REFERENCES messages(id) ON DELETE SET NULL,
+    provider TEXT,
+    model TEXT,
+    template TEXT,
+    status TEXT NOT NULL
+        CHECK (status IN ('queued', 'running', 'completed', 'failed', 'cancelled')),
+    stop_reason TEXT,
+    turns INTEGER NOT NULL DEFAULT 0,
+    usage TEXT NOT NULL DEFAULT '{}',
+    sandbox_id TEXT,
+    preview_url TEXT,
+    error TEXT,
+    created REAL NOT NULL,
+    started REAL,
+    finished REAL,
+    worker TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    reply_id TEXT REFERENCES messages(id) ON DELETE SET NULL
+);
+CREATE INDEX runs_status ON runs(status);
+CREATE INDEX runs_chat ON runs(chat_id, created);
+CREATE INDEX runs_user ON runs(user_id, status);
+CREATE TABLE run_events (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    data TEXT NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE checkpoints (
+    run_id TEXT PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+    data TEXT NOT NULL,
+    updated REAL NOT NULL
+)
+"""
+
+MIGRATIONS: tuple[str, ...] = (MIGRATION_1,)

@@ -1,0 +1,87 @@
+"""Service settings from the environment, and the generated secret key."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from app.config import ServiceSettings
+from app.errors import ConfigError
+
+
+def test_defaults_with_a_data_dir(tmp_path: Path) -> None:
+    settings = ServiceSettings.from_env({"KILN_DATA_DIR": str(tmp_path)})
+    assert settings.data_dir == tmp_path
+    assert settings.redis_url is None
+    assert (settings.host, settings.port, settings.public_host) == ("127.0.0.1", 8000, "localhost")
+    limits = (settings.max_active_runs, settings.max_active_runs_per_user)
+    assert (*limits, settings.max_active_runs_per_chat) == (200, 2, 1)
+    assert settings.run_claim_idle_seconds == 30.0
+    assert (settings.event_batch_seconds, settings.event_batch_bytes) == (0.1, 16384)
+    assert settings.database_path == tmp_path / "kiln.db"
+
+
+def test_values_come_from_the_environment(tmp_path: Path) -> None:
+    env = {
+        "KILN_DATA_DIR": str(tmp_path),
+        "KILN_SECRET_KEY": "s" * 20,
+        "REDIS_URL": "redis://r:6379/1",
+        "KILN_PORT": "9000",
+        "KILN_MAX_ACTIVE_RUNS_PER_USER": "5",
+        "KILN_RUN_CLAIM_IDLE": "2.5",
+        "KILN_EVENT_BATCH_MS": "50",
+    }
+    settings = ServiceSettings.from_env(env)
+    assert (settings.secret_key, settings.redis_url, settings.port) == (
+        "s" * 20,
+        env["REDIS_URL"],
+        9000,
+    )
+    assert settings.max_active_runs_per_user == 5
+    assert settings.run_claim_idle_seconds == 2.5
+    assert settings.event_batch_seconds == 0.05
+    assert not (tmp_path / "secret.key").exists()
+
+
+def test_the_secret_is_generated_once_with_mode_0600(tmp_path: Path) -> None:
+    first = ServiceSettings.from_env({"KILN_DATA_DIR": str(tmp_path / "data")})
+    second = ServiceSettings.from_env({"KILN_DATA_DIR": str(tmp_path / "data")})
+    assert first.secret_key == second.secret_key
+    assert len(first.secret_key) >= 32
+    mode = stat.S_IMODE((tmp_path / "data" / "secret.key").stat().st_mode)
+    assert mode == 0o600
+    assert first.secret_key not in repr(first)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        pytest.param(
+            "KILN_PORT", "http", "KILN_PORT must be a whole number, got 'http'", id="port"
+        ),
+        pytest.param("KILN_PORT", "70000", "KILN_PORT must be between", id="port-range"),
+        pytest.param(
+            "KILN_MAX_ACTIVE_RUNS", "0", "KILN_MAX_ACTIVE_RUNS must be between", id="zero"
+        ),
+        pytest.param(
+            "KILN_RUN_CLAIM_IDLE", "soon", "KILN_RUN_CLAIM_IDLE must be a number", id="idle"
+        ),
+        pytest.param("KILN_RUN_DEADLINE", "-5", "KILN_RUN_DEADLINE must be a positive", id="neg"),
+        pytest.param(
+            "KILN_SECRET_KEY", "short", "KILN_SECRET_KEY must be at least 16", id="secret"
+        ),
+    ],
+)
+def test_a_malformed_value_names_its_variable(
+    tmp_path: Path, name: str, value: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ServiceSettings.from_env({"KILN_DATA_DIR": str(tmp_path), name: value})
+
+
+def test_a_short_secret_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "secret.key").write_text("tiny\n")
+    with pytest.raises(ConfigError, match="secret key file"):
+        ServiceSettings.from_env({"KILN_DATA_DIR": str(tmp_path)})

@@ -1,0 +1,157 @@
+"""Admission: limits of active runs and a request rate, atomic under concurrency."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+import pytest
+import redis.asyncio
+
+from app.config import ServiceSettings
+from app.errors import AdmissionRefused
+from app.runs.admission import OWNERS_KEY, Admission, chat_key, user_key
+from app.store import Store
+from tests.runs.conftest import new_chat, with_limits
+
+pytestmark = pytest.mark.anyio
+
+
+async def refusal(admission: Admission, run_id: str, user: str, chat: str) -> str | None:
+    """The limit that refused, or None when admitted."""
+    try:
+        await admission.admit(run_id, user, chat)
+    except AdmissionRefused as exc:
+        return exc.limit
+    return None
+
+
+@pytest.mark.parametrize(
+    ("limits", "second", "refused_by"),
+    [
+        pytest.param({}, ("u1", "c1"), "chat", id="chat"),
+        pytest.param(
+            {"max_active_runs_per_chat": 5, "max_active_runs_per_user": 1},
+            ("u1", "c2"),
+            "user",
+            id="user",
+        ),
+        pytest.param({"max_active_runs": 1}, ("u2", "c3"), "global", id="global"),
+        pytest.param({"user_requests_per_minute": 1}, ("u1", "c2"), "rate", id="rate"),
+    ],
+)
+async def test_each_limit_refuses_and_names_itself(
+    settings: ServiceSettings,
+    client: redis.asyncio.Redis,
+    limits: dict[str, int],
+    second: tuple[str, str],
+    refused_by: str,
+) -> None:
+    admission = Admission(client, with_limits(settings, **limits))
+    assert await refusal(admission, "r1", "u1", "c1") is None
+    assert await refusal(admission, "r2", *second) == refused_by
+    assert await admission.active_runs() == {"r1"}
+
+
+async def test_a_refusal_message_says_what_to_do(
+    settings: ServiceSettings, client: redis.asyncio.Redis
+) -> None:
+    admission = Admission(client, settings)
+    await admission.admit("r1", "u1", "c1")
+    with pytest.raises(AdmissionRefused, match="this chat has 1 active run") as refused:
+        await admission.admit("r2", "u1", "c1")
+    assert refused.value.code == "admission_refused"
+
+
+async def test_a_released_slot_is_free_again_and_releasing_twice_is_harmless(
+    settings: ServiceSettings, client: redis.asyncio.Redis
+) -> None:
+    admission = Admission(client, settings)
+    await admission.admit("r1", "u1", "c1")
+    await admission.release("r1", "u1", "c1")
+    await admission.release("r1", "u1", "c1")
+    await admission.admit("r2", "u1", "c1")
+    assert await admission.active_runs() == {"r2"}
+    assert await client.scard(user_key("u1")) == 1
+    assert await client.scard(chat_key("c1")) == 1
+
+
+async def test_admitting_the_same_run_twice_takes_one_slot(
+    settings: ServiceSettings, client: redis.asyncio.Redis
+) -> None:
+    admission = Admission(client, settings)
+    await admission.admit("r1", "u1", "c1")
+    await admission.admit("r1", "u1", "c1")
+    assert await admission.active_runs() == {"r1"}
+
+
+SAME_CHAT = [(0, 0)] * 30
+ONE_USER_MANY_CHATS = [(0, chat) for chat in range(40)]
+MANY_USERS = [(user, chat) for user in range(10) for chat in range(5)]
+
+
+@pytest.mark.parametrize(
+    ("limits", "attempts", "admitted"),
+    [
+        pytest.param({"max_active_runs_per_user": 100}, SAME_CHAT, 1, id="per-chat"),
+        pytest.param({"max_active_runs_per_user": 2}, ONE_USER_MANY_CHATS, 2, id="per-user"),
+        pytest.param(
+            {"max_active_runs": 7, "max_active_runs_per_user": 50}, MANY_USERS, 7, id="global"
+        ),
+    ],
+)
+async def test_concurrent_admissions_never_exceed_a_limit(
+    settings: ServiceSettings,
+    client: redis.asyncio.Redis,  # empties the database
+    runs_redis_url: str,
+    limits: dict[str, int],
+    attempts: list[tuple[int, int]],
+    admitted: int,
+) -> None:
+    """Four connections (as four API processes would) admit at the same time."""
+    settings = with_limits(settings, user_requests_per_minute=1000, **limits)
+    clients = [redis.asyncio.Redis.from_url(runs_redis_url) for _ in range(4)]
+    outcomes: list[str | None] = []
+
+    async def attempt(index: int, user: int, chat: int) -> None:
+        admission = Admission(clients[index % len(clients)], settings)
+        outcomes.append(await refusal(admission, f"r{index}", f"u{user}", f"c{user}-{chat}"))
+
+    async with anyio.create_task_group() as tasks:
+        for index, (user, chat) in enumerate(attempts):
+            tasks.start_soon(attempt, index, user, chat)
+    active = await Admission(clients[0], settings).active_runs()
+    for opened in clients:
+        await opened.aclose()
+    assert outcomes.count(None) == admitted
+    assert len(active) == admitted
+
+
+async def test_the_rate_counts_a_sliding_minute(
+    settings: ServiceSettings, client: redis.asyncio.Redis
+) -> None:
+    admission = Admission(client, with_limits(settings, user_requests_per_minute=2))
+    await admission.admit("r1", "u1", "c1")
+    await admission.release("r1", "u1", "c1")
+    await admission.admit("r2", "u1", "c1")
+    await admission.release("r2", "u1", "c1")
+    assert await refusal(admission, "r3", "u1", "c1") == "rate"
+    assert await refusal(admission, "r4", "u2", "c2") is None  # another user's own minute
+
+
+async def test_reconcile_frees_ended_and_orphaned_slots(
+    settings: ServiceSettings, store: Store, client: redis.asyncio.Redis
+) -> None:
+    admission = Admission(
+        client, with_limits(settings, max_active_runs_per_user=10, max_active_runs_per_chat=10)
+    )
+    user, chat = new_chat(store)
+    ended = store.create_run(chat.id, user.id, None, None, None)
+    active = store.create_run(chat.id, user.id, None, None, None)
+    store.finish_run(ended.id, "completed", "done")
+    for run_id in (ended.id, active.id, "orphan", "young-orphan"):
+        await admission.admit(run_id, user.id, chat.id)
+    old = f"{user.id} {chat.id} {time.time() - 3600:.3f}"
+    await client.hset(OWNERS_KEY, "orphan", old)
+    assert sorted(await admission.reconcile(store)) == sorted([ended.id, "orphan"])
+    assert await admission.active_runs() == {active.id, "young-orphan"}

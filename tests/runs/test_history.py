@@ -1,0 +1,35 @@
+"""The conversation a run is given, and the reply text it leaves."""
+
+from __future__ import annotations
+
+from app.providers import Message as PromptMessage
+from app.runs.history import chat_history, reply_text
+from app.store import Message
+
+
+def message(index: int, role: str, content: str) -> Message:
+    return Message(f"m{index}", "c", role, content, None, float(index))
+
+
+def test_history_keeps_complete_exchanges_before_the_request() -> None:
+    messages = [
+        message(1, "user", "make a todo app"),
+        message(2, "assistant", "Here it is."),
+        message(3, "user", "this one failed"),  # no reply: left out
+        message(4, "user", "add dark mode"),
+        message(5, "assistant", ""),
+        message(6, "user", "now the request"),
+        message(7, "assistant", "later"),
+    ]
+    assert chat_history(messages, "m6") == (
+        PromptMessage("user", "make a todo app"),
+        PromptMessage("assistant", "Here it is."),
+        PromptMessage("user", "add dark mode"),
+        PromptMessage("assistant", "(no answer)"),
+    )
+    assert chat_history(messages, "m1") == ()
+
+
+def test_the_reply_joins_each_turns_text() -> None:
+    assert reply_text({2: ["Then ", "this."], 1: [" First. "], 3: []}) == "First.\n\nThen this."
+    assert reply_text({}) == ""

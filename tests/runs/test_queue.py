@@ -1,0 +1,80 @@
+"""The run queue: at-least-once delivery, reclaim of idle entries, heartbeats."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+import redis.asyncio
+
+from app.runs.queue import Delivery, RunQueue
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=[pytest.param(2, id="resp2"), pytest.param(3, id="resp3")])
+async def queue(
+    request: pytest.FixtureRequest, client: redis.asyncio.Redis, runs_redis_url: str
+) -> AsyncIterator[RunQueue]:
+    """A queue on an emptied database, spoken to in either protocol version."""
+    speaker = redis.asyncio.Redis.from_url(runs_redis_url, protocol=request.param)
+    opened = RunQueue(speaker)
+    await opened.ensure_group()
+    await opened.ensure_group()  # a second call is harmless
+    yield opened
+    await speaker.aclose()
+
+
+async def test_an_entry_goes_to_one_consumer_until_acknowledged(queue: RunQueue) -> None:
+    entry = await queue.enqueue("run1")
+    assert await queue.read("a", block_ms=10) == [Delivery(entry, "run1", reclaimed=False)]
+    assert await queue.read("b", block_ms=10) == []
+    assert await queue.pending_count() == 1
+    await queue.ack(entry)
+    assert await queue.pending_count() == 0
+
+
+async def test_an_idle_entry_is_reclaimed_by_another_consumer(queue: RunQueue) -> None:
+    entry = await queue.enqueue("run1")
+    await queue.read("dead", block_ms=10)
+    assert await queue.reclaim("alive", min_idle_seconds=60) == []
+    await anyio.sleep(0.05)
+    assert await queue.reclaim("alive", min_idle_seconds=0.01) == [
+        Delivery(entry, "run1", reclaimed=True)
+    ]
+
+
+async def test_a_heartbeat_keeps_the_entry_from_being_reclaimed(queue: RunQueue) -> None:
+    entry = await queue.enqueue("run1")
+    await queue.read("alive", block_ms=10)
+    await anyio.sleep(0.3)
+    assert await queue.heartbeat("alive", entry)
+    assert await queue.reclaim("other", min_idle_seconds=0.25) == []
+
+
+async def test_a_heartbeat_after_a_takeover_reports_it_and_steals_nothing(
+    queue: RunQueue, client: redis.asyncio.Redis
+) -> None:
+    entry = await queue.enqueue("run1")
+    await queue.read("slow", block_ms=10)
+    await anyio.sleep(0.05)
+    await queue.reclaim("new", min_idle_seconds=0.01)
+    assert not await queue.heartbeat("slow", entry)
+    pending = await client.xpending_range(queue.stream, queue.group, "-", "+", 10)
+    assert [item["consumer"] for item in pending] == [b"new"]
+
+
+async def test_an_entry_without_a_run_id_is_delivered_for_dropping(
+    queue: RunQueue, client: redis.asyncio.Redis
+) -> None:
+    await client.xadd(queue.stream, {"something": "else"})
+    await queue.enqueue("run1")
+    assert [d.run_id for d in await queue.read("a", count=5, block_ms=10)] == ["", "run1"]
+
+
+async def test_a_heartbeat_of_an_acknowledged_entry_is_refused(queue: RunQueue) -> None:
+    entry = await queue.enqueue("run1")
+    await queue.read("a", block_ms=10)
+    await queue.ack(entry)
+    assert not await queue.heartbeat("a", entry)

@@ -1,0 +1,359 @@
+"""The worker with the replay provider and in-memory workspaces (no Docker)."""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import docker
+import pytest
+import redis.asyncio
+
+from app.agent.checkpoint import Checkpoint
+from app.config import ServiceSettings
+from app.errors import ConfigError
+from app.providers import Message as PromptMessage
+from app.runs.execution import ProviderFactory, ResolvedProvider, WorkspaceFactory
+from app.runs.follow import RunFollower
+from app.runs.queue import RunQueue
+from app.runs.service import RunService
+from app.runs.stale import StaleRunReaper
+from app.runs.worker import Worker, sandbox_workspaces
+from app.store import Run, Store
+from sandbox.docker_boundary import call
+from sandbox.manager import SandboxManager
+from sandbox.networks import remove_network
+from sandbox.provisioning import remove_volume
+from sandbox.templates import WORKSPACE
+from tests.agent.fakes import FakeTools
+from tests.runs.conftest import new_chat, with_limits
+from tests.runs.fakes import (
+    SEARCH_THEN_BUILD,
+    TODO_FILES,
+    MemoryWorkspaces,
+    replay_factory,
+)
+from tests.sandbox.docker_support import leftovers, settings_for, sweep
+
+pytestmark = pytest.mark.anyio
+
+HANG_GUARD_SECONDS = 60  # a broken worker fails the test instead of hanging it
+
+
+@contextlib.asynccontextmanager
+async def running_workers(
+    settings: ServiceSettings,
+    store: Store,
+    client: redis.asyncio.Redis,
+    workspaces: WorkspaceFactory,
+    providers: ProviderFactory,
+    count: int = 1,
+) -> AsyncIterator[list[Worker]]:
+    """``count`` workers consuming the queue until the block ends."""
+    workers = [
+        Worker(settings, store, client, workspaces, providers, FakeTools(), name=f"w{i}")
+        for i in range(count)
+    ]
+    async with anyio.create_task_group() as tasks:
+        for worker in workers:
+            await tasks.start(worker.run)
+        yield workers
+        tasks.cancel_scope.cancel()
+
+
+async def events_until_finished(
+    store: Store, client: redis.asyncio.Redis, run_id: str
+) -> list[dict[str, Any]]:
+    """Every event of the run, waiting for ``run_finished``."""
+    with anyio.fail_after(HANG_GUARD_SECONDS):
+        async with RunFollower(store, client, run_id, poll_seconds=0.2) as follower:
+            return [event async for _seq, event in follower]
+
+
+async def queue_drained(client: redis.asyncio.Redis) -> None:
+    """Wait until every queue entry is acknowledged (a worker acks just after the run ends)."""
+    with anyio.fail_after(HANG_GUARD_SECONDS):
+        while await RunQueue(client).pending_count():
+            await anyio.sleep(0.02)
+
+
+async def submit(service: RunService, store: Store, content: str = "make a todo app") -> Run:
+    user, chat = new_chat(store)
+    run_id, _message_id = await service.submit(user.id, chat.id, content, "replay", "todo-app")
+    run = store.get_run(run_id)
+    assert run is not None
+    return run
+
+
+async def test_a_run_completes_with_its_reply_and_events_in_order(
+    settings: ServiceSettings, store: Store, client: redis.asyncio.Redis
+) -> None:
+    service, workspaces = RunService(store, client, settings), MemoryWorkspaces()
+    async with running_workers(settings, store, client, workspaces, replay_factory()):
+        run = await submit(service, store)
+        events = await events_until_finished(store, client, run.id)
+        await queue_drained(client)
+    types = [event["type"] for event in events]
+    assert types[0] == "run_started"
+    assert types[-2:] == ["session_complete", "run_finished"]
+    ready = next(event for event in events if event["type"] == "sandbox_ready")
+    assert ready["preview_url"] == "http://fake1.preview.localhost:8000/"
+    assert events[-1] == {
+        "type": "run_finished",
+        "status": "completed",
+        "stop_reason": "code_written",
+    }
+    finished = store.get_run(run.id)
+    assert finished is not None
+    assert (finished.status, finished.turns, finished.sandbox_id) == ("completed", 1, "fake1")
+    assert finished.preview_url == "http://fake1.preview.localhost:8000/"
+    assert finished.usage["total_tokens"] > 0
+    reply = store.list_messages(run.chat_id)[-1]
+    assert reply.role == "assistant"
+    assert reply.data is not None
+    assert reply.data["files"] == TODO_FILES
+    assert reply.data["packages"] == ["zustand"]
+    assert reply.data["usage"] == finished.usage
+    chat = store.get_chat(run.chat_id)
+    assert chat is not None
+    assert chat.sandbox_id == "fake1"
+    assert await service.admission.active_runs() == set()
+
+
+async def test_content_is_stored_in_batches_not_per_token(
+    settings: ServiceSettings, store: Store, client: redis.asyncio.Redis
+) -> None:
+    service = RunService(store, client, settings)
+    async with running_workers(settings, store, client, MemoryWorkspaces(), replay_factory()):
+        run = await submit(service, store)
+        events = await events_until_finished(store, client, run.id)
+    contents = [e for e in events if e["type"] == "file_content"]
+    assert len(contents) <= 2 * len(TODO_FILES)  # hundreds of token deltas, merged per file
+
+
+async def test_a_crashing_provider_fails_the_run_with_a_clear_error(
+    settings: ServiceSettings, store: Store, client: redis.asyncio.Redis
+) -> None:
+    def refuse(run: Run, api_keys: object) -> ResolvedProvider:
+        raise ConfigError("no API key for 'openai': set OPENAI_API_KEY or store a key")
+
+    service = RunService(store, client, settings)
+    async with running_workers(settings, store, client, MemoryWorkspaces(), refuse):
+        run = await submit(service, store)
+        events = await events_until_finished(store, client, run.id)
+    assert [e["type"] for e in events] == ["run_started", "run_finished"]
+    assert events[-1]["status"] == "failed"
+    assert "OPENAI_API_KEY" in events[-1]["error"]
+    failed = store.get_run(run.id)
+    assert failed is not None
+    assert failed.status == "failed"
+    assert "OPENAI_API_KEY" in (failed.error or "")
+    assert await service.admission.active_runs() == set()
+
+
+async def test_a_crash_inside_the_loop_still_ends_with_run_finished(
+    settings: ServiceSettings, store: Store, client: redis.asyncio.Redis
+) -> None:
+    def broken_workspace(run: Run, chat: object) -> Any:
+        raise RuntimeError("the sandbox layer exploded")
+
+    service = RunService(store, client, settings)
+    async with running_workers(settings, store, client, broken_workspace, replay_factory()):
+        run = await submit(service, store)
+        events = await events_until_finished(store, client, run.id)
+    assert events[0]["type"] == "run_started"
+    assert events[-1] == {
+        "type": "run_finished",
+        "status": "failed",
+        "stop_reason": "error",
+        "error": "the run crashed: RuntimeError: the sandbox layer exploded",
+    }
+
+
+async def test_cancel_mid_stream_stops_within_a_second_and_keeps_partial_files(
+    settings: ServiceSettings, store: Store, client: redis.asyncio.Redis
+) -> None:
+    tokens_per_second = 200.0
+    service, workspaces = RunService(store, client, settings), MemoryWorkspaces()
+    providers = replay_factory(tokens_per_second=tokens_per_second)
+    async with running_workers(settings, store, client, workspaces, providers):
+        run = await submit(service, store)
+        async with RunFollower(store, client, run.id, poll_seconds=0.2) as follower:
+            async for _seq, event in follower:
+                if event["type"] == "file_end":
+                    break
+        await service.cancel(run.user_id, run.id)
+        cancelled_at = store.last_seq(run.id)
+        events = await events_until_finished(store, client, run.id)
+    after_cancel = store.events_after(run.id, cancelled_at)
+    streamed = sum(
+        len(e.get("content", ""))
+        for _, e in after_cancel
+        if e["type"] in ("text", "file_content", "thinking_content")
+    )
+    # Replay sends ~4 characters per token: one second of stream is ~800 characters.
+    assert streamed < tokens_per_second * 4
+    assert events[-1]["status"] == "cancelled"
+    reply = store.list_messages(run.chat_id)[-1]
+    assert reply.data is not None
+    assert 1 <= len(reply.data["files"]) < len(TODO_FILES)
+    target = workspaces.by_run[run.id].target_
+    assert target is not None
+    assert set(reply.data["files"]) <= set(target.assembler.files)
+
+
+async def test_a_run_failed_by_the_reaper_is_dropped_quietly_by_its_worker(
+    settings: ServiceSettings, store: Store, client: redis.asyncio.Redis
+) -> None:
+    service = RunService(store, client, settings)
+    reaper = StaleRunReaper(store, client, settings, service.admission)
+    providers = replay_factory(tokens_per_second=200.0)
+    async with running_workers(settings, store, client, MemoryWorkspaces(), providers):
+        run = await submit(service, store)
+        with anyio.fail_after(HANG_GUARD_SECONDS):
+            while not store.events_of_type(run.id, "file_end"):
+                await anyio.sleep(0.02)
+        assert await reaper.reap(now=time.time() + 10 * settings.run_deadline_seconds) == [run.id]
+        await events_until_finished(store, client, run.id)
+        await queue_drained(client)  # the worker acknowledged the entry of the ended run
+    events = [event for _seq, event in store.events_after(run.id, 0, limit=10_000)]
+    finishes = [event for event in events if event["type"] == "run_finished"]
+    assert [event["stop_reason"] for event in finishes] == ["deadline_exceeded"]
+    assert not [event for event in events if event["type"] == "session_complete"]
+    assert [m.role for m in store.list_messages(run.chat_id)] == ["user"]
+    ended = store.get_run(run.id)
+    assert ended is not None
+    assert ended.status == "failed"
+
+
+async def test_a_resumed_run_continues_from_its_checkpoint(
+    settings: ServiceSettings, store: Store, client: redis.asyncio.Redis
+) -> None:
+    service, workspaces = RunService(store, client, settings), MemoryWorkspaces()
+    run = await submit(service, store, "a relative time app")
+    checkpoint = Checkpoint.start("a relative time app")
+    checkpoint.turn = 1
+    checkpoint.messages += [
+        PromptMessage("assistant", '<web_search query="Intl.RelativeTimeFormat examples"/>'),
+        PromptMessage("user", "Search result: Intl.RelativeTimeFormat formats it. Continue."),
+    ]
+    store.save_checkpoint(run.id, checkpoint.to_dict())
+    store.append_events(run.id, [{"type": "text", "content": "Searching first.", "turn": 1}])
+    async with running_workers(
+        settings, store, client, workspaces, replay_factory(SEARCH_THEN_BUILD)
+    ):
+        events = await events_until_finished(store, client, run.id)
+    started = next(e for e in events if e["type"] == "run_started")
+    assert (started["resumed"], started["from_turn"]) == (True, 1)
+    assert {e["turn"] for e in events if e["type"] == "file_start"} == {2}
+    assert events[-1]["status"] == "completed"
+    reply = store.list_messages(run.chat_id)[-1]
+    assert reply.content.startswith("Searching first.")
+    assert reply.data is not None
+    assert reply.data["files"] == ["src/App.jsx", "src/index.css"]
+
+
+async def test_an_ended_run_in_the_queue_is_skipped(
+    settings: ServiceSettings, store: Store, client: redis.asyncio.Redis
+) -> None:
+    user, chat = new_chat(store)
+    run = store.create_run(chat.id, user.id, None, "replay", "todo-app")
+    store.finish_run(run.id, "cancelled", "cancelled")
+    queue = RunQueue(client)
+    await queue.ensure_group()
+    await queue.enqueue(run.id)
+    async with running_workers(settings, store, client, MemoryWorkspaces(), replay_factory()):
+        events = await events_until_finished(store, client, run.id)
+        await queue_drained(client)
+    assert events == [{"type": "run_finished", "status": "cancelled", "stop_reason": "cancelled"}]
+    assert store.list_messages(chat.id) == []
+
+
+async def test_many_runs_on_two_workers_each_run_exactly_once(
+    settings: ServiceSettings, store: Store, client: redis.asyncio.Redis
+) -> None:
+    settings = with_limits(settings, max_active_runs_per_user=20, worker_concurrency=3)
+    service = RunService(store, client, settings)
+    async with running_workers(
+        settings, store, client, MemoryWorkspaces(), replay_factory(), count=2
+    ) as workers:
+        runs = [await submit(service, store) for _ in range(8)]
+        for run in runs:
+            await events_until_finished(store, client, run.id)
+    for run in runs:
+        types = [event["type"] for _seq, event in store.events_after(run.id)]
+        assert types.count("run_started") == 1
+        assert types.count("run_finished") == 1
+        assert [m.role for m in store.list_messages(run.chat_id)] == ["user", "assistant"]
+    ran_by = {store.get_run(run.id).worker for run in runs}  # type: ignore[union-attr]
+    assert ran_by <= {worker.name for worker in workers}
+
+
+@pytest.fixture
+async def sandbox_manager(redis_url: str) -> AsyncIterator[SandboxManager]:
+    """A manager of a kiln instance of this test; everything it made is removed (and checked)."""
+    instance = f"test-runs-{secrets.token_hex(4)}"
+    docker_client = docker.from_env()
+    opened = await SandboxManager.open(settings_for(instance, redis_url))
+    try:
+        async with opened:
+            yield opened
+        for record in await opened.list():
+            await opened.destroy(record.id)
+        await remove_network(opened.client, opened.settings.egress_network)
+        await remove_volume(opened.client, opened.settings.npm_cache_volume)
+    finally:
+        await opened.aclose()
+        left = leftovers(docker_client, instance)
+        sweep(docker_client, instance, redis_url)
+        docker_client.close()
+    assert not left, f"the worker test left Docker objects behind: {left}"
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+async def test_the_todo_recording_runs_into_a_real_sandbox(
+    settings: ServiceSettings,
+    store: Store,
+    client: redis.asyncio.Redis,
+    sandbox_manager: SandboxManager,
+) -> None:
+    service = RunService(store, client, settings)
+    workspaces = sandbox_workspaces(sandbox_manager)
+    async with running_workers(settings, store, client, workspaces, replay_factory()):
+        run = await submit(service, store)
+        events = await events_until_finished(store, client, run.id)
+    assert events[-1] == {
+        "type": "run_finished",
+        "status": "completed",
+        "stop_reason": "code_written",
+    }
+    finished = store.get_run(run.id)
+    assert finished is not None
+    assert finished.sandbox_id is not None
+    assert finished.preview_url == f"http://{finished.sandbox_id}.preview.localhost:8000/"
+    ready = next(event for event in events if event["type"] == "sandbox_ready")
+    assert ready["preview_url"] == finished.preview_url
+    reply = store.list_messages(run.chat_id)[-1]
+    assert reply.data is not None
+    assert reply.data["files"] == TODO_FILES
+    assert reply.data["build"]["ok"]
+    container = await sandbox_manager.container_for(finished.sandbox_id)
+    listing = await call(container.exec_run, ["cat", "src/App.jsx"], workdir=WORKSPACE)
+    assert listing.exit_code == 0
+    assert b"Todos" in listing.output
+
+
+async def test_a_worker_recreates_a_lost_consumer_group(
+    settings: ServiceSettings, store: Store, client: redis.asyncio.Redis
+) -> None:
+    service = RunService(store, client, settings)
+    async with running_workers(settings, store, client, MemoryWorkspaces(), replay_factory()):
+        await client.flushdb()  # as if Redis restarted without persistence
+        run = await submit(service, store)
+        events = await events_until_finished(store, client, run.id)
+    assert events[-1]["status"] == "completed"

@@ -1,0 +1,44 @@
+"""Chats and messages."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.store import Store
+
+
+def test_chats_are_listed_newest_first_per_user(store: Store) -> None:
+    ann, bob = store.create_user("ann"), store.create_user("bob")
+    first = store.create_chat(ann.id, "first")
+    second = store.create_chat(ann.id, "second")
+    store.create_chat(bob.id, "bob's")
+    assert [chat.id for chat in store.list_chats(ann.id)] == [second.id, first.id]
+    assert store.get_chat(first.id) == first
+    assert store.get_chat("missing") is None
+
+
+def test_a_chat_remembers_its_sandbox(store: Store) -> None:
+    chat = store.create_chat(store.create_user("ann").id, "t")
+    store.set_chat_sandbox(chat.id, "sbx1")
+    stored = store.get_chat(chat.id)
+    assert stored is not None
+    assert stored.to_dict() == {
+        "id": chat.id,
+        "title": "t",
+        "created": chat.created,
+        "sandbox_id": "sbx1",
+    }
+
+
+def test_messages_keep_their_order_and_data(store: Store) -> None:
+    chat = store.create_chat(store.create_user("ann").id, "t")
+    asked = store.add_message(chat.id, "user", "make a todo app", None)
+    answered = store.add_message(chat.id, "assistant", "done", {"files": ["src/App.jsx"]})
+    assert store.list_messages(chat.id) == [asked, answered]
+    assert answered.to_dict()["data"] == {"files": ["src/App.jsx"]}
+
+
+def test_a_message_role_must_be_known(store: Store) -> None:
+    chat = store.create_chat(store.create_user("ann").id, "t")
+    with pytest.raises(ValueError, match="'system'"):
+        store.add_message(chat.id, "system", "x", None)
