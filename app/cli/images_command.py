@@ -2,7 +2,8 @@
 
 ``kiln images build`` makes sure the base image exists (building a local one when no registry can
 be reached), then builds every template image whose inputs changed; up-to-date images are
-skipped, so running it again is cheap.
+skipped, so running it again is cheap. ``--service`` also builds the images ``compose.yaml``
+runs (kiln itself and Redis, see ``app.deploy.service_images``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import anyio
 import anyio.to_thread
 import docker
 
+from app.deploy.service_images import ServiceImageBuilder, ServiceImageSettings
 from sandbox.docker_boundary import connect
 from sandbox.docker_build import BuildResult
 from sandbox.errors import SandboxError
@@ -42,7 +44,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--force", action="store_true", help="rebuild templates even if their inputs are unchanged"
     )
     build.add_argument(
-        "--rebuild-base", action="store_true", help="rebuild the local base image (debootstrap)"
+        "--rebuild-base", action="store_true", help="rebuild the local base images (debootstrap)"
+    )
+    build.add_argument(
+        "--service",
+        action="store_true",
+        help="also build the images compose.yaml runs (kiln and Redis)",
     )
     build.set_defaults(handler=run_build)
     listing = actions.add_parser("ls", help="list the images and whether they are up to date")
@@ -58,12 +65,15 @@ def run_build(args: argparse.Namespace) -> int:
     """Handler of ``kiln images build``."""
     try:
         settings = ImageBuildSettings.from_env()
+        service = ServiceImageSettings.from_env() if args.service else None
     except ValueError as exc:
         print(f"kiln images build: {exc}", file=sys.stderr)
         return 2
     started = time.monotonic()
     try:
-        results = anyio.run(build_images, settings, args.templates, args.force, args.rebuild_base)
+        results = anyio.run(
+            build_images, settings, service, args.templates, args.force, args.rebuild_base
+        )
     except SandboxError as exc:
         print(f"kiln images build: {exc}", file=sys.stderr)
         return 1
@@ -72,13 +82,23 @@ def run_build(args: argparse.Namespace) -> int:
 
 
 async def build_images(
-    settings: ImageBuildSettings, names: Sequence[str] | None, force: bool, rebuild_base: bool
+    settings: ImageBuildSettings,
+    service: ServiceImageSettings | None,
+    names: Sequence[str] | None,
+    force: bool,
+    rebuild_base: bool,
 ) -> list[BuildResult]:
-    """Connect to Docker and build; the client is closed afterwards."""
+    """Connect to Docker and build (the service images too, given ``service``); the client is
+    closed afterwards.
+    """
     client = await anyio.to_thread.run_sync(connect)
     try:
         builder = ImageBuilder(client, settings, progress)
-        return await builder.build(names, force=force, rebuild_base=rebuild_base)
+        results = await builder.build(names, force=force, rebuild_base=rebuild_base)
+        if service is not None:
+            services = ServiceImageBuilder(client, settings, service, progress)
+            results += await services.build(force=force, rebuild_base=rebuild_base)
+        return results
     finally:
         client.close()
 

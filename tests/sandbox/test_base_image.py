@@ -7,6 +7,7 @@ pieces: pulling, ``npm pack``, streamed subprocess output, prerequisites.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -17,8 +18,19 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandbox.base_image import check_prerequisites, ensure_base, pack_node, run_streaming, try_pull
+from sandbox.base_image import (
+    ImageRecipe,
+    StandIn,
+    build_if_stale,
+    check_prerequisites,
+    ensure_base,
+    ensure_stand_in,
+    pack_node,
+    run_streaming,
+    try_pull,
+)
 from sandbox.docker_boundary import connect
+from sandbox.docker_build import IMAGE_LABEL, ContextFile
 from sandbox.errors import ImageBuildFailed
 from sandbox.image_settings import ImageBuildSettings
 from sandbox.templates import TEMPLATES
@@ -118,3 +130,84 @@ def test_the_rootfs_script_is_executable_posix_sh() -> None:
     assert script.read_text().startswith("#!/bin/sh\n")
     check = subprocess.run(["sh", "-n", str(script)], capture_output=True, text=True)
     assert check.returncode == 0, check.stderr
+
+
+# --- stand-ins for other official images, and the build step they share --------------------------
+
+
+def test_the_input_hash_covers_files_args_and_identity_but_not_network_extras() -> None:
+    plain = ImageRecipe("x", "kiln-test/x:1", [ContextFile("Dockerfile", b"FROM scratch")], {})
+    digests = {
+        plain.digest,
+        ImageRecipe("x", plain.tag, [ContextFile("Dockerfile", b"FROM busybox")], {}).digest,
+        ImageRecipe("x", plain.tag, plain.files, {"BASE": "other"}).digest,
+        ImageRecipe("x", plain.tag, plain.files, {}, identity={"base_id": "sha256:b"}).digest,
+    }
+    assert len(digests) == 4
+    extras = ImageRecipe(
+        "x",
+        plain.tag,
+        plain.files,
+        {},
+        extra_files=[ContextFile("ca.pem", b"pem")],
+        hidden_buildargs={"HTTPS_PROXY": "http://proxy.test:3128"},
+    )
+    assert extras.digest == plain.digest
+
+
+def _scratch_recipe(tag: str, content: bytes) -> ImageRecipe:
+    dockerfile = b"FROM scratch\nCOPY marker.txt /marker.txt\n"
+    files = [ContextFile("Dockerfile", dockerfile), ContextFile("marker.txt", content)]
+    return ImageRecipe("scratch-test", tag, files, {})
+
+
+@pytest.fixture
+def scratch_tag(docker_client: docker.DockerClient) -> Iterator[str]:
+    """A throw-away tag for tiny images built from scratch (offline, instant); removed after."""
+    tag = f"kiln-test/recipe:{secrets.token_hex(4)}"
+    yield tag
+    with contextlib.suppress(docker.errors.ImageNotFound):
+        docker_client.images.remove(tag)
+
+
+@pytest.mark.docker
+@pytest.mark.anyio
+async def test_a_recipe_builds_then_skips_then_replaces_its_image(
+    docker_client: docker.DockerClient, scratch_tag: str
+) -> None:
+    client = connect()
+    try:
+        first = await build_if_stale(client, _scratch_recipe(scratch_tag, b"1"), print, force=False)
+        again = await build_if_stale(client, _scratch_recipe(scratch_tag, b"1"), print, force=False)
+        changed = await build_if_stale(
+            client, _scratch_recipe(scratch_tag, b"2"), print, force=False
+        )
+    finally:
+        client.close()
+    assert [first.action, again.action, changed.action] == ["built", "skipped", "built"]
+    assert again.image_id == first.image_id != changed.image_id
+    assert docker_client.images.get(scratch_tag).labels[IMAGE_LABEL] == "scratch-test"
+    with pytest.raises(docker.errors.ImageNotFound):
+        docker_client.images.get(first.image_id)  # the replaced image is gone
+
+
+@pytest.mark.docker
+@pytest.mark.anyio
+async def test_a_stand_in_kiln_did_not_build_is_used_as_it_is(foreign_base: str) -> None:
+    settings = ImageBuildSettings(images_dir=IMAGES_DIR)
+    stand_in = StandIn("python-base", foreign_base, "kiln/base")
+    client = connect()
+    try:
+        result = await ensure_stand_in(client, settings, stand_in, lambda line: None, force=False)
+    finally:
+        client.close()
+    assert (result.name, result.action, result.image) == ("python-base", "present", foreign_base)
+
+
+@pytest.mark.parametrize("folder", [pytest.param("kiln/base"), pytest.param("redis/base")])
+def test_stand_ins_start_from_the_base_image_without_node(folder: str) -> None:
+    dockerfile = (IMAGES_DIR / folder / "Dockerfile").read_text()
+    assert "ARG BASE=node:20-bookworm-slim" in dockerfile
+    # Node is removed and the rest flattened into one layer, so no lower layer keeps it.
+    assert "userdel --remove node" in dockerfile
+    assert "FROM scratch\nCOPY --from=debian / /" in dockerfile
