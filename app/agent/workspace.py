@@ -102,6 +102,8 @@ class SandboxWorkspace:
             return self._session
         sandbox = await self._manager.acquire(self._chat, self._owner, self._template.name)
         self.sandbox_id = sandbox.id
+        # Told at once (not only at the end) so a client can show the live preview meanwhile.
+        await on_record("sandbox_ready", {"sandbox_id": sandbox.id})
         settings = self._manager.settings
         client = redis.asyncio.Redis.from_url(settings.redis_url)
         self._stack.push_async_callback(client.aclose)
