@@ -16,6 +16,10 @@ COMMAND_MODULES = (
     "app.cli.images_command",
     "app.cli.sandbox_command",
     "app.cli.run_command",
+    "app.cli.serve_command",
+    "app.cli.worker_command",
+    "app.cli.user_command",
+    "app.cli.doctor_command",
 )
 
 

@@ -36,6 +36,7 @@ from app.agent.workspace import SandboxWorkspace, Workspace
 from app.budgets import Budgets
 from app.config import ServiceSettings
 from app.errors import KilnError
+from app.logs import log_context
 from app.providers import resolve_provider
 from app.providers.models import context_window
 from app.providers.replay import ReplayProvider
@@ -148,13 +149,15 @@ class Worker:
             log.warning("worker %r cannot create the consumer group: %s", self.name, exc)
 
     async def _process_in_slot(self, delivery: Delivery) -> None:
-        try:
-            await self.process(delivery)
-        except Exception:
-            # Left unacknowledged: the entry is reclaimed after the idle time and retried.
-            log.exception("worker %r failed on run %r", self.name, delivery.run_id)
-        finally:
-            self._slots.release()
+        # Every line logged for this run (in this task and the tasks it starts) has its run_id.
+        with log_context(run_id=delivery.run_id):
+            try:
+                await self.process(delivery)
+            except Exception:
+                # Left unacknowledged: the entry is reclaimed after the idle time and retried.
+                log.exception("worker %r failed on run %r", self.name, delivery.run_id)
+            finally:
+                self._slots.release()
 
     async def process(self, delivery: Delivery) -> None:
         """Handle one queue entry (the steps in the module docstring)."""

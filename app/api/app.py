@@ -1,0 +1,104 @@
+"""The service's ASGI app: the HTTP API, the web UI and the preview proxy, in one.
+
+From the outside in::
+
+    RequestContext          request ids, JSON 500 for anything unhandled (app.api.errors)
+    └── PreviewGate         <id>.preview.<host>: sign-in link, owner check (app.api.preview_access)
+        └── PreviewProxy    forwards preview hosts to the dev server (sandbox.preview)
+            └── Starlette   every other host: /api/..., /healthz, /login, the UI
+
+The UI is the static folder ``app/web``: ``/`` serves its ``index.html`` and every file is
+reachable both at ``/<name>`` and ``/static/<name>`` (a placeholder page stands in while the
+folder has no ``index.html``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
+
+from app.api import chats, health, keys, me, runs, sandboxes
+from app.api.auth import login
+from app.api.errors import EXCEPTION_HANDLERS, RequestContext
+from app.api.ports import RunServicePort, SandboxesPort, StorePort
+from app.api.preview_access import PreviewGate, marked_authorize, sandbox_resolver
+from app.api.services import ApiServices, ApiSettings, HealthCheck
+from sandbox.preview import PreviewProxy
+
+WEB_DIR = Path(__file__).resolve().parent.parent / "web"
+PLACEHOLDER_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>kiln</title></head>
+<body><main><h1>kiln</h1><p>The web UI is not installed; the API is at <code>/api</code>.</p>
+</main></body></html>
+"""
+
+
+def ui_routes(web_dir: Path | None) -> list[BaseRoute]:
+    """``/`` and the static files (or the placeholder page when there is no UI)."""
+    index = web_dir / "index.html" if web_dir is not None else None
+    if web_dir is None or index is None or not index.is_file():
+
+        async def placeholder(request: Request) -> Response:
+            return HTMLResponse(PLACEHOLDER_PAGE)
+
+        return [Route("/", placeholder, methods=["GET"])]
+
+    async def index_page(request: Request) -> Response:
+        return FileResponse(index, headers={"cache-control": "no-cache"})
+
+    files = StaticFiles(directory=web_dir)
+    return [
+        Route("/", index_page, methods=["GET"]),
+        Mount("/static", files, name="static"),
+        Mount("/", files, name="ui"),  # last: only what no API route matched
+    ]
+
+
+def build_app(
+    store: StorePort,
+    run_service: RunServicePort,
+    sandbox_manager: SandboxesPort,
+    *,
+    settings: ApiSettings | None = None,
+    health_checks: Mapping[str, HealthCheck] | None = None,
+    web_dir: Path | None = WEB_DIR,
+    lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None,
+) -> ASGIApp:
+    """The whole ASGI app (see the module docstring).
+
+    ``lifespan`` (an async context manager factory taking the Starlette app) is run by the
+    server at start-up and shutdown; ``kiln serve`` manages its services outside of it.
+    """
+    found = ApiServices(
+        store=store,
+        runs=run_service,
+        sandboxes=sandbox_manager,
+        settings=settings or ApiSettings(),
+        health_checks=dict(health_checks or {}),
+    )
+    routes: list[BaseRoute] = [
+        *health.ROUTES,
+        Route("/login", login, methods=["GET"]),
+        *me.ROUTES,
+        *keys.ROUTES,
+        *chats.ROUTES,
+        *runs.ROUTES,
+        *sandboxes.ROUTES,
+        *ui_routes(web_dir),
+    ]
+    api = Starlette(
+        routes=routes,
+        exception_handlers=dict(EXCEPTION_HANDLERS),
+        lifespan=lifespan,
+    )
+    api.state.services = found
+    proxy = PreviewProxy(sandbox_resolver(sandbox_manager), authorize=marked_authorize, app=api)
+    return RequestContext(PreviewGate(proxy, found))

@@ -1,0 +1,148 @@
+"""Who is asking: ``Authorization: Bearer <api token>`` or the UI's ``kiln_session`` cookie.
+
+- :func:`authenticate` finds the user of a request or WebSocket (``None`` if neither credential
+  is there or valid); :func:`require_user` answers 401 instead of ``None``.
+- ``GET /login?token=<one-time login token>`` (:func:`login`) exchanges the token that
+  ``kiln serve`` printed for a session token in an ``HttpOnly``, ``SameSite=Lax`` cookie and
+  redirects to ``/``. The login token works once.
+
+A bearer token is an API token (``kiln user create``); the cookie holds a session token. Each is
+looked up only as its own kind, so a leaked login link is not an API token.
+
+Cross-site request forgery: a browser attaches the cookie by itself, also to a request a page
+of another origin makes (a generated app in a preview, say; a "simple" POST needs no CORS
+preflight). So a cookie-authenticated request with an unsafe method must come from the UI's
+own origin: an ``Origin`` header naming another origin is refused (403). Bearer requests are
+not affected (a browser never adds that header by itself).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import RedirectResponse, Response
+
+from app.api.errors import ApiError
+from app.api.ports import StorePort, UserRow
+from app.api.services import ApiServices, in_thread, services
+
+SESSION_COOKIE = "kiln_session"
+MAX_TOKEN_LENGTH = 256
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def bearer_token(connection: HTTPConnection) -> str | None:
+    """The token of an ``Authorization: Bearer`` header, if any."""
+    scheme, _, token = connection.headers.get("authorization", "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or len(token) > MAX_TOKEN_LENGTH:
+        return None
+    return token
+
+
+def session_token(connection: HTTPConnection) -> str | None:
+    """The value of the ``kiln_session`` cookie, if any."""
+    token = connection.cookies.get(SESSION_COOKIE, "")
+    return token if token and len(token) <= MAX_TOKEN_LENGTH else None
+
+
+async def user_of(store: StorePort, connection: HTTPConnection) -> UserRow | None:
+    """The user a connection's bearer token, else its session cookie, belongs to."""
+    bearer = bearer_token(connection)
+    if bearer is not None:
+        return await in_thread(store.user_for_token, bearer, "api")
+    cookie = session_token(connection)
+    if cookie is not None:
+        return await in_thread(store.user_for_token, cookie, "session")
+    return None
+
+
+async def authenticate(connection: HTTPConnection) -> UserRow | None:
+    """The user making this request, or ``None``."""
+    return await user_of(services(connection).store, connection)
+
+
+def check_same_origin(connection: HTTPConnection) -> None:
+    """403 unless a cookie-authenticated unsafe request comes from this very origin."""
+    method = connection.scope.get("method", "GET")
+    if method in SAFE_METHODS or bearer_token(connection) is not None:
+        return
+    origin = connection.headers.get("origin")
+    if origin is None:
+        return  # not a browser's cross-origin request (browsers send Origin on those)
+    # Hosts, not schemes: behind a TLS-terminating proxy the page is https, this request http.
+    if urlsplit(origin).netloc.lower() != connection.headers.get("host", "").lower():
+        raise ApiError(403, "cross_origin", f"requests from {origin!r} may not use this session")
+
+
+async def require_user(connection: HTTPConnection) -> UserRow:
+    """The user making this request; 401 if there is none, 403 for a cross-origin forgery."""
+    check_same_origin(connection)
+    user = await authenticate(connection)
+    if user is None:
+        raise ApiError(
+            401,
+            "unauthenticated",
+            "sign in: send 'Authorization: Bearer <token>' or open the login link kiln printed",
+        )
+    return user
+
+
+def set_session_cookie(
+    response: Response, token: str, max_age: float, secure: bool, *, embedded: bool = False
+) -> None:
+    """Put a session token in the ``HttpOnly``, ``SameSite=Lax`` cookie on ``response``.
+
+    ``embedded``: ``SameSite=None; Secure; Partitioned`` instead, for a host the UI shows in an
+    iframe (the preview: ``<id>.preview.localhost`` is another *site* than ``localhost``; a Lax
+    cookie is neither stored nor sent there, and Chromium keeps an unpartitioned third-party
+    cookie from it too). Browsers take ``Secure`` over http on ``*.localhost``.
+    """
+    if embedded:
+        # Written by hand: http.cookies (so Starlette) knows ``Partitioned`` only from 3.14.
+        attributes = f"Max-Age={int(max_age)}; Path=/; HttpOnly; SameSite=None; Secure; Partitioned"
+        response.headers.append("set-cookie", f"{SESSION_COOKIE}={token}; {attributes}")
+        return
+    response.set_cookie(
+        SESSION_COOKIE,
+        token,
+        max_age=int(max_age),
+        path="/",
+        httponly=True,
+        samesite="lax",
+        secure=secure,
+    )
+
+
+async def exchange_login_token(
+    found: ApiServices, connection: HTTPConnection, redirect_to: str, *, embedded: bool = False
+) -> Response:
+    """Trade ``?token=`` (one-time) for a session cookie and a redirect; 401 if it is spent.
+
+    The cookie is host-only: it belongs to the host the request came to (``embedded``: see
+    :func:`set_session_cookie`).
+    """
+    token = connection.query_params.get("token", "")
+    user = None
+    if token and len(token) <= MAX_TOKEN_LENGTH:
+        user = await in_thread(found.store.consume_login_token, token)
+    if user is None:
+        raise ApiError(
+            401,
+            "invalid_login_token",
+            "this login link is unknown, expired or already used; run `kiln serve` again "
+            "or ask for a new link",
+        )
+    ttl = found.settings.session_ttl
+    session = await in_thread(found.store.create_token, user.id, "session", ttl)
+    response = RedirectResponse(redirect_to, status_code=303)
+    secure = connection.url.scheme == "https"
+    set_session_cookie(response, session, ttl, secure, embedded=embedded)
+    response.headers["cache-control"] = "no-store"
+    return response
+
+
+async def login(request: Request) -> Response:
+    """``GET /login?token=``: sign the browser in and go to the UI."""
+    return await exchange_login_token(services(request), request, "/")

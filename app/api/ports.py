@@ -1,0 +1,163 @@
+"""What the HTTP API needs from the rest of the service, as structural types.
+
+The API depends on these shapes, not on classes: ``app.store.Store``, ``app.runs.RunService``
+and ``sandbox.manager.SandboxManager`` satisfy them, and tests can pass small fakes. Each
+method's meaning is the one documented in ``docs/service-contract.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
+
+from sandbox.handle import Sandbox
+
+
+class UserRow(Protocol):
+    """A user as the store returns it."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+
+class ChatRow(Protocol):
+    """A chat as the store returns it."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def user_id(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def created(self) -> float: ...
+
+    @property
+    def sandbox_id(self) -> str | None: ...
+
+
+class MessageRow(Protocol):
+    """A chat message as the store returns it."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def data(self) -> dict[str, Any] | None: ...
+
+    @property
+    def created(self) -> float: ...
+
+
+class RunRow(Protocol):
+    """A run as the store returns it (fields of the contract's run table)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def chat_id(self) -> str: ...
+
+    @property
+    def user_id(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def stop_reason(self) -> str | None: ...
+
+    @property
+    def turns(self) -> int: ...
+
+    @property
+    def usage(self) -> dict[str, Any]: ...
+
+    @property
+    def sandbox_id(self) -> str | None: ...
+
+    @property
+    def preview_url(self) -> str | None: ...
+
+    @property
+    def error(self) -> Any: ...
+
+    @property
+    def created(self) -> float: ...
+
+    @property
+    def started(self) -> float | None: ...
+
+    @property
+    def finished(self) -> float | None: ...
+
+
+class StorePort(Protocol):
+    """The store's methods the API calls (synchronous: called in worker threads)."""
+
+    def get_user(self, user_id: str) -> UserRow | None: ...
+
+    def create_token(self, user_id: str, kind: str = "api", ttl: float | None = None) -> str: ...
+
+    def user_for_token(self, token: str, kind: str) -> UserRow | None: ...
+
+    def consume_login_token(self, token: str) -> UserRow | None: ...
+
+    def set_provider_key(self, user_id: str, provider: str, key: str) -> None: ...
+
+    def provider_keys(self, user_id: str) -> dict[str, str]: ...
+
+    def provider_key_names(self, user_id: str) -> Sequence[str]: ...
+
+    def create_chat(self, user_id: str, title: str) -> ChatRow: ...
+
+    def list_chats(self, user_id: str) -> Sequence[ChatRow]: ...
+
+    def get_chat(self, chat_id: str) -> ChatRow | None: ...
+
+    def list_messages(self, chat_id: str) -> Sequence[MessageRow]: ...
+
+    def list_runs(self, chat_id: str) -> Sequence[RunRow]: ...
+
+    def get_run(self, run_id: str) -> RunRow | None: ...
+
+
+class RunServicePort(Protocol):
+    """Admission, queueing, cancelling and following runs (``app.runs.service.RunService``)."""
+
+    async def submit(
+        self,
+        user_id: str,
+        chat_id: str,
+        content: str,
+        provider: str | None = None,
+        model: str | None = None,
+        template: str | None = None,
+    ) -> tuple[str, str]: ...
+
+    async def cancel(self, user_id: str, run_id: str) -> RunRow: ...
+
+    def follow(
+        self, run_id: str, after_seq: int = 0
+    ) -> AbstractAsyncContextManager[AsyncIterable[tuple[int, dict[str, Any]]]]: ...
+
+
+class SandboxesPort(Protocol):
+    """The sandbox manager's methods the API calls."""
+
+    async def get(self, sandbox_id: str) -> Sandbox: ...
+
+    async def container_for(self, sandbox_id: str) -> Any: ...

@@ -1,0 +1,123 @@
+"""Who may see a preview, and where it lives: the gate in front of ``sandbox.preview``.
+
+:class:`PreviewGate` wraps :class:`~sandbox.preview.PreviewProxy` (which wraps the API app).
+For a request to ``<id>.preview.<host>`` it:
+
+1. answers ``GET /__kiln/login?token=<one-time login token>`` itself: the token (from
+   ``POST /api/sandboxes/{id}/preview-login``) is exchanged for a session cookie on *this* host
+   and the browser is redirected to ``/``. A cookie of the UI's host is never sent to a preview
+   host (``localhost`` is a top-level domain to browsers, so ``Domain=`` cannot share it);
+2. checks the caller (bearer token or ``kiln_session`` cookie) owns the sandbox's chat. No
+   credentials: 401; someone else's or an unknown sandbox: 404, as everywhere in the API (the
+   proxy itself would say 403). An admitted connection is marked in its scope, and the proxy's
+   ``authorize`` (:func:`marked_authorize`) accepts exactly the marked sandbox;
+3. lets the proxy forward it, resolving the dev server with :func:`sandbox_resolver`. Neither
+   kiln credential reaches the dev server (it runs generated code): the proxy strips the
+   ``kiln_session`` cookie, and this gate the ``Authorization`` header when it carried kiln's
+   bearer token.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import HTTPConnection
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.api.auth import bearer_token, exchange_login_token, user_of
+from app.api.errors import ApiError, error_response
+from app.api.ownership import find_owned_sandbox
+from app.api.ports import SandboxesPort
+from app.api.services import ApiServices
+from sandbox.errors import SandboxUnavailable
+from sandbox.preview import (
+    SANDBOX_ID,
+    WS_NOT_FOUND,
+    WS_POLICY_VIOLATION,
+    Refusal,
+    Resolve,
+    preview_label,
+    refuse,
+)
+
+PREVIEW_LOGIN_PATH = "/__kiln/login"
+SCOPE_MARK = "kiln.preview_sandbox"
+
+
+def sandbox_resolver(sandboxes: SandboxesPort) -> Resolve:
+    """``resolve`` for the proxy: the sandbox's current dev server URL, ``None`` if unknown."""
+
+    async def resolve(sandbox_id: str) -> str | None:
+        try:
+            sandbox = await sandboxes.get(sandbox_id)
+        except SandboxUnavailable:
+            return None
+        return sandbox.dev_url
+
+    return resolve
+
+
+async def marked_authorize(connection: HTTPConnection, sandbox_id: str) -> bool:
+    """``authorize`` for the proxy: only a connection :class:`PreviewGate` admitted for it."""
+    return bool(connection.scope.get(SCOPE_MARK) == sandbox_id)
+
+
+def embeddable(connection: HTTPConnection) -> bool:
+    """Whether the preview host can get a cookie that works inside the UI's iframe (a
+    ``Secure`` one: https, or http on ``*.localhost``, which browsers treat as secure)."""
+    host = connection.url.hostname or ""
+    return connection.url.scheme == "https" or host == "localhost" or host.endswith(".localhost")
+
+
+class PreviewGate:
+    """ASGI wrapper around the preview proxy (see the module docstring)."""
+
+    def __init__(self, proxy: ASGIApp, found: ApiServices) -> None:
+        """``proxy`` handles every host; this gate only looks at preview hosts."""
+        self.proxy = proxy
+        self.services = found
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Gate preview-host connections; pass everything else through untouched."""
+        if scope["type"] not in ("http", "websocket"):
+            await self.proxy(scope, receive, send)
+            return
+        connection = HTTPConnection(scope)
+        label = preview_label(connection.headers.get("host", ""))
+        if label is None or not SANDBOX_ID.fullmatch(label):
+            await self.proxy(scope, receive, send)  # the proxy answers malformed labels
+            return
+        if scope["type"] == "http" and scope["path"] == PREVIEW_LOGIN_PATH:
+            await self._login(scope, receive, send)
+            return
+        refusal = await self._check(connection, label)
+        if refusal is not None:
+            if scope["type"] == "websocket":
+                await receive()  # the client's websocket.connect, answered by refuse()
+            await refuse(scope, receive, send, refusal)
+            return
+        scope[SCOPE_MARK] = label
+        if bearer_token(connection) is not None:
+            # It was kiln's API token: the dev server runs generated code and must not see it.
+            scope["headers"] = [(k, v) for k, v in scope["headers"] if k != b"authorization"]
+        await self.proxy(scope, receive, send)
+
+    async def _check(self, connection: HTTPConnection, sandbox_id: str) -> Refusal | None:
+        user = await user_of(self.services.store, connection)
+        if user is None:
+            message = f"sign in to see the preview of sandbox {sandbox_id!r}"
+            return Refusal(401, "unauthenticated", message, WS_POLICY_VIOLATION)
+        owned = await find_owned_sandbox(
+            self.services.store, self.services.sandboxes, user.id, sandbox_id
+        )
+        if owned is None:
+            return Refusal(404, "not_found", f"no sandbox {sandbox_id!r}", WS_NOT_FOUND)
+        return None
+
+    async def _login(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            connection = HTTPConnection(scope)
+            response = await exchange_login_token(
+                self.services, connection, "/", embedded=embeddable(connection)
+            )
+        except ApiError as exc:
+            response = error_response(exc.status, exc.code, exc.message)
+        await response(scope, receive, send)

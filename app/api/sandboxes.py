@@ -1,0 +1,84 @@
+"""A sandbox's workspace: ``GET /api/sandboxes/{id}/files`` and ``.../files/{path}``.
+
+The listing leaves out ``node_modules``, ``dist``, ``.git`` and ``.next``; a file comes back as
+``text/plain; charset=utf-8``. Only the owner of the sandbox's chat gets an answer; for anyone
+else the sandbox does not exist (404), and so does a path that is no regular file.
+
+``POST /api/sandboxes/{id}/preview-login`` gives the owner a one-time link that signs the
+browser in on the sandbox's preview host (see :mod:`app.api.preview_access`): a cookie set
+for the UI's host is never sent to ``<id>.preview.<host>``.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from app.api.auth import require_user
+from app.api.errors import ApiError, not_found
+from app.api.ownership import owned_sandbox
+from app.api.preview_access import PREVIEW_LOGIN_PATH
+from app.api.services import PREVIEW_LOGIN_TTL_SECONDS, in_thread, services
+from app.api.workspace_files import FileTooLarge, list_workspace, read_workspace_text
+from parser.errors import UnsafePathError
+from parser.paths import normalize_file_path
+from sandbox.docker_boundary import call
+from sandbox.errors import SandboxUnavailable
+from sandbox.preview import preview_url
+
+
+async def list_files(request: Request) -> Response:
+    """``GET /api/sandboxes/{id}/files`` -> ``{files: [{path, size}]}``."""
+    user = await require_user(request)
+    found = services(request)
+    sandbox = await owned_sandbox(found.store, found.sandboxes, user.id, request.path_params["id"])
+    try:
+        container = await found.sandboxes.container_for(sandbox.id)
+    except SandboxUnavailable as exc:
+        raise not_found("sandbox", sandbox.id) from exc
+    files = await call(list_workspace, container)
+    return JSONResponse({"files": [{"path": item.path, "size": item.size} for item in files]})
+
+
+async def read_file(request: Request) -> Response:
+    """``GET /api/sandboxes/{id}/files/{path}`` -> the file as UTF-8 text."""
+    user = await require_user(request)
+    found = services(request)
+    sandbox = await owned_sandbox(found.store, found.sandboxes, user.id, request.path_params["id"])
+    raw_path = request.path_params["path"]
+    try:
+        path = normalize_file_path(raw_path)
+    except UnsafePathError as exc:
+        raise ApiError(400, "invalid_path", str(exc)) from exc
+    try:
+        container = await found.sandboxes.container_for(sandbox.id)
+    except SandboxUnavailable as exc:
+        raise not_found("sandbox", sandbox.id) from exc
+    try:
+        text = await call(read_workspace_text, container, path)
+    except FileTooLarge as exc:
+        raise ApiError(413, "file_too_large", str(exc)) from exc
+    if text is None:
+        raise not_found("file", path)
+    return PlainTextResponse(text, headers={"cache-control": "no-store"})
+
+
+async def preview_login(request: Request) -> Response:
+    """``POST /api/sandboxes/{id}/preview-login`` -> ``{url}``: a one-time sign-in link."""
+    user = await require_user(request)
+    found = services(request)
+    sandbox = await owned_sandbox(found.store, found.sandboxes, user.id, request.path_params["id"])
+    token = await in_thread(found.store.create_token, user.id, "login", PREVIEW_LOGIN_TTL_SECONDS)
+    settings = found.settings
+    base = preview_url(sandbox.id, settings.public_host, settings.public_port)
+    return JSONResponse({"url": f"{base}{PREVIEW_LOGIN_PATH[1:]}?{urlencode({'token': token})}"})
+
+
+ROUTES = [
+    Route("/api/sandboxes/{id}/files", list_files, methods=["GET"]),
+    Route("/api/sandboxes/{id}/files/{path:path}", read_file, methods=["GET"]),
+    Route("/api/sandboxes/{id}/preview-login", preview_login, methods=["POST"]),
+]

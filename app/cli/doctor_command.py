@@ -1,0 +1,169 @@
+"""``kiln doctor``: check what ``kiln serve`` needs, one line per check, with a hint on failure.
+
+Checks: the data directory is writable; Docker answers; Redis answers (``REDIS_URL``) or, with
+none set, the ``redis-server`` binary the embedded default starts is installed; every sandbox
+image is present and up to date; tiktoken's encoding files are cached. Exit code 0 when all
+pass, 1 when any fails (2 for bad usage). ``--json`` prints ``{ok, checks: [{name, ok, detail,
+hint}]}`` instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import anyio
+import docker
+import redis
+import redis.exceptions
+
+from app.errors import ConfigError
+from app.tokens import check_tokenizer
+from sandbox.docker_boundary import call, connect
+from sandbox.errors import SandboxError
+from sandbox.image_settings import ImageBuildSettings
+from sandbox.images import ImageBuilder
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
+GOOD_IMAGE_STATES = ("up to date", "present")
+NAME_WIDTH = 16  # "image vite-react"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check: passed or not, what was found, and what to do about a failure."""
+
+    name: str
+    ok: bool
+    detail: str
+    hint: str = ""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``doctor`` subcommand."""
+    command = subparsers.add_parser(
+        "doctor", help="check Docker, Redis, images and tokenizer files", description=__doc__
+    )
+    command.add_argument("--data-dir", type=Path, help="the data directory to check")
+    command.add_argument("--json", action="store_true", help="print the results as JSON")
+    command.set_defaults(handler=handle_doctor)
+
+
+def handle_doctor(args: argparse.Namespace) -> int:
+    """Run every check and print them; exit 1 if any failed."""
+    env = dict(os.environ)
+    if args.data_dir is not None:
+        env["KILN_DATA_DIR"] = str(args.data_dir)
+    data_dir = Path(env.get("KILN_DATA_DIR") or "~/.local/share/kiln").expanduser()
+    results = anyio.run(run_checks, data_dir, env.get("REDIS_URL") or None)
+    if args.json:
+        print(
+            json.dumps({"ok": all(r.ok for r in results), "checks": [asdict(r) for r in results]})
+        )
+    else:
+        for result in results:
+            print(format_result(result))
+    return EXIT_OK if all(result.ok for result in results) else EXIT_FAILED
+
+
+def format_result(result: CheckResult) -> str:
+    """``ok    name  detail`` or ``FAIL  name  detail`` plus an indented hint line."""
+    line = f"{'ok' if result.ok else 'FAIL':<5} {result.name:<{NAME_WIDTH}} {result.detail}"
+    indent = " " * (NAME_WIDTH + 7)
+    return line if result.ok or not result.hint else f"{line}\n{indent}hint: {result.hint}"
+
+
+async def run_checks(data_dir: Path, redis_url: str | None) -> list[CheckResult]:
+    """Every check, in a fixed order."""
+    results = [await anyio.to_thread.run_sync(check_data_dir, data_dir)]
+    results.append(await anyio.to_thread.run_sync(check_redis, redis_url, data_dir))
+    client, docker_result = await check_docker()
+    results.append(docker_result)
+    results.extend(await check_images(client))
+    results.append(await anyio.to_thread.run_sync(check_tokenizer_files))
+    if client is not None:
+        await call(client.close)
+    return results
+
+
+def check_data_dir(data_dir: Path) -> CheckResult:
+    """The data directory exists (or can be made) and takes a file."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=data_dir, prefix=".doctor-"):
+            pass
+    except OSError as exc:
+        hint = "set KILN_DATA_DIR (or --data-dir) to a folder this user can write"
+        return CheckResult("data dir", False, f"{str(data_dir)!r}: {exc}", hint)
+    return CheckResult("data dir", True, f"{data_dir} is writable")
+
+
+def check_redis(redis_url: str | None, data_dir: Path) -> CheckResult:
+    """REDIS_URL answers PING, or the embedded default's binary is installed."""
+    if redis_url is None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            hint = "install redis-server (apt-get install redis-server) or set REDIS_URL"
+            return CheckResult(
+                "redis", False, "REDIS_URL is unset and redis-server is missing", hint
+            )
+        return CheckResult("redis", True, f"embedded: kiln serve starts {binary}")
+    client = redis.Redis.from_url(redis_url, socket_connect_timeout=3, socket_timeout=3)
+    try:
+        client.ping()
+    except (redis.exceptions.RedisError, ValueError) as exc:
+        hint = "start Redis, fix REDIS_URL, or unset it to use the embedded one"
+        return CheckResult("redis", False, f"REDIS_URL does not answer: {exc}", hint)
+    finally:
+        client.close()
+    return CheckResult("redis", True, "REDIS_URL answers")
+
+
+async def check_docker() -> tuple[docker.DockerClient | None, CheckResult]:
+    """A Docker client (if the engine answers) and the check's result."""
+    try:
+        client: docker.DockerClient = await anyio.to_thread.run_sync(connect)
+        version = await call(client.version)
+    except SandboxError as exc:
+        hint = "start the Docker engine and let this user reach its socket (DOCKER_HOST)"
+        return None, CheckResult("docker", False, str(exc), hint)
+    return client, CheckResult("docker", True, f"engine {version.get('Version', '?')}")
+
+
+async def check_images(client: docker.DockerClient | None) -> list[CheckResult]:
+    """One result per sandbox image (base and templates)."""
+    if client is None:
+        return [CheckResult("images", False, "not checked: Docker is unavailable", "fix Docker")]
+    try:
+        settings = await anyio.to_thread.run_sync(ImageBuildSettings.from_env)
+        rows = await ImageBuilder(client, settings, _quiet).statuses()
+    except (SandboxError, ValueError, OSError) as exc:
+        return [CheckResult("images", False, str(exc), "run `kiln images ls` for details")]
+    return [
+        CheckResult(
+            f"image {row.name}",
+            row.status in GOOD_IMAGE_STATES,
+            f"{row.image}: {row.status}",
+            "run `kiln images build`",
+        )
+        for row in rows
+    ]
+
+
+def _quiet(line: str) -> None:
+    """Image progress lines are not wanted here."""
+
+
+def check_tokenizer_files() -> CheckResult:
+    """tiktoken's encodings load from the local cache (they cannot be downloaded here)."""
+    try:
+        found = check_tokenizer()
+    except ConfigError as exc:
+        hint = "point TIKTOKEN_CACHE_DIR at a folder holding the cl100k_base and o200k_base files"
+        return CheckResult("tokenizer", False, str(exc), hint)
+    return CheckResult("tokenizer", True, ", ".join(sorted(found)))

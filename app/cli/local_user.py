@@ -1,0 +1,22 @@
+"""The single-user sign-in of ``kiln serve``: the ``local`` user and a one-time login link."""
+
+from __future__ import annotations
+
+from app.config import ServiceSettings
+from app.store import Store
+
+LOCAL_USER = "local"
+LOGIN_TTL_SECONDS = 24 * 3600.0
+
+
+def local_login_url(store: Store, settings: ServiceSettings) -> tuple[str, bool]:
+    """A fresh login link for ``local`` (created if missing), and whether it was created.
+
+    Blocking (the store): call it from a thread. The token works once, for a day.
+    """
+    user = store.user_by_name(LOCAL_USER)
+    created = user is None
+    if user is None:
+        user = store.create_user(LOCAL_USER)
+    token = store.create_token(user.id, "login", LOGIN_TTL_SECONDS)
+    return f"http://{settings.public_host}:{settings.port}/login?token={token}", created

@@ -1,0 +1,188 @@
+"""``kiln serve``: the API, the web UI, the preview proxy and workers, in one process.
+
+    kiln serve [--host 127.0.0.1] [--port 8000] [--data-dir DIR] [--workers N | --no-worker]
+
+- **Redis**: ``REDIS_URL`` if set; otherwise a private ``redis-server`` on a unix socket with its
+  files in the data directory, restarted if it dies and stopped on exit
+  (:mod:`app.cli.embedded_redis`).
+- **Sign-in**: the first start on an empty data directory creates the user ``local``; every
+  start prints a login link with a fresh one-time token, like Jupyter
+  (``http://localhost:8000/login?token=...``).
+- **Workers**: ``--workers N`` (default 1) in-process workers, each running up to
+  ``KILN_WORKER_CONCURRENCY`` runs at once; ``--no-worker`` leaves the queue to ``kiln worker``
+  processes.
+- **Images**: missing or outdated sandbox images are built in the background at start
+  (``--no-build`` skips it; ``kiln images build`` does it by hand).
+- Logs are JSON lines on stderr, with run and request ids. SIGINT/SIGTERM stop the server,
+  then the workers (runs in progress are resumed by the next worker that starts), then Redis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+import signal
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TextIO
+
+import anyio
+import anyio.abc
+from starlette.types import ASGIApp
+
+from app.api.app import build_app
+from app.api.services import ApiSettings
+from app.cli.embedded_redis import EmbeddedRedis
+from app.cli.http_server import KilnServer, server_config
+from app.cli.local_user import local_login_url
+from app.cli.service_stack import ServiceStack, open_stack
+from app.config import ServiceSettings
+from app.errors import ConfigError
+from app.logs import setup_logging
+from app.runs.service import RunService
+from app.tokens import check_tokenizer
+from sandbox.errors import SandboxError
+from sandbox.image_settings import ImageBuildSettings
+from sandbox.images import ImageBuilder
+
+log = logging.getLogger(__name__)
+EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``serve`` subcommand."""
+    command = subparsers.add_parser(
+        "serve", help="run the API, the web UI and workers", description=__doc__
+    )
+    command.add_argument("--host", help="the address to listen on (KILN_HOST, 127.0.0.1)")
+    command.add_argument("--port", type=int, help="the port to listen on (KILN_PORT, 8000)")
+    command.add_argument("--data-dir", type=Path, help="the data directory (KILN_DATA_DIR)")
+    workers = command.add_mutually_exclusive_group()
+    workers.add_argument("--workers", type=int, default=1, metavar="N", help="in-process workers")
+    workers.add_argument("--no-worker", action="store_true", help="run no worker here")
+    command.add_argument("--no-build", action="store_true", help="do not build missing images")
+    command.add_argument("--log-level", default="info", help="debug, info, warning, error")
+    command.set_defaults(handler=handle_serve)
+
+
+def settings_from(args: argparse.Namespace, env: Mapping[str, str]) -> ServiceSettings:
+    """The service settings: the environment, overridden by the command line."""
+    overrides = dict(env)
+    for name, value in (("KILN_DATA_DIR", args.data_dir), ("KILN_HOST", args.host)):
+        if value is not None:
+            overrides[name] = str(value)
+    if args.port is not None:
+        overrides["KILN_PORT"] = str(args.port)
+    return ServiceSettings.from_env(overrides)
+
+
+def handle_serve(args: argparse.Namespace) -> int:
+    """Handle ``kiln serve``; returns the exit code."""
+    if args.workers < 1:
+        print("kiln serve: --workers must be at least 1 (or use --no-worker)", file=sys.stderr)
+        return EXIT_BAD_USAGE
+    try:
+        settings = settings_from(args, os.environ)
+    except ConfigError as exc:
+        print(f"kiln serve: {exc}", file=sys.stderr)
+        return EXIT_BAD_USAGE
+    setup_logging(args.log_level)
+    workers = 0 if args.no_worker else args.workers
+    try:
+        anyio.run(serve, settings, workers, not args.no_build, sys.stdout)
+    except (ConfigError, SandboxError) as exc:
+        print(f"kiln serve: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+async def serve(settings: ServiceSettings, workers: int, build_images: bool, out: TextIO) -> None:
+    """Run everything until SIGINT/SIGTERM (see the module docstring)."""
+    if settings.redis_url is not None:
+        await serve_with_redis(settings, workers, build_images, out)
+        return
+    async with EmbeddedRedis(settings.data_dir) as embedded, anyio.create_task_group() as tasks:
+        tasks.start_soon(embedded.supervise)
+        embedded_settings = dataclasses.replace(settings, redis_url=embedded.url)
+        await serve_with_redis(embedded_settings, workers, build_images, out)
+        tasks.cancel_scope.cancel()
+
+
+async def serve_with_redis(
+    settings: ServiceSettings, workers: int, build_images: bool, out: TextIO
+) -> None:
+    """Serve on an opened stack: HTTP in front, workers behind, until a signal."""
+    async with open_stack(settings) as stack, anyio.create_task_group() as tasks:
+        server = KilnServer(server_config(build_app_for(stack), settings.host, settings.port))
+        for worker in stack.workers(workers):
+            tasks.start_soon(worker.run)
+        if build_images:
+            tasks.start_soon(ensure_images, stack)
+        tasks.start_soon(check_tokenizer_files)
+        tasks.start_soon(stop_on_signal, server)
+        tasks.start_soon(announce, server, stack, out)
+        await server.serve()
+        tasks.cancel_scope.cancel()
+
+
+def build_app_for(stack: ServiceStack) -> ASGIApp:
+    """The ASGI app on ``stack``: real run service, the stack's health checks."""
+    settings = stack.settings
+    recordings = os.environ.get("KILN_RECORDINGS_DIR")
+    api_settings = ApiSettings(
+        public_host=settings.public_host,
+        public_port=settings.port,
+        recordings_dir=Path(recordings) if recordings else None,
+        provider_env=dict(os.environ),
+    )
+    runs = RunService(stack.store, stack.redis, settings)
+    return build_app(
+        stack.store,
+        runs,
+        stack.manager,
+        settings=api_settings,
+        health_checks=stack.health_checks(),
+    )
+
+
+async def stop_on_signal(server: KilnServer) -> None:
+    """Ask the server to stop at the first SIGINT/SIGTERM; a second one forces it."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for received in signals:
+            if server.should_exit:
+                server.force_exit = True
+            server.should_exit = True
+            log.info("stopping on %s", signal.Signals(received).name)
+
+
+async def announce(server: KilnServer, stack: ServiceStack, out: TextIO) -> None:
+    """Once the port is open, print where to sign in."""
+    while not server.started:
+        await anyio.sleep(0.05)
+    settings = stack.settings
+    url, created = await anyio.to_thread.run_sync(local_login_url, stack.store, settings)
+    if created:
+        print("created user 'local'", file=out)
+    print(f"kiln is serving on http://{settings.host}:{settings.port}", file=out)
+    print(f"open this link to sign in (it works once):\n    {url}", file=out, flush=True)
+
+
+async def check_tokenizer_files() -> None:
+    """Log an error at start when tiktoken's files are missing: every run would fail."""
+    try:
+        await anyio.to_thread.run_sync(check_tokenizer)
+    except ConfigError as exc:
+        log.error("%s; runs will fail until it is fixed (see `kiln doctor`)", exc)
+
+
+async def ensure_images(stack: ServiceStack) -> None:
+    """Build missing or outdated sandbox images (logged); a failure is logged, not fatal."""
+    try:
+        settings = await anyio.to_thread.run_sync(ImageBuildSettings.from_env)
+        builder = ImageBuilder(stack.manager.client, settings, lambda line: log.info("%s", line))
+        await builder.build()
+    except (SandboxError, ValueError, OSError) as exc:
+        log.error("sandbox images could not be built: %s; runs will fail until they are", exc)

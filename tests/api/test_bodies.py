@@ -1,0 +1,81 @@
+"""Request bodies: the size limit (declared or streamed), JSON objects only, field checks."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from app.api.bodies import MAX_BODY_BYTES, optional_text, reject_unknown, required_text
+from app.api.errors import ApiError
+from tests.api.conftest import Api
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_declared_oversized_body_is_413(api: Api) -> None:
+    body = b'{"title": "' + b"x" * MAX_BODY_BYTES + b'"}'
+    response = await api.alice.client.post("/api/chats", content=body)
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "body_too_large"
+    assert api.store.list_chats(api.alice.user.id) == []
+
+
+async def test_a_streamed_oversized_body_is_413(api: Api) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b'{"title": "'
+        for _ in range(MAX_BODY_BYTES // 1024 + 1):
+            yield b"x" * 1024
+        yield b'"}'
+
+    response = await api.alice.client.post("/api/chats", content=chunks())
+    assert response.status_code == 413
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        pytest.param(b"{nope", "not valid JSON", id="malformed"),
+        pytest.param(b"[1, 2]", "must be a JSON object, not list", id="array"),
+        pytest.param(b'"text"', "must be a JSON object, not str", id="string"),
+        pytest.param(b"\xff\xfe", "not valid JSON", id="not-utf8"),
+    ],
+)
+async def test_bodies_that_are_no_json_object_are_400(api: Api, body: bytes, message: str) -> None:
+    response = await api.alice.client.post("/api/chats", content=body)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid_json"
+    assert message in error["message"]
+
+
+async def test_an_empty_body_is_an_empty_object(api: Api) -> None:
+    response = await api.alice.client.post("/api/chats")
+    assert response.status_code == 201
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        pytest.param({}, "is required", id="missing"),
+        pytest.param({"name": None}, "is required", id="null"),
+        pytest.param({"name": ""}, "must not be empty", id="empty"),
+        pytest.param({"name": 3}, "must be a string, not int", id="number"),
+        pytest.param({"name": "abcdef"}, "is longer than 5 characters (6)", id="long"),
+    ],
+)
+def test_required_text_names_the_field_and_the_problem(body: dict[str, Any], problem: str) -> None:
+    with pytest.raises(ApiError) as caught:
+        required_text(body, "name", 5)
+    assert caught.value.status == 422
+    assert caught.value.message == f"field 'name' {problem}"
+    assert caught.value.extra == {"field": "name"}
+
+
+def test_optional_text_and_unknown_fields() -> None:
+    assert optional_text({}, "title", 5) is None
+    assert optional_text({"title": "ok"}, "title", 5) == "ok"
+    reject_unknown({"title": "x"}, frozenset({"title"}))
+    with pytest.raises(ApiError, match="'colour' is not accepted here"):
+        reject_unknown({"title": "x", "colour": "red"}, frozenset({"title"}))

@@ -1,0 +1,35 @@
+"""``GET /api/me``: the user, stored providers, the default choice and the demos."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.api.conftest import Api
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_me_without_keys_defaults_to_the_replay_demo(api: Api) -> None:
+    response = await api.alice.client.get("/api/me")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["user"] == {"id": api.alice.user.id, "name": "alice"}
+    assert body["providers"] == []
+    assert body["default"] == {"provider": "replay", "model": "todo-app"}
+    assert "todo-app" in body["demos"]
+
+
+async def test_me_with_a_stored_key_defaults_to_that_provider(api: Api) -> None:
+    api.store.set_provider_key(api.alice.user.id, "openai", "sk-" + "a" * 40)
+    body = (await api.alice.client.get("/api/me")).json()
+    assert body["providers"] == ["openai"]
+    assert body["default"]["provider"] == "openai"
+    other = (await api.bob.client.get("/api/me")).json()
+    assert other["user"]["name"] == "bob"
+    assert other["providers"] == []
+
+
+async def test_me_needs_a_user(api: Api) -> None:
+    response = await api.anonymous.get("/api/me")
+    assert response.status_code == 401
+    assert response.headers["content-type"] == "application/json"

@@ -1,0 +1,128 @@
+"""``kiln serve`` as a process: a fresh data directory, the embedded Redis, sign-in, one run,
+a clean stop and a restart; plus the argument handling."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import httpx
+import pytest
+import redis
+
+from app.cli import main
+from app.cli.embedded_redis import recorded_url
+from tests.app.kiln_process import (
+    LOGIN_LINK,
+    KilnProcess,
+    free_port,
+    hello_recordings,
+    kiln_env,
+)
+from tests.sandbox.docker_support import leftovers, sweep
+
+pytestmark = [pytest.mark.docker, pytest.mark.redis]
+CREATED = re.compile(r"created user 'local'")
+
+
+@pytest.fixture
+def instance(redis_url: str) -> Iterator[str]:
+    """A kiln instance name for the process; its Docker objects are swept afterwards."""
+    name = f"test-serve-{secrets.token_hex(3)}"
+    yield name
+    client = docker.from_env()
+    try:
+        left = leftovers(client, name)
+        sweep(client, name, redis_url)
+    finally:
+        client.close()
+    assert [item for item in left if item.startswith("container")] == []
+
+
+def finish_event(client: httpx.Client, run_id: str) -> dict[str, object]:
+    """Follow the run's events to ``run_finished``; that event."""
+    with client.stream("GET", f"/api/runs/{run_id}/events", timeout=60) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line.startswith("data: ") and '"run_finished"' in line:
+                finished: dict[str, object] = json.loads(line.removeprefix("data: "))
+                return finished
+    raise AssertionError("the stream ended without run_finished")
+
+
+def pings(url: str) -> bool:
+    client = redis.Redis.from_url(url)
+    try:
+        return bool(client.ping())
+    finally:
+        client.close()
+
+
+@contextlib.contextmanager
+def sign_in(base: str, link: str) -> Iterator[httpx.Client]:
+    """A client carrying the session cookie the login link gives (the server's own address,
+    since ``localhost`` may resolve to another loopback address than the one listened on)."""
+    with httpx.Client(base_url=base, timeout=30) as client:
+        response = client.get(f"/login{link.split('/login', 1)[1]}")
+        assert response.status_code == 303
+        yield client
+
+
+def test_serve_from_an_empty_data_dir_runs_a_message_and_restarts(
+    tmp_path: Path, instance: str
+) -> None:
+    data, port = tmp_path / "data", free_port()
+    env = kiln_env(instance, hello_recordings(tmp_path / "rec"))
+    args = ["serve", "--port", str(port), "--data-dir", str(data), "--no-build"]
+    base = f"http://127.0.0.1:{port}"
+    with KilnProcess(args, env, tmp_path / "first.log") as first:
+        link = first.wait_for(LOGIN_LINK)
+        assert any(CREATED.search(line) for line in first.lines)
+        assert link.startswith(f"http://localhost:{port}/login?token=")
+        with sign_in(base, link) as client:
+            assert client.get("/healthz").json()["ok"] is True
+            chat = client.post("/api/chats", json={"title": "hi"}).json()["chat"]
+            posted = client.post(
+                f"/api/chats/{chat['id']}/messages", json={"content": "hi", "model": "hello"}
+            )
+            assert posted.status_code == 202, posted.text
+            finished = finish_event(client, posted.json()["run_id"])
+        url = recorded_url(data)
+        assert url == f"unix://{data}/redis/redis.sock?db=0"
+        assert pings(url)
+    assert first.process.returncode == 0, first.tail()
+    assert finished["status"] == "completed"
+    with pytest.raises(redis.exceptions.ConnectionError):
+        pings(url)  # the embedded Redis stopped with kiln
+    with KilnProcess(args, env, tmp_path / "second.log") as second:
+        new_link = second.wait_for(LOGIN_LINK)
+        assert not any(CREATED.search(line) for line in second.lines)
+        assert httpx.get(f"{base}/login{link.split('/login', 1)[1]}").status_code == 401
+        with sign_in(base, new_link) as client:
+            chats = client.get("/api/chats").json()["chats"]
+    assert [item["id"] for item in chats] == [chat["id"]]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(["--workers", "0"], "--workers must be at least 1", id="no-workers"),
+        pytest.param(["--port", "70000"], "KILN_PORT", id="bad-port"),
+    ],
+)
+def test_bad_arguments_are_bad_usage(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["serve", "--data-dir", str(tmp_path), *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_workers_and_no_worker_exclude_each_other(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--workers", "2", "--no-worker"])
+    assert exited.value.code == 2
