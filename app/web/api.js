@@ -1,0 +1,104 @@
+// The service's HTTP API (docs/service-contract.md), as small promise-returning functions.
+// Every failure becomes an ApiError whose `message` is fit to show a person; the raw detail
+// stays in `detail` for the console.
+
+import { describeApiError } from "./errors.js";
+
+export class ApiError extends Error {
+  constructor(status, code, message, detail = null) {
+    super(message);
+    this.name = "ApiError";
+    this.status = status;
+    this.code = code;
+    this.detail = detail;
+  }
+}
+
+// A GET that failed at the network level is tried again this many times (a blip: on a Docker
+// host, creating a sandbox's network makes Chromium drop the requests in flight). Other methods
+// are not repeated: the server may have acted on them.
+const GET_RETRIES_MS = [300, 1000];
+
+async function send(path, options) {
+  const delays = options.method === "GET" ? GET_RETRIES_MS : [];
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      return await fetch(path, options);
+    } catch (exc) {
+      if (attempt >= delays.length) throw new ApiError(0, "network", describeApiError(0, "network"), String(exc));
+      await new Promise((resolve) => setTimeout(resolve, delays[attempt]));
+    }
+  }
+}
+
+async function request(method, path, body) {
+  const options = { method, credentials: "same-origin", headers: { Accept: "application/json" } };
+  if (body !== undefined) {
+    options.headers["Content-Type"] = "application/json";
+    options.body = JSON.stringify(body);
+  }
+  const response = await send(path, options);
+  if (response.status === 204) return null;
+  const text = await response.text();
+  let data = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = null; // a proxy's HTML error page, say: never shown as is
+  }
+  if (!response.ok) {
+    const error = (data && data.error) || {};
+    const code = error.code || `http_${response.status}`;
+    throw new ApiError(response.status, code, describeApiError(response.status, code, error.message), data);
+  }
+  return data;
+}
+
+const enc = encodeURIComponent;
+
+/** The signed-in user, the providers with a stored key, the default choice and the demos. */
+export const me = () => request("GET", "/api/me");
+
+/** Store an API key for `provider` (encrypted on the server, never returned). */
+export const putKey = (provider, key) => request("PUT", `/api/me/keys/${enc(provider)}`, { key });
+
+/** The user's chats, newest first. */
+export const listChats = async () => (await request("GET", "/api/chats")).chats;
+
+/** A new chat. */
+export const createChat = async (title) =>
+  (await request("POST", "/api/chats", title ? { title } : {})).chat;
+
+/** `{chat, messages, runs}` of one chat. */
+export const getChat = (chatId) => request("GET", `/api/chats/${enc(chatId)}`);
+
+/** Send a message; resolves to `{run_id, message_id}`. */
+export const sendMessage = (chatId, body) =>
+  request("POST", `/api/chats/${enc(chatId)}/messages`, body);
+
+/** One run's status, stop reason, sandbox and preview URL. */
+export const getRun = (runId) => request("GET", `/api/runs/${enc(runId)}`);
+
+/** Ask a run to stop. */
+export const cancelRun = (runId) => request("POST", `/api/runs/${enc(runId)}/cancel`);
+
+/** The files of a sandbox's workspace: `[{path, size}]`. */
+export const listFiles = async (sandboxId) =>
+  (await request("GET", `/api/sandboxes/${enc(sandboxId)}/files`)).files;
+
+/** One workspace file's text. */
+export async function readFile(sandboxId, path) {
+  const url = `/api/sandboxes/${enc(sandboxId)}/files/${path.split("/").map(enc).join("/")}`;
+  const response = await send(url, { method: "GET", credentials: "same-origin" });
+  if (!response.ok) {
+    throw new ApiError(response.status, "file", describeApiError(response.status, "file"));
+  }
+  return response.text();
+}
+
+/** A one-time link that signs the browser in on the sandbox's preview host. */
+export const previewLogin = async (sandboxId) =>
+  (await request("POST", `/api/sandboxes/${enc(sandboxId)}/preview-login`)).url;
+
+/** The SSE URL of a run's events after sequence number `after`. */
+export const eventsUrl = (runId, after) => `/api/runs/${enc(runId)}/events?after=${after}`;

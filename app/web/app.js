@@ -1,0 +1,374 @@
+// kiln's web UI: sign-in, the chat list, a chat's transcript, and the workspace (preview,
+// files, log) of the run being followed. Opening a chat replays every run's events (they are
+// persisted with a sequence number) so a page reload shows exactly what was there, and an
+// active run then goes on streaming live.
+
+import * as api from "./api.js";
+import { ChatView } from "./chat.js";
+import { describeStatus } from "./errors.js";
+import { RunStream } from "./events.js";
+import { FilesPanel } from "./files.js";
+import { Tabs, showView, wireNarrowLayout } from "./layout.js";
+import { LogPanel } from "./logpanel.js";
+import { PreviewPanel } from "./preview.js";
+import { PROVIDERS, Settings } from "./settings.js";
+import { renderChatList } from "./sidebar.js";
+
+const $ = (id) => document.getElementById(id);
+const TERMINAL = new Set(["completed", "failed", "cancelled"]);
+
+const state = {
+  me: null,
+  chats: [],
+  chatId: null,
+  generation: 0, // bumped whenever another chat opens; stale loops stop
+  streams: new Set(),
+  activeRun: null, // {id, view} of the run being followed live
+};
+
+const chat = new ChatView($("messages"), (path) => openFile(path));
+const files = new FilesPanel({ tree: $("file-tree"), path: $("code-path"), code: $("code-view"), count: $("files-count") });
+const log = new LogPanel({ view: $("log-view"), badge: $("log-count") });
+const preview = new PreviewPanel({
+  frame: $("preview-frame"), overlay: $("preview-overlay"), state: $("preview-state"),
+  address: $("preview-address"), reload: $("preview-reload"), open: $("preview-open"),
+}, api.previewLogin);
+const tabs = new Tabs($("workspace-tabs"), (name) => name === "log" && log.seen());
+const narrow = { menu: $("menu-button"), scrim: $("scrim"), sidebar: $("sidebar"), switchButtons: [...document.querySelectorAll("[data-view]")] };
+const settings = new Settings({
+  dialog: $("settings-dialog"), form: $("settings-form"), provider: $("settings-provider"),
+  modelSelect: $("settings-demo"), modelInput: $("settings-model"), modelLabel: $("settings-model-label"),
+  keyRow: $("settings-key-row"), keyInput: $("settings-key"), keyNote: $("settings-key-note"),
+  saveKey: $("settings-save-key"), status: $("settings-status"), close: $("settings-close"),
+}, () => showChoice());
+
+/** Announce `text` in the polite live region (and show it under the transcript). */
+function announce(text) {
+  if ($("run-status").textContent !== text) $("run-status").textContent = text;
+}
+
+function showError(text) {
+  const box = $("page-error");
+  box.textContent = text;
+  box.hidden = !text;
+}
+
+function showChoice() {
+  const choice = settings.effective();
+  const badge = $("provider-badge");
+  const notice = $("demo-notice");
+  if (choice.demo) {
+    badge.textContent = `Demo · ${choice.model}`;
+    notice.hidden = false;
+    const replay = `kiln replays the recording “${choice.model}”, whatever you ask`;
+    const missing = choice.wanted ? `no API key for ${PROVIDERS[choice.wanted]?.label || choice.wanted}` : "no API key is set";
+    notice.textContent = choice.reason === "no-key"
+      ? `Demo mode: ${missing}, so ${replay}. Add a key in Settings.`
+      : `Demo mode: ${replay}.`;
+  } else {
+    badge.textContent = `${PROVIDERS[choice.provider]?.label || choice.provider} · ${choice.model}`;
+    notice.hidden = true;
+  }
+}
+
+// ---- sign-in and start-up -------------------------------------------------------------
+
+async function boot() {
+  sessionStorage.removeItem("kiln.reloaded"); // the page loaded: a later failure may reload again
+  wireStatic();
+  try {
+    state.me = await api.me();
+  } catch (exc) {
+    if (exc.status === 401) return showSignIn();
+    $("signin").hidden = false;
+    $("signin-error").textContent = exc.message;
+    return undefined;
+  }
+  $("signin").hidden = true;
+  $("app").hidden = false;
+  $("user-name").textContent = state.me.user?.name || "";
+  settings.setMe(state.me);
+  showChoice();
+  await refreshChats();
+  window.addEventListener("hashchange", route);
+  return route();
+}
+
+function showSignIn() {
+  $("app").hidden = true;
+  $("signin").hidden = false;
+  $("signin-link").focus();
+}
+
+function wireStatic() {
+  $("signin-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const raw = $("signin-link").value.trim();
+    const token = /[?&]token=([^&#\s]+)/.exec(raw)?.[1] || (/^[\w-]+$/.test(raw) ? raw : null);
+    if (!token) {
+      $("signin-error").textContent = "That does not look like a kiln sign-in link (it contains “/login?token=”).";
+      return;
+    }
+    window.location.assign(`/login?token=${encodeURIComponent(decodeURIComponent(token))}`);
+  });
+  $("new-chat").addEventListener("click", () => newChat());
+  $("settings-button").addEventListener("click", () => settings.open());
+  $("provider-badge").addEventListener("click", () => settings.open());
+  $("composer").addEventListener("submit", (e) => {
+    e.preventDefault();
+    send();
+  });
+  $("message-input").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      send();
+    }
+  });
+  $("message-input").addEventListener("input", autosize);
+  $("cancel-button").addEventListener("click", () => cancel());
+  wireNarrowLayout(narrow);
+  tabs.show("preview");
+}
+
+function autosize() {
+  const input = $("message-input");
+  input.style.height = "auto";
+  input.style.height = `${Math.min(input.scrollHeight, 200)}px`;
+}
+
+// ---- chats ----------------------------------------------------------------------------
+
+async function refreshChats() {
+  try {
+    state.chats = await api.listChats();
+  } catch (exc) {
+    return handleFailure(exc);
+  }
+  renderChatList($("chat-list"), state.chats, state.chatId);
+  return undefined;
+}
+
+function route() {
+  const match = /^#\/chats\/([^/]+)$/.exec(window.location.hash);
+  return openChat(match ? decodeURIComponent(match[1]) : null);
+}
+
+function newChat() {
+  if (window.location.hash) window.location.hash = "";
+  else openChat(null);
+  $("message-input").focus();
+}
+
+function resetWorkspace() {
+  state.generation += 1;
+  for (const stream of state.streams) stream.close();
+  state.streams.clear();
+  state.activeRun = null;
+  files.reset();
+  log.reset();
+  preview.reset();
+  tabs.auto = true;
+  tabs.show("preview");
+  setRunning(false);
+  showError("");
+  announce("");
+}
+
+async function openChat(chatId) {
+  resetWorkspace();
+  state.chatId = chatId;
+  renderChatList($("chat-list"), state.chats, chatId);
+  showView(narrow, "chat");
+  if (!chatId) {
+    document.title = "kiln";
+    chat.showIntro((text) => {
+      $("message-input").value = text;
+      $("message-input").focus();
+    });
+    return;
+  }
+  const generation = state.generation;
+  chat.clear();
+  let data;
+  try {
+    data = await api.getChat(chatId);
+  } catch (exc) {
+    handleFailure(exc);
+    return;
+  }
+  if (generation !== state.generation) return;
+  document.title = `${data.chat.title} · kiln`;
+  await replayChat(data, generation);
+}
+
+/** Render a chat's messages and replay its runs in order; follow the active one live. */
+async function replayChat(data, generation) {
+  const runs = [...data.runs].sort((a, b) => a.created - b.created);
+  const users = data.messages.filter((m) => m.role === "user").sort((a, b) => a.created - b.created);
+  if (!runs.length && !users.length) chat.showIntro((text) => ($("message-input").value = text));
+  const shown = runs.filter((run) => run.preview_url).at(-1);
+  if (shown) preview.setUrl(shown.preview_url, shown.sandbox_id);
+  for (const [index, message] of users.entries()) {
+    chat.addUser(message.content);
+    const run = runs[index];
+    if (!run) continue;
+    await followRun(run.id, { live: !TERMINAL.has(run.status), generation });
+    if (generation !== state.generation) return;
+  }
+  const sandboxId = data.chat.sandbox_id || runs.at(-1)?.sandbox_id;
+  if (sandboxId && !state.activeRun) await mergeWorkspace(sandboxId, generation);
+}
+
+async function mergeWorkspace(sandboxId, generation) {
+  try {
+    const listing = await api.listFiles(sandboxId);
+    if (generation === state.generation) await files.loadWorkspace(listing, sandboxId);
+  } catch {
+    // The sandbox may be gone (reaped); the files the events named are still shown.
+  }
+}
+
+// ---- runs -----------------------------------------------------------------------------
+
+/** Stream a run's events into a new transcript entry; resolves when the run is over. */
+function followRun(runId, { live, generation }) {
+  const view = chat.addRun(runId);
+  if (live) startLive(runId, view);
+  const stream = new RunStream(runId, {
+    onEvent: (seq, event) => handleEvent(view, event, live),
+    onState: (s) => live && connectionState(s),
+  });
+  state.streams.add(stream);
+  stream.start();
+  return stream.finished.then(() => {
+    state.streams.delete(stream);
+    if (live && generation === state.generation) endLive(runId);
+  });
+}
+
+function startLive(runId, view) {
+  state.activeRun = { id: runId, view };
+  setRunning(true);
+  files.startRun();
+  tabs.auto = true;
+  preview.waiting();
+}
+
+function endLive(runId) {
+  if (state.activeRun?.id !== runId) return;
+  state.activeRun = null;
+  setRunning(false);
+  api.getRun(runId).then((run) => {
+    if (run.preview_url) preview.setUrl(run.preview_url, run.sandbox_id);
+    else preview.idle();
+    if (run.sandbox_id) mergeWorkspace(run.sandbox_id, state.generation);
+    if (preview.url) tabs.follow("preview");
+  }).catch(() => {});
+}
+
+function connectionState(s) {
+  if (s === "reconnecting") announce("Connection lost. Reconnecting…");
+  else if (s === "live" && $("run-status").textContent.startsWith("Connection lost")) announce("Reconnected.");
+}
+
+const ACTIVITY = {
+  run_started: () => "Working…",
+  thinking_start: () => "Thinking…",
+  text: () => "Writing the answer…",
+  file_start: (e) => `Writing ${e.path}…`,
+  install_started: () => "Installing packages…",
+  command_started: (e) => `Running ${(e.argv || []).join(" ")}…`,
+  postgen: () => "Checking the app…",
+};
+
+function handleEvent(view, event, live) {
+  view.apply(event);
+  const path = files.apply(event);
+  log.apply(event);
+  if (!live) return;
+  const activity = ACTIVITY[event.type];
+  if (activity) announce(activity(event));
+  if (path && event.type === "file_start") tabs.follow("files");
+  if (event.type === "sandbox_ready" && event.sandbox_id) previewSandbox(event.sandbox_id, state.generation);
+  if (event.type === "run_finished") announce(`Finished: ${describeStatus(event.status)}.`);
+}
+
+/** Show the live preview of a sandbox whose id is all we know yet (the run is under way). */
+async function previewSandbox(sandboxId, generation) {
+  if (preview.url) return;
+  try {
+    // The sign-in link is on the preview's own host: its origin is the preview's address.
+    const link = await api.previewLogin(sandboxId);
+    if (generation === state.generation) preview.setUrl(`${new URL(link).origin}/`, sandboxId);
+  } catch {
+    // Not reachable yet; the run's end brings the URL again.
+  }
+}
+
+function setRunning(running) {
+  $("cancel-button").hidden = !running;
+  $("cancel-button").disabled = false;
+  $("send-button").disabled = running;
+  document.body.classList.toggle("running", running);
+}
+
+async function send() {
+  const input = $("message-input");
+  const content = input.value.trim();
+  if (!content || state.activeRun) return;
+  showError("");
+  const choice = settings.effective();
+  $("send-button").disabled = true;
+  try {
+    let chatId = state.chatId;
+    if (!chatId) {
+      const created = await api.createChat(content.slice(0, 80));
+      chatId = created.id;
+      state.chats.unshift(created);
+      state.chatId = chatId;
+      history.replaceState(null, "", `#/chats/${encodeURIComponent(chatId)}`);
+      renderChatList($("chat-list"), state.chats, chatId);
+      document.title = `${created.title} · kiln`;
+      chat.clear();
+    }
+    const body = { content, provider: choice.provider, model: choice.model };
+    const { run_id: runId } = await api.sendMessage(chatId, body);
+    input.value = "";
+    autosize();
+    chat.addUser(content);
+    announce("Waiting for a worker…");
+    followRun(runId, { live: true, generation: state.generation });
+  } catch (exc) {
+    $("send-button").disabled = Boolean(state.activeRun);
+    handleFailure(exc);
+  }
+}
+
+async function cancel() {
+  const run = state.activeRun;
+  if (!run) return;
+  $("cancel-button").disabled = true;
+  run.view.setPending("Cancelling…");
+  announce("Cancelling…");
+  try {
+    await api.cancelRun(run.id);
+  } catch (exc) {
+    if (exc.status !== 409) handleFailure(exc); // 409: it finished meanwhile
+  }
+}
+
+function openFile(path) {
+  tabs.auto = false;
+  tabs.show("files");
+  showView(narrow, "workspace");
+  files.select(path, { byUser: true });
+}
+
+function handleFailure(exc) {
+  console.warn(exc);
+  if (exc.status === 401) return showSignIn();
+  showError(exc.message || "Something went wrong.");
+  return undefined;
+}
+
+boot();

@@ -1,0 +1,175 @@
+// Compact cards in the transcript: installs and commands (status, exit code, expandable
+// output), web searches and page reads, files written, checks after generation, errors and
+// warnings, and the per-turn markers that say why the loop went on or stopped.
+
+import { h } from "./dom.js";
+import { describeContinue, describeRunError, describeStop } from "./errors.js";
+
+const OUTPUT_LINES = 400; // per card; the log panel keeps more
+
+/** An install or a command: queued, running, then finished with an exit code. */
+export class StepCard {
+  constructor(kind, title) {
+    this.kind = kind;
+    this.lines = 0;
+    this.status = h("span", { class: "card-status" }, "waiting");
+    this.output = h("pre", { class: "card-output" });
+    this.summary = h("summary", {}, "Output");
+    this.details = h("details", { class: "card-details", hidden: true }, this.summary, this.output);
+    this.el = h(
+      "div",
+      { class: `card step ${kind}`, dataset: { state: "queued" } },
+      h("div", { class: "card-head" }, h("span", { class: "card-icon", "aria-hidden": "true" }, kind === "install" ? "⬇" : "▶"),
+        h("span", { class: "card-title" }, title), this.status),
+      this.details,
+    );
+  }
+
+  setState(state, label) {
+    this.el.dataset.state = state;
+    this.status.textContent = label;
+  }
+
+  start() {
+    this.setState("running", "running…");
+  }
+
+  addOutput(line) {
+    this.details.hidden = false;
+    this.lines += 1;
+    if (this.lines > OUTPUT_LINES) this.output.firstChild?.remove();
+    this.output.append(`${line}\n`);
+    this.summary.textContent = `Output (${this.lines} line${this.lines === 1 ? "" : "s"})`;
+  }
+
+  finish(exitCode) {
+    const ok = exitCode === 0;
+    this.setState(ok ? "ok" : "failed", ok ? "exit 0" : `failed, exit ${exitCode ?? "?"}`);
+  }
+
+  refuse() {
+    this.setState("failed", "refused");
+  }
+}
+
+/** A web search or a page read, and its result. */
+export class ToolCard {
+  constructor(kind, request) {
+    this.request = request;
+    const title = kind === "web_search" ? `Searching the web: ${request}` : `Reading ${request}`;
+    this.status = h("span", { class: "card-status" }, "working…");
+    this.body = h("details", { class: "card-details", hidden: true });
+    this.el = h(
+      "div",
+      { class: "card tool", dataset: { state: "running" } },
+      h("div", { class: "card-head" }, h("span", { class: "card-icon", "aria-hidden": "true" }, "◎"),
+        h("span", { class: "card-title" }, title), this.status),
+      this.body,
+    );
+  }
+
+  result(event) {
+    this.el.dataset.state = event.ok ? "ok" : "failed";
+    this.status.textContent = event.ok ? "done" : "failed";
+    if (event.text) {
+      this.body.hidden = false;
+      this.body.replaceChildren(h("summary", {}, event.ok ? "Result" : "Why"), h("pre", { class: "card-output" }, event.text));
+    }
+  }
+}
+
+/** The files a turn wrote, as chips that open the file. */
+export class FilesCard {
+  constructor(onOpen, project) {
+    this.chips = new Map();
+    this.list = h("div", { class: "chips" });
+    this.title = h("span", { class: "card-title" }, project ? `Writing files for ${project}` : "Writing files");
+    this.el = h(
+      "div",
+      { class: "card files-card" },
+      h("div", { class: "card-head" }, h("span", { class: "card-icon", "aria-hidden": "true" }, "▤"), this.title),
+      this.list,
+    );
+    this.onOpen = onOpen;
+  }
+
+  start(path) {
+    let chip = this.chips.get(path);
+    if (!chip) {
+      chip = h("button", { type: "button", class: "chip", onclick: () => this.onOpen(path) }, path);
+      this.chips.set(path, chip);
+      this.list.append(chip);
+    }
+    chip.classList.add("writing");
+  }
+
+  end(path) {
+    this.chips.get(path)?.classList.remove("writing");
+  }
+
+  close() {
+    const n = this.chips.size;
+    this.title.textContent = `Wrote ${n} file${n === 1 ? "" : "s"}`;
+  }
+}
+
+/** An error or a warning, in words. */
+export function problemCard(event) {
+  const { title, detail } = describeRunError(event);
+  const severity = event.type === "warning" ? "warning" : event.severity === "fatal" ? "fatal" : "recoverable";
+  const lines = detail.split("\n");
+  const long = lines.length > 3 || detail.length > 300;
+  return h(
+    "div",
+    { class: `card problem ${severity}`, role: severity === "fatal" ? "alert" : null },
+    h("div", { class: "card-head" }, h("span", { class: "card-icon", "aria-hidden": "true" }, severity === "warning" ? "⚠" : "✖"),
+      h("span", { class: "card-title" }, title)),
+    detail && !long ? h("p", { class: "card-text" }, detail) : null,
+    detail && long ? h("details", { class: "card-details" }, h("summary", {}, lines[0].slice(0, 160)), h("pre", { class: "card-output" }, detail)) : null,
+  );
+}
+
+/** The checks after generation: fixes applied, findings left, the build. */
+export function postgenCard(event) {
+  const findings = event.findings || [];
+  const fixes = event.fixes || [];
+  const build = event.build;
+  const ok = findings.length === 0 && (!build || build.ok);
+  const parts = [];
+  if (build) parts.push(build.ok ? "build passed" : `build failed (exit ${build.exit_code})`);
+  if (findings.length) parts.push(`${findings.length} problem${findings.length === 1 ? "" : "s"} found`);
+  if (fixes.length) parts.push(`${fixes.length} fix${fixes.length === 1 ? "" : "es"} applied`);
+  const items = [
+    ...fixes.map((f) => h("li", {}, `Fixed ${f.path || ""}: ${f.message}`)),
+    ...findings.map((f) => h("li", {}, `${f.path || ""}${f.line ? `:${f.line}` : ""} ${f.message}`)),
+  ];
+  return h(
+    "div",
+    { class: "card checks", dataset: { state: ok ? "ok" : "failed" } },
+    h("div", { class: "card-head" }, h("span", { class: "card-icon", "aria-hidden": "true" }, ok ? "✔" : "✖"),
+      h("span", { class: "card-title" }, `Checks: ${parts.join(", ") || "nothing to check"}`)),
+    items.length ? h("details", { class: "card-details" }, h("summary", {}, "Details"), h("ul", {}, items)) : null,
+    build && !build.ok && build.output ? h("details", { class: "card-details" }, h("summary", {}, "Build output"), h("pre", { class: "card-output" }, build.output)) : null,
+  );
+}
+
+/** The marker at the start of a turn (with what kiln asked, for turns after the first). */
+export function turnStartMarker(event) {
+  const label = event.fixup ? `Fix-up turn (turn ${event.turn})` : `Turn ${event.turn}`;
+  const showPrompt = (event.turn > 1 || event.fixup) && event.prompt;
+  return h(
+    "div",
+    { class: "turn-marker start" },
+    h("span", {}, label),
+    showPrompt ? h("details", { class: "turn-prompt" }, h("summary", {}, "What kiln asked"), h("pre", {}, event.prompt)) : null,
+  );
+}
+
+/** The marker at the end of a turn: why the loop stopped or went on. */
+export function turnEndMarker(event) {
+  const why = event.decision === "continue"
+    ? `continues ${describeContinue(event.prompt)}`.trim()
+    : `stopped: ${describeStop(event.reason)}`;
+  return h("div", { class: `turn-marker end ${event.decision || ""}`, title: event.rule ? `rule: ${event.rule}` : null },
+    h("span", {}, `Turn ${event.turn} ${why}`));
+}

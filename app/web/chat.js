@@ -1,0 +1,276 @@
+// The transcript: user messages, and for each run the assistant's answer as it streams —
+// thinking (collapsible), prose, cards for installs, commands, searches, files and problems,
+// turn markers, and the run's final state.
+
+import { FilesCard, StepCard, ToolCard, postgenCard, problemCard, turnEndMarker, turnStartMarker } from "./cards.js";
+import { h, nearBottom } from "./dom.js";
+import { describeStatus, describeStop, presentable } from "./errors.js";
+import { renderProse } from "./prose.js";
+
+export class ChatView {
+  /** @param {HTMLElement} container  @param {(path: string) => void} onOpenFile */
+  constructor(container, onOpenFile) {
+    this.container = container;
+    this.onOpenFile = onOpenFile;
+  }
+
+  clear() {
+    this.container.replaceChildren();
+  }
+
+  /** The empty state of a new chat, with example requests that fill the composer. */
+  showIntro(onPick) {
+    const examples = ["A todo app with a list I can tick off", "A pomodoro timer with start and reset", "A tip calculator"];
+    this.container.replaceChildren(
+      h("div", { class: "intro" },
+        h("h2", {}, "What should kiln build?"),
+        h("p", {}, "Describe an app. kiln writes the files, installs packages and shows a live preview while it works."),
+        h("div", { class: "examples" }, examples.map((text) => h("button", { type: "button", class: "example", onclick: () => onPick(text) }, text)))),
+    );
+  }
+
+  /** Append a user message. */
+  addUser(content) {
+    this.container.querySelector(".intro")?.remove();
+    this.container.append(h("div", { class: "msg user" }, h("div", { class: "bubble" }, content)));
+    this.scroll(true);
+  }
+
+  /** Append the answer of a run; returns its RunView. */
+  addRun(runId) {
+    this.container.querySelector(".intro")?.remove();
+    const view = new RunView(runId, this.onOpenFile, (fn) => this.keepScrolled(fn));
+    this.container.append(view.el);
+    return view;
+  }
+
+  keepScrolled(change) {
+    const follow = nearBottom(this.container);
+    change();
+    this.scroll(follow);
+  }
+
+  scroll(follow) {
+    if (follow) this.container.scrollTop = this.container.scrollHeight;
+  }
+}
+
+export class RunView {
+  constructor(runId, onOpenFile, keepScrolled) {
+    this.runId = runId;
+    this.onOpenFile = onOpenFile;
+    this.keepScrolled = keepScrolled;
+    this.body = h("div", { class: "run-body" });
+    this.footer = h("div", { class: "run-footer", dataset: { state: "running" } }, h("span", { class: "spinner", "aria-hidden": "true" }), "Working…");
+    this.el = h("div", { class: "msg assistant", dataset: { run: runId } }, this.body, this.footer);
+    this.block = null; // the prose block text goes on in
+    this.thinking = null; // the open thinking block
+    this.held = []; // "unclosed" parse errors, shown at the turn's end unless it was cancelled
+    this.shown = new Set(); // error messages already on screen (the footer does not repeat them)
+    this.filesCard = null;
+    this.installs = []; // install cards waiting to start, in order
+    this.commands = []; // command cards waiting to start, in order
+    this.running = null; // the card that receives `output` lines
+    this.tools = [];
+    this.renderPending = new Set();
+    this.finished = false;
+  }
+
+  /** Render one event of this run. */
+  apply(event) {
+    this.keepScrolled(() => this.dispatch(event));
+  }
+
+  dispatch(event) {
+    const handler = HANDLERS[event.type];
+    if (handler) handler.call(this, event);
+  }
+
+  append(node) {
+    this.body.append(node);
+    this.block = null;
+    return node;
+  }
+
+  proseBlock() {
+    if (this.block?.kind !== "prose") {
+      const el = this.append(h("div", { class: "prose" }));
+      this.block = { kind: "prose", el, text: "" };
+    }
+    return this.block;
+  }
+
+  thinkingBlock() {
+    if (!this.thinking) {
+      const text = h("div", { class: "thinking-text" });
+      const summary = h("summary", {}, h("span", { class: "spinner", "aria-hidden": "true" }), "Thinking…");
+      const el = this.append(h("details", { class: "thinking", open: true }, summary, text));
+      this.thinking = { el, summary, textEl: text, text: "" };
+    }
+    return this.thinking;
+  }
+
+  renderLater(block) {
+    // Re-rendering prose per token would be quadratic work; once per frame is enough.
+    if (this.renderPending.has(block)) return;
+    this.renderPending.add(block);
+    requestAnimationFrame(() => {
+      this.renderPending.delete(block);
+      this.keepScrolled(() => (block.el.innerHTML = renderProse(block.text)));
+    });
+  }
+
+  step(kind, title, queue) {
+    const card = new StepCard(kind, title);
+    this.append(card.el);
+    queue.push(card);
+    return card;
+  }
+
+  started(queue, kind, title) {
+    const card = queue.shift() || this.step(kind, title, []);
+    card.start();
+    this.running = card;
+    return card;
+  }
+
+  finishedStep(card, event) {
+    if (card) card.finish(event.exit_code);
+    if (this.running === card) this.running = null;
+  }
+
+  /** The run's terminal state, shown under its answer. */
+  finish(event) {
+    this.finished = true;
+    const status = event.status || "failed";
+    const quiet = ["cancelled", "error"].includes(event.stop_reason);
+    const reason = event.stop_reason && !quiet ? ` · ${describeStop(event.stop_reason)}` : "";
+    this.footer.dataset.state = status;
+    this.footer.replaceChildren(h("span", { class: "run-state" }, describeStatus(status)), reason);
+    const error = typeof event.error === "string" ? event.error : event.error?.message;
+    if (status === "failed" && presentable(error) && !this.shown.has(error.trim())) {
+      this.footer.append(h("p", { class: "run-error" }, error));
+    }
+    this.thinkingDone();
+    if (status !== "cancelled") this.held.forEach((held) => this.body.append(problemCard(held)));
+    this.held = [];
+    this.filesCard?.close();
+  }
+
+  thinkingDone() {
+    if (!this.thinking) return;
+    const { el, summary } = this.thinking;
+    el.open = false;
+    el.classList.add("closed");
+    summary.replaceChildren("Thinking");
+    this.thinking = null;
+  }
+
+  tool(kind, request) {
+    const card = new ToolCard(kind, request);
+    this.append(card.el);
+    this.tools.push(card);
+  }
+
+  /** The footer while the run is queued or cancelling. */
+  setPending(text) {
+    if (this.finished) return;
+    this.footer.replaceChildren(h("span", { class: "spinner", "aria-hidden": "true" }), text);
+  }
+}
+
+const HANDLERS = {
+  run_started() {
+    this.setPending("Working…");
+  },
+  text(event) {
+    // Whitespace between tags is not prose; it would only leave empty blocks behind.
+    if (this.block?.kind !== "prose" && !event.content.trim()) return;
+    const block = this.proseBlock();
+    block.text += event.content;
+    this.renderLater(block);
+  },
+  thinking_start() {
+    this.thinkingBlock();
+  },
+  thinking_content(event) {
+    const block = this.thinkingBlock();
+    block.text += event.content;
+    block.textEl.textContent = block.text.trimStart();
+  },
+  thinking_end() {
+    this.thinkingDone();
+  },
+  sandbox_start(event) {
+    this.filesCard = new FilesCard(this.onOpenFile, event.project);
+    this.append(this.filesCard.el);
+  },
+  file_start(event) {
+    if (!this.filesCard) HANDLERS.sandbox_start.call(this, {});
+    this.filesCard.start(event.path);
+  },
+  file_end(event) {
+    this.filesCard?.end(event.path);
+  },
+  sandbox_end() {
+    this.filesCard?.close();
+  },
+  install_content(event) {
+    const packages = event.dependencies || [];
+    if (packages.length) this.step("install", `Install ${packages.join(", ")}`, this.installs);
+  },
+  install_started(event) {
+    this.started(this.installs, "install", `Install ${(event.packages || []).join(", ")}`);
+  },
+  install_finished(event) {
+    this.finishedStep(this.running?.kind === "install" ? this.running : null, event);
+  },
+  command(event) {
+    this.step("command", [event.command, ...(event.args || [])].join(" "), this.commands);
+  },
+  command_started(event) {
+    this.started(this.commands, "command", (event.argv || []).join(" "));
+  },
+  command_finished(event) {
+    this.finishedStep(this.running?.kind === "command" ? this.running : null, event);
+  },
+  output(event) {
+    this.running?.addOutput(event.line ?? "");
+  },
+  web_search(event) {
+    this.tool("web_search", event.query);
+  },
+  url_scrape(event) {
+    this.tool("url_scrape", event.url);
+  },
+  tool_result(event) {
+    const index = this.tools.findIndex((card) => card.request === event.request);
+    const card = index >= 0 ? this.tools.splice(index, 1)[0] : this.tools.shift();
+    card?.result(event);
+  },
+  error(event) {
+    if (event.code === "command_refused" && this.commands.length) this.commands.shift().refuse();
+    // A cancel cuts the answer short, so the parser reports its open tags: that is no news.
+    if (event.code === "unclosed_tag") this.held.push(event);
+    else this.append(problemCard(event));
+    this.shown.add((event.message || "").trim());
+  },
+  warning(event) {
+    this.append(problemCard(event));
+  },
+  postgen(event) {
+    this.append(postgenCard(event));
+  },
+  turn_start(event) {
+    this.append(turnStartMarker(event));
+  },
+  turn_end(event) {
+    this.thinkingDone();
+    if (event.reason !== "cancelled") this.held.forEach((held) => this.append(problemCard(held)));
+    this.held = [];
+    this.append(turnEndMarker(event));
+  },
+  run_finished(event) {
+    this.finish(event);
+  },
+};

@@ -1,0 +1,133 @@
+// Provider settings: which provider and model to use, and API keys (sent once to
+// `PUT /api/me/keys/{provider}`, stored encrypted, never shown again). With no key for the
+// chosen provider kiln uses the demo replay provider, and the page says so.
+
+import { putKey } from "./api.js";
+
+const STORAGE_KEY = "kiln.choice";
+export const PROVIDERS = {
+  replay: { label: "Demo (recorded answers, no key needed)" },
+  anthropic: { label: "Anthropic", model: "claude-sonnet-4-6" },
+  openai: { label: "OpenAI", model: "gpt-5.5" },
+  google: { label: "Google", model: "gemini-2.5-flash" },
+};
+
+export class Settings {
+  /** @param {Record<string, HTMLElement>} els  @param {() => void} onChange */
+  constructor(els, onChange) {
+    this.els = els;
+    this.onChange = onChange;
+    this.me = { providers: [], demos: [], default: {} };
+    this.choice = readChoice();
+    els.provider.addEventListener("change", () => this.fillModel(els.provider.value, ""));
+    els.form.addEventListener("submit", (e) => this.save(e));
+    els.saveKey.addEventListener("click", () => this.saveKey());
+    els.close.addEventListener("click", () => els.dialog.close());
+  }
+
+  /** Take `GET /api/me` into account (keys stored, demos, default). */
+  setMe(me) {
+    this.me = { providers: me.providers || [], demos: me.demos || [], default: me.default || {} };
+    if (!this.choice) this.choice = { ...this.me.default };
+  }
+
+  /** What to send with a message: `{provider, model, demo, reason, wanted}` (`wanted`: the
+   * provider chosen but lacking a key, replaced by the demo). */
+  effective() {
+    const want = this.choice || this.me.default || {};
+    const demos = this.me.demos;
+    if (want.provider && want.provider !== "replay" && this.me.providers.includes(want.provider)) {
+      return { provider: want.provider, model: want.model || PROVIDERS[want.provider]?.model, demo: false };
+    }
+    const model = want.provider === "replay" && demos.includes(want.model) ? want.model : demos[0] || "todo-app";
+    const wanted = want.provider && want.provider !== "replay" ? want.provider : null;
+    const reason = wanted || !this.me.providers.length ? "no-key" : "chosen";
+    return { provider: "replay", model, demo: true, reason, wanted };
+  }
+
+  /** Open the dialog. */
+  open() {
+    const choice = this.choice || {};
+    const { provider } = this.els;
+    this.renderProviders(choice.provider in PROVIDERS ? choice.provider : "replay");
+    this.fillModel(provider.value, choice.model || "");
+    this.els.status.textContent = "";
+    this.els.dialog.showModal();
+    provider.focus();
+  }
+
+  renderProviders(selected) {
+    const options = Object.entries(PROVIDERS).map(([name, info]) => new Option(keyLabel(name, info, this.me.providers), name));
+    this.els.provider.replaceChildren(...options);
+    this.els.provider.value = selected;
+  }
+
+  fillModel(providerName, model) {
+    const { modelSelect, modelInput, keyRow, keyNote } = this.els;
+    const demo = providerName === "replay";
+    modelSelect.hidden = !demo;
+    modelInput.hidden = demo;
+    modelSelect.disabled = !demo;
+    modelInput.disabled = demo;
+    keyRow.hidden = demo;
+    this.els.modelLabel.htmlFor = demo ? modelSelect.id : modelInput.id;
+    if (demo) {
+      modelSelect.replaceChildren(...this.me.demos.map((name) => new Option(name, name)));
+      if (this.me.demos.includes(model)) modelSelect.value = model;
+    } else {
+      modelInput.value = model || PROVIDERS[providerName].model;
+      const stored = this.me.providers.includes(providerName);
+      keyNote.textContent = stored
+        ? "A key is stored for this provider. Paste a new one to replace it."
+        : "No key stored yet: without one, kiln uses the demo replay instead.";
+    }
+    this.els.keyInput.value = "";
+  }
+
+  async saveKey() {
+    const provider = this.els.provider.value;
+    const key = this.els.keyInput.value.trim();
+    if (!key) {
+      this.els.status.textContent = "Paste an API key first.";
+      this.els.keyInput.focus();
+      return;
+    }
+    this.els.status.textContent = "Saving the key…";
+    try {
+      await putKey(provider, key);
+    } catch (exc) {
+      this.els.status.textContent = exc.message;
+      return;
+    }
+    this.els.keyInput.value = "";
+    if (!this.me.providers.includes(provider)) this.me.providers.push(provider);
+    this.renderProviders(provider);
+    this.fillModel(provider, this.els.modelInput.value);
+    this.els.status.textContent = "Key saved (stored encrypted; it will not be shown again).";
+    this.onChange();
+  }
+
+  save(event) {
+    event.preventDefault();
+    const provider = this.els.provider.value;
+    const model = provider === "replay" ? this.els.modelSelect.value : this.els.modelInput.value.trim();
+    this.choice = { provider, model };
+    localStorage.setItem(STORAGE_KEY, JSON.stringify(this.choice));
+    this.els.dialog.close();
+    this.onChange();
+  }
+}
+
+function keyLabel(name, info, withKeys) {
+  if (name === "replay") return info.label;
+  return withKeys.includes(name) ? `${info.label} (key stored)` : info.label;
+}
+
+function readChoice() {
+  try {
+    const saved = JSON.parse(localStorage.getItem(STORAGE_KEY));
+    return saved && typeof saved.provider === "string" ? saved : null;
+  } catch {
+    return null;
+  }
+}
