@@ -18,10 +18,11 @@ not affected (a browser never adds that header by itself).
 
 from __future__ import annotations
 
+import html
 from urllib.parse import urlsplit
 
 from starlette.requests import HTTPConnection, Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from app.api.errors import ApiError
 from app.api.ports import StorePort, UserRow
@@ -144,5 +145,24 @@ async def exchange_login_token(
 
 
 async def login(request: Request) -> Response:
-    """``GET /login?token=``: sign the browser in and go to the UI."""
-    return await exchange_login_token(services(request), request, "/")
+    """``GET /login?token=``: sign the browser in and go to the UI.
+
+    A browser that opens a spent link gets a page in words; API clients get the JSON error.
+    """
+    try:
+        return await exchange_login_token(services(request), request, "/")
+    except ApiError as exc:
+        if "text/html" not in request.headers.get("accept", ""):
+            raise
+        page = _LOGIN_REFUSED_PAGE.replace("{message}", html.escape(exc.message))
+        return HTMLResponse(page, status_code=exc.status, headers={"cache-control": "no-store"})
+
+
+_LOGIN_REFUSED_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>kiln: sign-in link not valid</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>body{font-family:system-ui,sans-serif;max-width:34rem;margin:15vh auto;padding:0 1rem;
+color:#1f2430}h1{font-size:1.4rem}code{background:#f1f2f5;padding:.1rem .3rem}</style></head>
+<body><h1>This sign-in link cannot be used</h1><p>{message}.</p>
+<p>Each link works once. Restart <code>kiln serve</code> to print a fresh one.</p></body></html>
+"""

@@ -37,6 +37,18 @@ async def test_a_login_link_works_once(api: Api) -> None:
     assert "set-cookie" not in second.headers
 
 
+async def test_a_browser_opening_a_spent_link_gets_a_page_in_words(api: Api) -> None:
+    token = api.store.create_token(api.alice.user.id, "login", 60)
+    await api.anonymous.get(f"/login?token={token}")
+    async with httpx.AsyncClient(base_url=api.url) as browser:
+        again = await browser.get(f"/login?token={token}", headers={"accept": "text/html"})
+    assert again.status_code == 401
+    assert again.headers["content-type"].startswith("text/html")
+    assert "This sign-in link cannot be used" in again.text
+    assert "already used" in again.text
+    assert "set-cookie" not in again.headers
+
+
 @pytest.mark.parametrize(
     "query",
     [
