@@ -23,13 +23,8 @@ stable ``code`` (each class's ``code``), a human message and a ``severity``;
 from __future__ import annotations
 
 from parser.errors import ParseError
-from sandbox.errors import (
-    CommandRefused,
-    InstallRefused,
-    SandboxError,
-    SandboxUnavailable,
-    WriteFailed,
-)
+from sandbox.errors import SandboxError
+from sandbox.errors import error_code as sandbox_error_code
 
 
 class KilnError(Exception):
@@ -106,22 +101,12 @@ class ConfigError(KilnError):
     code = "config_error"
 
 
-_SANDBOX_CODES: tuple[tuple[type[SandboxError], str], ...] = (
-    (CommandRefused, "command_refused"),
-    (InstallRefused, "install_refused"),
-    (WriteFailed, "write_failed"),
-    (SandboxUnavailable, "sandbox_unavailable"),
-    (SandboxError, "sandbox_error"),
-)
-
-
 def error_code(exc: BaseException) -> str:
     """The stable ``code`` a user sees for ``exc``, whichever layer raised it."""
     if isinstance(exc, KilnError):
         return exc.code
     if isinstance(exc, ParseError):
         return "parse_error"
-    for cls, code in _SANDBOX_CODES:
-        if isinstance(exc, cls):
-            return code
+    if isinstance(exc, SandboxError):
+        return sandbox_error_code(exc)
     return "internal_error"

@@ -36,3 +36,16 @@ class InstallRefused(SandboxError):
 
 class WriteFailed(SandboxError):
     """Files could not be written into a sandbox's workspace."""
+
+
+_CODES: tuple[tuple[type[SandboxError], str], ...] = (
+    (CommandRefused, "command_refused"),
+    (InstallRefused, "install_refused"),
+    (WriteFailed, "write_failed"),
+    (SandboxUnavailable, "sandbox_unavailable"),
+)
+
+
+def error_code(exc: SandboxError) -> str:
+    """The stable error code a user sees for a sandbox exception."""
+    return next((code for kind, code in _CODES if isinstance(exc, kind)), "sandbox_error")

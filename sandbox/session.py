@@ -36,13 +36,7 @@ from parser.events import (
     SandboxEnd,
 )
 from sandbox.docker_boundary import call
-from sandbox.errors import (
-    CommandRefused,
-    InstallRefused,
-    SandboxError,
-    SandboxUnavailable,
-    WriteFailed,
-)
+from sandbox.errors import CommandRefused, SandboxError, error_code
 from sandbox.exec_stream import ExecResult, OutputSink
 from sandbox.file_events import FileEventWriter, WorkspaceReader, WriteNotice
 from sandbox.flush import ContainerResolver, Flusher, FlushScheduler
@@ -112,19 +106,6 @@ def read_workspace_file(container: Any, path: str) -> str | None:
         member = next((m for m in tar.getmembers() if m.isfile()), None)
         extracted = tar.extractfile(member) if member is not None else None
         return None if extracted is None else extracted.read().decode(errors="replace")
-
-
-def error_code(exc: SandboxError) -> str:
-    """The stable error code the user sees for a sandbox exception."""
-    for kind, code in (
-        (CommandRefused, "command_refused"),
-        (InstallRefused, "install_refused"),
-        (WriteFailed, "write_failed"),
-        (SandboxUnavailable, "sandbox_unavailable"),
-    ):
-        if isinstance(exc, kind):
-            return code
-    return "sandbox_error"
 
 
 async def _ignore(kind: str, record: Record) -> None:
