@@ -13,16 +13,19 @@ Redis is the session's private ``redis_url``.
 from __future__ import annotations
 
 import secrets
+import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import docker
 import pytest
+import redis.asyncio
 
 from sandbox.manager import SandboxManager
 from sandbox.networks import remove_network
 from sandbox.provisioning import remove_volume
 from sandbox.registry import SandboxRegistry
 from sandbox.settings import SandboxSettings
+from sandbox.write_buffer import WriteBuffer
 from tests.sandbox.docker_support import (
     TestInstances,
     leftovers,
@@ -87,3 +90,19 @@ async def registry(instances: TestInstances, redis_url: str) -> AsyncIterator[Sa
         await opened.clear()
     finally:
         await opened.aclose()
+
+
+@pytest.fixture
+async def client(redis_url: str) -> AsyncIterator[redis.asyncio.Redis]:
+    """A connection to the session's private Redis."""
+    connection = redis.asyncio.Redis.from_url(redis_url)
+    try:
+        yield connection
+    finally:
+        await connection.aclose()
+
+
+@pytest.fixture
+def buffer(client: redis.asyncio.Redis) -> WriteBuffer:
+    """A write buffer of a sandbox id no other test uses."""
+    return WriteBuffer(client, f"buf-{uuid.uuid4().hex[:10]}", ttl_seconds=600)

@@ -12,7 +12,7 @@ import tarfile
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 import anyio
 import docker
@@ -84,20 +84,6 @@ def _regular_files(data: bytes) -> dict[str, bytes]:
                 assert extracted is not None
                 out[member.name] = extracted.read()
         return out
-
-
-@pytest.fixture
-async def client(redis_url: str) -> AsyncIterator[redis.asyncio.Redis]:
-    connection = redis.asyncio.Redis.from_url(redis_url)
-    try:
-        yield connection
-    finally:
-        await connection.aclose()
-
-
-@pytest.fixture
-def buffer(client: redis.asyncio.Redis) -> WriteBuffer:
-    return WriteBuffer(client, f"fl-{uuid.uuid4().hex[:10]}", ttl_seconds=600)
 
 
 async def _write(buffer: WriteBuffer, path: str, content: str) -> None:

@@ -76,15 +76,6 @@ class FakeSandbox:
 
 
 @pytest.fixture
-async def client(redis_url: str) -> AsyncIterator[redis.asyncio.Redis]:
-    connection = redis.asyncio.Redis.from_url(redis_url)
-    try:
-        yield connection
-    finally:
-        await connection.aclose()
-
-
-@pytest.fixture
 def sandbox() -> FakeSandbox:
     return FakeSandbox()
 

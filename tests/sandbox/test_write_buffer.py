@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 
 import anyio
 import pytest
@@ -15,20 +14,6 @@ from sandbox.errors import SandboxUnavailable
 from sandbox.write_buffer import WriteBuffer, discard_sandbox_writes
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def client(redis_url: str) -> AsyncIterator[redis.asyncio.Redis]:
-    connection = redis.asyncio.Redis.from_url(redis_url)
-    try:
-        yield connection
-    finally:
-        await connection.aclose()
-
-
-@pytest.fixture
-def buffer(client: redis.asyncio.Redis) -> WriteBuffer:
-    return WriteBuffer(client, f"wb-{uuid.uuid4().hex[:10]}", ttl_seconds=600)
 
 
 async def _exec_calls(client: redis.asyncio.Redis) -> int:
