@@ -7,8 +7,8 @@ Which encoding counts a model's tokens:
   framing is estimated (see :data:`MESSAGE_OVERHEAD_TOKENS`).
 - Anthropic (Claude) and Google (Gemini) do not publish tokenizers tiktoken can load, so kiln
   counts their text with ``cl100k_base`` as an **approximation**. It can be off by some percent
-  either way; the output tokens reserved before every turn (``app.budgets``) absorb that, and a
-  provider's own "context too long" answer (``ContextTooLong``) remains the final word.
+  either way; the output tokens reserved before every turn (``app.agent.budgets``) absorb that, and
+  a provider's own "context too long" answer (``ContextTooLong``) remains the final word.
   Everything else (``replay``, unknown providers) is counted like Anthropic.
 
 tiktoken downloads encodings on first use, and kiln has no network for that: the files must

@@ -44,14 +44,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from parser import StreamParser
 from parser.events import Event, FileContent, FileEnd, FileStart
-from sandbox.docker_boundary import call, connect
-from sandbox.file_events import FileEventWriter
-from sandbox.flush import Flusher, FlushReport, FlushScheduler
-from sandbox.manager import SandboxManager
-from sandbox.provisioning import remove_volume
+from sandbox.containers.docker_boundary import call, connect
+from sandbox.containers.provisioning import remove_volume
+from sandbox.images.templates import WORKSPACE, get_template
+from sandbox.lifecycle.manager import SandboxManager
 from sandbox.settings import SandboxSettings
-from sandbox.templates import WORKSPACE, get_template
-from sandbox.write_buffer import WriteBuffer
+from sandbox.writes.file_events import FileEventWriter
+from sandbox.writes.flush import Flusher, FlushReport, FlushScheduler
+from sandbox.writes.write_buffer import WriteBuffer
 
 TEMPLATE = "vite-react"
 FOLDER = "bench"

@@ -41,15 +41,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.api.app import build_app
 from app.api.services import ApiSettings
-from app.cli.embedded_redis import EmbeddedRedis
-from app.cli.http_server import KilnServer, server_config
-from app.cli.service_stack import ServiceStack, open_stack
 from app.config import ServiceSettings
 from app.providers.base import Message, ProviderRequest
 from app.providers.replay import ReplayPacing, ReplayProvider
 from app.providers.tokens import split_tokens
 from app.runs.execution import ResolvedProvider
 from app.runs.service import RunService
+from app.service.embedded_redis import EmbeddedRedis
+from app.service.http_server import KilnServer, server_config
+from app.service.stack import ServiceStack, open_stack
 from app.store import Run, Store
 from sandbox.settings import SandboxSettings
 

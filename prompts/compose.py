@@ -33,7 +33,7 @@ from prompts.fitting import (
     fair_shares,
     truncate_to_tokens,
 )
-from sandbox.templates import get_template
+from sandbox.images.templates import get_template
 
 _PLACEHOLDER = re.compile(r"\{\{([a-z_]+)\}\}")
 _SECTION_BREAK = "\n\n"
@@ -51,7 +51,7 @@ class Mode(StrEnum):
 
 
 class ToolResultLike(Protocol):
-    """A tool's result as the model should see it (``app.web_tools.ToolResult`` fits)."""
+    """A tool's result as the model should see it (``app.agent.web_tools.ToolResult`` fits)."""
 
     @property
     def tool(self) -> str:
@@ -71,7 +71,7 @@ class ToolResultLike(Protocol):
 
 
 class FindingLike(Protocol):
-    """A validation finding (``app.validation.Finding`` fits)."""
+    """A validation finding (``app.postgen.validation.Finding`` fits)."""
 
     @property
     def code(self) -> str:

@@ -1,11 +1,12 @@
-"""The handle a caller gets for one sandbox (see :class:`sandbox.manager.SandboxManager`)."""
+"""The handle a caller gets for one sandbox (see
+:class:`sandbox.lifecycle.manager.SandboxManager`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sandbox.registry import SandboxRecord
-from sandbox.templates import get_template
+from sandbox.images.templates import get_template
+from sandbox.lifecycle.registry import SandboxRecord
 
 
 @dataclass(frozen=True, slots=True)

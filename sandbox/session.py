@@ -1,6 +1,6 @@
 """Drive one sandbox from parser events, exactly as a run does.
 
-``file_*`` events go to the write buffer (:mod:`sandbox.file_events`), ``install_content`` is
+``file_*`` events go to the write buffer (:mod:`sandbox.writes.file_events`), ``install_content`` is
 queued on the install queue and runs in the background while files keep streaming, ``command``
 waits until no install is pending and every file is flushed, then runs through the command
 layer. Nothing raises out of :meth:`SandboxSession.handle`: a refused or failed step becomes an
@@ -35,15 +35,15 @@ from parser.events import (
     InstallContent,
     SandboxEnd,
 )
-from sandbox.docker_boundary import call
+from sandbox.containers.docker_boundary import call
 from sandbox.errors import CommandRefused, SandboxError, error_code
-from sandbox.exec_stream import ExecResult, OutputSink
-from sandbox.file_events import FileEventWriter, WorkspaceReader, WriteNotice
-from sandbox.flush import ContainerResolver, Flusher, FlushScheduler
-from sandbox.install_queue import InstallResult
-from sandbox.manager import SandboxManager
-from sandbox.templates import WORKSPACE, Template
-from sandbox.write_buffer import WriteBuffer
+from sandbox.execution.exec_stream import ExecResult, OutputSink
+from sandbox.execution.install_queue import InstallResult
+from sandbox.images.templates import WORKSPACE, Template
+from sandbox.lifecycle.manager import SandboxManager
+from sandbox.writes.file_events import FileEventWriter, WorkspaceReader, WriteNotice
+from sandbox.writes.flush import ContainerResolver, Flusher, FlushScheduler
+from sandbox.writes.write_buffer import WriteBuffer
 
 Record = dict[str, Any]
 RecordSink = Callable[[str, Record], Awaitable[None]]  # (kind, record) for progress display
@@ -96,7 +96,7 @@ def manager_ports(manager: SandboxManager, sandbox_id: str) -> SandboxPorts:
 def read_workspace_file(container: Any, path: str) -> str | None:
     """The text of ``/workspace/<path>`` in a docker-py container, ``None`` if there is none.
 
-    Blocking: run it through :func:`sandbox.docker_boundary.call`.
+    Blocking: run it through :func:`sandbox.containers.docker_boundary.call`.
     """
     try:
         stream, _ = container.get_archive(f"{WORKSPACE}/{path}")

@@ -3,7 +3,7 @@
 Each turn streams the provider into a fresh :class:`parser.StreamParser` and handles every event
 the moment it is parsed: sandbox events go to the workspace (files stream into the sandbox while
 the answer is still arriving), ``web_search``/``url_scrape`` to the web tools, and everything is
-published through ``emit`` as a JSON-ready dict. After the turn, ``app.turn_outcome`` decides;
+published through ``emit`` as a JSON-ready dict. After the turn, ``app.agent.turn_outcome`` decides;
 the state is checkpointed (``save``) at every turn boundary, so a run can resume from any of
 them. A stop with files written is followed by post-generation (fixes written to the sandbox,
 validation, ``npm run build``) and at most ``Budgets.max_fixup_turns`` fix-up turns.
@@ -21,16 +21,16 @@ from typing import Any
 
 import anyio
 
+from app.agent.budgets import Budgets, BudgetTracker, trim_history
 from app.agent.checkpoint import Checkpoint
-from app.agent.postgen import PostGenReport, post_generate, write_files
+from app.agent.turn_outcome import PromptKind, Stop, StopReason, matching_rule, resolve_turn_outcome
 from app.agent.turn_recorder import TurnRecorder
+from app.agent.web_tools import ToolResult, WebTools
 from app.agent.workspace import Workspace
-from app.budgets import Budgets, BudgetTracker, trim_history
 from app.errors import BudgetExceeded, ProviderError, error_code
+from app.postgen.pipeline import PostGenReport, post_generate, write_files
 from app.providers.base import Message, Provider, ProviderRequest
 from app.tokens import TokenCounter
-from app.turn_outcome import PromptKind, Stop, StopReason, matching_rule, resolve_turn_outcome
-from app.web_tools import ToolResult, WebTools
 from parser import StreamParser
 from parser.assemble import FileAssembler
 from parser.events import (
@@ -46,7 +46,7 @@ from parser.events import (
     WebSearch,
 )
 from prompts.compose import Mode, continuation_prompt, fixup_prompt, nudge_prompt, system_prompt
-from sandbox.templates import get_template
+from sandbox.images.templates import get_template
 
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 Save = Callable[[Checkpoint], Awaitable[None]]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.turn_outcome import TurnFacts
-from app.web_tools import ToolResult
+from app.agent.turn_outcome import TurnFacts
+from app.agent.web_tools import ToolResult
 from parser.events import (
     Command,
     Done,

@@ -4,7 +4,7 @@ From the outside in::
 
     RequestContext          request ids, JSON 500 for anything unhandled (app.api.errors)
     └── PreviewGate         <id>.preview.<host>: sign-in link, owner check (app.api.preview_access)
-        └── PreviewProxy    forwards preview hosts to the dev server (sandbox.preview)
+        └── PreviewProxy    forwards preview hosts to the dev server (sandbox.preview.proxy)
             └── Starlette   every other host: /api/..., /healthz, /login, the UI
 
 The UI is the static folder ``app/web``: ``/`` serves its ``index.html`` and every file is
@@ -31,7 +31,7 @@ from app.api.errors import EXCEPTION_HANDLERS, RequestContext
 from app.api.ports import RunServicePort, SandboxesPort, StorePort
 from app.api.preview_access import PreviewGate, marked_authorize, sandbox_resolver
 from app.api.services import ApiServices, ApiSettings, HealthCheck
-from sandbox.preview import PreviewProxy
+from sandbox.preview.proxy import PreviewProxy
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 PLACEHOLDER_PAGE = """<!doctype html>

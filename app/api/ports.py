@@ -1,7 +1,7 @@
 """What the HTTP API needs from the rest of the service, as structural types.
 
 The API depends on these shapes, not on classes: ``app.store.Store``, ``app.runs.RunService``
-and ``sandbox.manager.SandboxManager`` satisfy them, and tests can pass small fakes. Each
+and ``sandbox.lifecycle.manager.SandboxManager`` satisfy them, and tests can pass small fakes. Each
 method's meaning is the one documented in ``docs/service-contract.md``.
 """
 

@@ -1,6 +1,6 @@
-"""Who may see a preview, and where it lives: the gate in front of ``sandbox.preview``.
+"""Who may see a preview, and where it lives: the gate in front of ``sandbox.preview.proxy``.
 
-:class:`PreviewGate` wraps :class:`~sandbox.preview.PreviewProxy` (which wraps the API app).
+:class:`PreviewGate` wraps :class:`~sandbox.preview.proxy.PreviewProxy` (which wraps the API app).
 For a request to ``<id>.preview.<host>`` it:
 
 1. answers ``GET /__kiln/login?token=<one-time login token>`` itself: the token (from
@@ -28,7 +28,7 @@ from app.api.ownership import find_owned_sandbox
 from app.api.ports import SandboxesPort
 from app.api.services import ApiServices
 from sandbox.errors import SandboxUnavailable
-from sandbox.preview import (
+from sandbox.preview.proxy import (
     SANDBOX_ID,
     WS_NOT_FOUND,
     WS_POLICY_VIOLATION,

@@ -18,12 +18,12 @@ import anyio.to_thread
 import docker
 
 from app.deploy.service_images import ServiceImageBuilder, ServiceImageSettings
-from sandbox.docker_boundary import connect
-from sandbox.docker_build import BuildResult
+from sandbox.containers.docker_boundary import connect
 from sandbox.errors import SandboxError
-from sandbox.image_settings import ImageBuildSettings
-from sandbox.images import ImageBuilder, ImageStatus
-from sandbox.templates import TEMPLATES
+from sandbox.images.builder import ImageBuilder, ImageStatus
+from sandbox.images.docker_build import BuildResult
+from sandbox.images.settings import ImageBuildSettings
+from sandbox.images.templates import TEMPLATES
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from app.materialize import MaterializeError, MaterializeReport, materialize
-from app.stream_formats import StreamFormatError, Turn, load_turns
+from app.recordings.materialize import MaterializeError, MaterializeReport, materialize
+from app.recordings.stream_formats import StreamFormatError, Turn, load_turns
 from parser import StreamParser
 from parser.assemble import FileAssembler
 from parser.errors import ParseError

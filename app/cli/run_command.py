@@ -24,23 +24,23 @@ from typing import Any
 
 import anyio
 
+from app.agent.budgets import Budgets
 from app.agent.loop import AgentRun, Emit, RunResult, RunSettings
+from app.agent.web_tools import web_tools_from_env
 from app.agent.workspace import SandboxWorkspace
-from app.budgets import Budgets
 from app.cli.run_progress import ProgressPrinter
 from app.cli.sandbox_apply import load_recording, recorded_framework
 from app.errors import ConfigError, KilnError, ModelRefused
 from app.providers import PROVIDER_NAMES, Provider, resolve_provider
 from app.providers.models import context_window
 from app.providers.replay import ReplayProvider
-from app.stream_formats import StreamFormatError
-from app.web_tools import web_tools_from_env
+from app.recordings.stream_formats import StreamFormatError
 from sandbox.errors import SandboxError
-from sandbox.image_settings import ImageBuildSettings
-from sandbox.images import ImageBuilder
-from sandbox.manager import SandboxManager
+from sandbox.images.builder import ImageBuilder
+from sandbox.images.settings import ImageBuildSettings
+from sandbox.images.templates import TEMPLATES
+from sandbox.lifecycle.manager import SandboxManager
 from sandbox.settings import SandboxSettings
-from sandbox.templates import TEMPLATES
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
 REPLAY_CONTEXT_WINDOW = 200_000  # recordings are not a model; any roomy window will do

@@ -1,9 +1,10 @@
 """``kiln sandbox apply RECORDING``: drive a fresh sandbox with the events of a recorded answer.
 
-The recording (plain text, JSONL turns or a provider SSE capture, see :mod:`app.stream_formats`)
-is parsed in small chunks and every event goes to a :class:`~sandbox.session.SandboxSession`,
-exactly as a run would: files stream through the write buffer, installs queue, commands wait for
-both. Progress goes to stderr; ``--json`` prints one summary object on stdout::
+The recording (plain text, JSONL turns or a provider SSE capture, see
+:mod:`app.recordings.stream_formats`) is parsed in small chunks and every event goes to a
+:class:`~sandbox.session.SandboxSession`, exactly as a run would: files stream through the write
+buffer, installs queue, commands wait for both. Progress goes to stderr; ``--json`` prints one
+summary object on stdout::
 
     {sandbox_id, template, files, installs, commands: [{argv, exit_code}], errors, warnings,
      dev_url, preview_url}
@@ -26,17 +27,17 @@ from typing import Any
 
 import redis.asyncio
 
-from app.stream_formats import StreamFormatError, load_turns
+from app.recordings.stream_formats import StreamFormatError, load_turns
 from parser import StreamParser
 from parser.events import Event, InstallContent, SandboxStart
 from sandbox.errors import SandboxError
-from sandbox.image_settings import ImageBuildSettings
-from sandbox.images import ImageBuilder
-from sandbox.manager import SandboxManager
-from sandbox.preview import preview_url
+from sandbox.images.builder import ImageBuilder
+from sandbox.images.settings import ImageBuildSettings
+from sandbox.images.templates import DEFAULT_TEMPLATE, TEMPLATES, get_template
+from sandbox.lifecycle.manager import SandboxManager
+from sandbox.preview.proxy import preview_url
 from sandbox.session import Record, SandboxSession, SessionLog, manager_ports
-from sandbox.templates import DEFAULT_TEMPLATE, TEMPLATES, get_template
-from sandbox.write_buffer import WriteBuffer
+from sandbox.writes.write_buffer import WriteBuffer
 
 CHUNK_SIZE = 64  # the recording is re-fed in pieces like a provider's stream deltas
 FAILURES = {"install_failed", "command_failed", "write_failed", "sandbox_unavailable"}

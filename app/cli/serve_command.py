@@ -4,7 +4,7 @@
 
 - **Redis**: ``REDIS_URL`` if set; otherwise a private ``redis-server`` on a unix socket with its
   files in the data directory, restarted if it dies and stopped on exit
-  (:mod:`app.cli.embedded_redis`).
+  (:mod:`app.service.embedded_redis`).
 - **Sign-in**: the first start on an empty data directory creates the user ``local``; every
   start prints a login link with a fresh one-time token, like Jupyter
   (``http://localhost:8000/login?token=...``).
@@ -35,18 +35,18 @@ from starlette.types import ASGIApp
 
 from app.api.app import build_app
 from app.api.services import ApiSettings
-from app.cli.embedded_redis import EmbeddedRedis
-from app.cli.http_server import KilnServer, server_config
 from app.cli.local_user import local_login_url
-from app.cli.service_stack import ServiceStack, open_stack
 from app.config import ServiceSettings
 from app.errors import ConfigError
 from app.logs import setup_logging
 from app.runs.service import RunService
+from app.service.embedded_redis import EmbeddedRedis
+from app.service.http_server import KilnServer, server_config
+from app.service.stack import ServiceStack, open_stack
 from app.tokens import check_tokenizer
 from sandbox.errors import SandboxError
-from sandbox.image_settings import ImageBuildSettings
-from sandbox.images import ImageBuilder
+from sandbox.images.builder import ImageBuilder
+from sandbox.images.settings import ImageBuildSettings
 
 log = logging.getLogger(__name__)
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import anyio
 
-from app.cli.embedded_redis import recorded_url
 from app.cli.serve_command import settings_from
-from app.cli.service_stack import open_stack
 from app.config import ServiceSettings
 from app.errors import ConfigError
 from app.logs import setup_logging
+from app.service.embedded_redis import recorded_url
+from app.service.stack import open_stack
 from sandbox.errors import SandboxError
 
 log = logging.getLogger(__name__)

@@ -9,9 +9,9 @@
 - ``kiln/redis`` (``images/redis/Dockerfile``) on ``redis:7-bookworm``.
 
 Both bases are pulled, or, where no registry is reachable, built locally as stand-ins on the
-sandbox base image's Debian (``sandbox.base_image.ensure_stand_in``). Like the sandbox images,
-each image carries the hash of its inputs and is rebuilt only when they change; the CA bundle
-and proxies are not hashed.
+sandbox base image's Debian (``sandbox.images.base_image.ensure_stand_in``). Like the sandbox
+images, each image carries the hash of its inputs and is rebuilt only when they change; the CA
+bundle and proxies are not hashed.
 """
 
 from __future__ import annotations
@@ -26,18 +26,18 @@ from docker.utils.build import exclude_paths
 
 from app.deploy.pip_index import PipIndex
 from app.tokens import CL100K, O200K, cache_file_for, tiktoken_cache_dir
-from sandbox.base_image import ImageRecipe, StandIn, build_if_stale, ensure_stand_in
-from sandbox.docker_boundary import call
-from sandbox.docker_build import (
+from sandbox.containers.docker_boundary import call
+from sandbox.errors import ImageBuildFailed
+from sandbox.images.base_image import ImageRecipe, StandIn, build_if_stale, ensure_stand_in
+from sandbox.images.builder import BUILD_LOCK, build_lock
+from sandbox.images.docker_build import (
     EXCLUDED_NAMES,
     BuildResult,
     ContextFile,
     Progress,
     context_files,
 )
-from sandbox.errors import ImageBuildFailed
-from sandbox.image_settings import ImageBuildSettings
-from sandbox.images import BUILD_LOCK, build_lock
+from sandbox.images.settings import ImageBuildSettings
 
 KILN_DOCKERFILE = "images/kiln/Dockerfile"
 # Where the host's additions sit in the kiln image's context (images/kiln/Dockerfile reads them).

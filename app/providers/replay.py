@@ -10,10 +10,10 @@ is ``todo-app``). An unknown or malformed name is refused (:class:`~app.errors.M
 An explicit file path is accepted only through the ``recording_file`` constructor argument (the
 CLI's ``kiln run --recording FILE``); the model name is then ignored.
 
-**Which turn.** Recordings are read with :func:`app.stream_formats.load_turns` (plain text = one
-turn; JSONL ``{"turn": n, "text": ...}``; raw provider SSE captures). Turn *n* answers the *n*-th
-request of a run, and *n* is taken from the request itself: 1 + the assistant messages in it
-(:attr:`~app.providers.base.ProviderRequest.turn`). The provider thus keeps no state between
+**Which turn.** Recordings are read with :func:`app.recordings.stream_formats.load_turns` (plain
+text = one turn; JSONL ``{"turn": n, "text": ...}``; raw provider SSE captures). Turn *n* answers
+the *n*-th request of a run, and *n* is taken from the request itself: 1 + the assistant messages
+in it (:attr:`~app.providers.base.ProviderRequest.turn`). The provider thus keeps no state between
 requests and a resumed run gets the right turn. A request past the recording's last turn gets an
 empty answer (finish reason ``stop``), which the agent loop treats as "no output".
 
@@ -49,7 +49,7 @@ from app.providers.base import (
 )
 from app.providers.retry import RetryPolicy
 from app.providers.tokens import count_tokens, split_tokens
-from app.stream_formats import StreamFormatError, load_turns
+from app.recordings.stream_formats import StreamFormatError, load_turns
 
 NAME = "replay"
 BUILTIN_DEMOS = Path(__file__).resolve().parent.parent / "demos"

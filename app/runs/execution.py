@@ -28,10 +28,11 @@ import anyio
 import redis.asyncio
 import redis.exceptions
 
+from app.agent.budgets import Budgets
 from app.agent.checkpoint import Checkpoint
 from app.agent.loop import AgentRun, RunResult, RunSettings
+from app.agent.web_tools import WebTools
 from app.agent.workspace import Workspace
-from app.budgets import Budgets
 from app.config import ServiceSettings
 from app.errors import KilnError
 from app.providers import Provider
@@ -43,9 +44,8 @@ from app.runs.events import RunEventWriter
 from app.runs.history import chat_history, reply_text
 from app.runs.queue import Delivery, RunQueue
 from app.store import FAILED, Chat, Message, Run, Store
-from app.web_tools import WebTools
-from sandbox.preview import preview_url
-from sandbox.templates import DEFAULT_TEMPLATE
+from sandbox.images.templates import DEFAULT_TEMPLATE
+from sandbox.preview.proxy import preview_url
 
 log = logging.getLogger(__name__)
 

@@ -32,8 +32,9 @@ import anyio
 import anyio.abc
 import redis.asyncio
 
+from app.agent.budgets import Budgets
+from app.agent.web_tools import WebTools
 from app.agent.workspace import SandboxWorkspace, Workspace
-from app.budgets import Budgets
 from app.config import ServiceSettings
 from app.errors import KilnError
 from app.logs import log_context
@@ -53,8 +54,7 @@ from app.runs.execution import (
 from app.runs.queue import Delivery, RunQueue
 from app.runs.stale import StaleRunReaper
 from app.store import FAILED, Chat, Run, Store
-from app.web_tools import WebTools
-from sandbox.manager import SandboxManager
+from sandbox.lifecycle.manager import SandboxManager
 
 log = logging.getLogger(__name__)
 

@@ -18,13 +18,13 @@ import sys
 import anyio
 import redis.asyncio
 
+from app.agent.web_tools import web_tools_from_env
 from app.config import ServiceSettings
 from app.errors import ConfigError
 from app.runs.execution import ProviderFactory, WorkspaceFactory
 from app.runs.worker import Worker, default_provider_factory, sandbox_workspaces
 from app.store import Store
-from app.web_tools import web_tools_from_env
-from sandbox.manager import SandboxManager
+from sandbox.lifecycle.manager import SandboxManager
 from sandbox.settings import SandboxSettings
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2

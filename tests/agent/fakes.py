@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from app.web_tools import ToolResult
+from app.agent.web_tools import ToolResult
 from parser.assemble import FileAssembler
 from parser.events import Command, Event, InstallContent
 from sandbox.session import RecordSink, SessionLog

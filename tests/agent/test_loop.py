@@ -9,9 +9,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from app.agent.budgets import Budgets
 from app.agent.checkpoint import Checkpoint
 from app.agent.loop import AgentRun, RunResult, RunSettings
-from app.budgets import Budgets
 from app.errors import Overloaded
 from app.providers.base import ProviderRequest, ProviderStream, StreamOutcome
 from app.providers.replay import ReplayPacing, ReplayProvider

@@ -18,7 +18,7 @@ import anyio
 import httpx
 from starlette.types import ASGIApp
 
-from app.cli.http_server import KilnServer, server_config
+from app.service.http_server import KilnServer, server_config
 from app.store import Store, User
 from sandbox.errors import SandboxUnavailable
 from sandbox.handle import Sandbox

@@ -1,6 +1,6 @@
 """A whole service for end-to-end tests: store, Redis, the real sandbox manager, workers, HTTP.
 
-Built like ``kiln serve`` builds it (:func:`app.cli.service_stack.open_stack`), inside the test's
+Built like ``kiln serve`` builds it (:func:`app.service.stack.open_stack`), inside the test's
 event loop, with two test choices: replay recordings come from a test folder, and a recording
 whose name starts with ``slow-`` is paced (so that cancels and reconnects happen mid-stream)
 while every other one is sent at once.
@@ -19,11 +19,11 @@ import redis.asyncio
 
 from app.api.app import build_app
 from app.api.services import ApiSettings
-from app.cli.service_stack import ServiceStack, open_stack
 from app.config import ServiceSettings
 from app.providers.replay import ReplayPacing, ReplayProvider
 from app.runs.execution import ProviderFactory, ResolvedProvider
 from app.runs.service import RunService
+from app.service.stack import ServiceStack, open_stack
 from app.store import Run
 from sandbox.settings import SandboxSettings
 from tests.api.harness import serving

@@ -20,8 +20,8 @@ import pytest
 import redis
 
 from app.config import ServiceSettings
-from sandbox.networks import remove_network
-from sandbox.provisioning import remove_volume
+from sandbox.containers.networks import remove_network
+from sandbox.containers.provisioning import remove_volume
 from tests.api.harness import Person, SseFrame, add_person, sse_frames
 from tests.api.stack import LiveService, copy_recordings, live_service
 from tests.sandbox.docker_support import leftovers, settings_for, sweep

@@ -16,7 +16,7 @@ from typing import Any
 import docker
 import pytest
 
-from sandbox.templates import get_template
+from sandbox.images.templates import get_template
 from tests.api.conftest import Api
 
 TEST_LABEL = "kiln.test.api"

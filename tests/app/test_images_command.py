@@ -6,9 +6,9 @@ import pytest
 
 from app.cli import main
 from app.cli.images_command import format_results, format_statuses
-from sandbox.docker_build import BuildResult
-from sandbox.images import ImageStatus
-from sandbox.templates import TEMPLATES
+from sandbox.images.builder import ImageStatus
+from sandbox.images.docker_build import BuildResult
+from sandbox.images.templates import TEMPLATES
 
 
 def test_an_unknown_template_is_bad_usage(capsys: pytest.CaptureFixture[str]) -> None:

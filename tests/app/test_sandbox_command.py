@@ -13,7 +13,7 @@ import pytest
 
 from app.cli import main
 from app.cli.sandbox_command import SUBCOMMANDS
-from sandbox.manager import SandboxManager
+from sandbox.lifecycle.manager import SandboxManager
 from sandbox.settings import SandboxSettings
 from tests.sandbox.docker_support import leftovers
 

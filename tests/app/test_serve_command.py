@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from app.cli import main
-from app.cli.embedded_redis import recorded_url
+from app.service.embedded_redis import recorded_url
 from tests.app.kiln_process import (
     LOGIN_LINK,
     KilnProcess,

@@ -30,11 +30,11 @@ import pytest
 import yaml
 
 from app.deploy.service_images import ServiceImageBuilder, ServiceImageSettings
-from sandbox.docker_boundary import connect
-from sandbox.docker_build import BuildResult
-from sandbox.image_settings import ImageBuildSettings
-from sandbox.images import ImageBuilder
-from sandbox.labels import INSTANCE_LABEL
+from sandbox.containers.docker_boundary import connect
+from sandbox.containers.labels import INSTANCE_LABEL
+from sandbox.images.builder import ImageBuilder
+from sandbox.images.docker_build import BuildResult
+from sandbox.images.settings import ImageBuildSettings
 from sandbox.settings import LABEL
 
 ROOT = Path(__file__).resolve().parents[2]

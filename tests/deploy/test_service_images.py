@@ -24,9 +24,9 @@ from app.deploy.service_images import (
     tiktoken_files,
 )
 from app.tokens import cache_file_for
-from sandbox.docker_boundary import connect
+from sandbox.containers.docker_boundary import connect
 from sandbox.errors import ImageBuildFailed
-from sandbox.image_settings import ImageBuildSettings
+from sandbox.images.settings import ImageBuildSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 # The checkout's sibling ``shared/`` folder (``/work/shared`` here, beside the clone in CI).

@@ -21,8 +21,8 @@ from prompts.compose import (
     system_prompt,
 )
 from prompts.fitting import PromptBudgetError
-from sandbox.command_policy import POLICY
-from sandbox.templates import TEMPLATES
+from sandbox.execution.command_policy import POLICY
+from sandbox.images.templates import TEMPLATES
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,11 @@ from app.runs.service import RunService
 from app.runs.stale import StaleRunReaper
 from app.runs.worker import Worker, sandbox_workspaces
 from app.store import Run, Store
-from sandbox.docker_boundary import call
-from sandbox.manager import SandboxManager
-from sandbox.networks import remove_network
-from sandbox.provisioning import remove_volume
-from sandbox.templates import WORKSPACE
+from sandbox.containers.docker_boundary import call
+from sandbox.containers.networks import remove_network
+from sandbox.containers.provisioning import remove_volume
+from sandbox.images.templates import WORKSPACE
+from sandbox.lifecycle.manager import SandboxManager
 from tests.agent.fakes import FakeTools
 from tests.runs.conftest import new_chat, with_limits
 from tests.runs.fakes import (

@@ -20,12 +20,12 @@ import docker
 import pytest
 import redis.asyncio
 
-from sandbox.manager import SandboxManager
-from sandbox.networks import remove_network
-from sandbox.provisioning import remove_volume
-from sandbox.registry import SandboxRegistry
+from sandbox.containers.networks import remove_network
+from sandbox.containers.provisioning import remove_volume
+from sandbox.lifecycle.manager import SandboxManager
+from sandbox.lifecycle.registry import SandboxRegistry
 from sandbox.settings import SandboxSettings
-from sandbox.write_buffer import WriteBuffer
+from sandbox.writes.write_buffer import WriteBuffer
 from tests.sandbox.docker_support import (
     TestInstances,
     leftovers,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sandbox.handle import Sandbox
-from sandbox.registry import SandboxRecord
+from sandbox.lifecycle.registry import SandboxRecord
 
 
 def test_a_handle_carries_the_record_and_the_templates_dev_url() -> None:

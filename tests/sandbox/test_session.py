@@ -15,12 +15,12 @@ import redis.asyncio
 from parser import StreamParser
 from parser.events import Command, Error, FileContent, FileEnd, FileStart, InstallContent
 from sandbox.errors import CommandRefused, InstallRefused
-from sandbox.exec_stream import ExecResult, OutputSink
-from sandbox.flush import ArchiveTarget
-from sandbox.install_queue import InstallResult
+from sandbox.execution.exec_stream import ExecResult, OutputSink
+from sandbox.execution.install_queue import InstallResult
+from sandbox.images.templates import get_template
 from sandbox.session import Record, SandboxPorts, SandboxSession
-from sandbox.templates import get_template
-from sandbox.write_buffer import WriteBuffer
+from sandbox.writes.flush import ArchiveTarget
+from sandbox.writes.write_buffer import WriteBuffer
 
 pytestmark = pytest.mark.anyio
 

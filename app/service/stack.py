@@ -1,0 +1,97 @@
+"""What ``kiln serve`` and ``kiln worker`` both open: store, Redis, sandbox manager, workers.
+
+:func:`open_stack` opens them in order and closes them in reverse, also on errors::
+
+    async with open_stack(settings) as stack:      # settings.redis_url must be set
+        stack.store, stack.redis, stack.manager    # the manager runs its warm pool and reaper
+        workers = stack.workers(2)                 # run each with ``await worker.run()``
+        checks = stack.health_checks()             # for /healthz
+
+The sandbox settings come from the environment (``KILN_SANDBOX_*`` and friends), with the
+service's Redis URL, so sandboxes and runs share one Redis.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+import redis.asyncio
+
+from app.agent.web_tools import web_tools_from_env
+from app.api.services import HealthCheck
+from app.config import ServiceSettings
+from app.errors import ConfigError
+from app.runs.execution import ProviderFactory
+from app.runs.worker import Worker, default_provider_factory, sandbox_workspaces
+from app.store import Store
+from sandbox.containers.docker_boundary import call
+from sandbox.lifecycle.manager import SandboxManager
+from sandbox.settings import SandboxSettings
+
+
+@dataclass
+class ServiceStack:
+    """The opened service objects (see the module docstring)."""
+
+    settings: ServiceSettings
+    store: Store
+    redis: redis.asyncio.Redis
+    manager: SandboxManager
+
+    def workers(self, count: int, providers: ProviderFactory | None = None) -> list[Worker]:
+        """``count`` workers on this stack; ``providers`` defaults to the real providers."""
+        factory = providers or default_provider_factory()
+        tools = web_tools_from_env()
+        return [
+            Worker(
+                self.settings,
+                self.store,
+                self.redis,
+                sandbox_workspaces(self.manager),
+                factory,
+                tools,
+            )
+            for _ in range(count)
+        ]
+
+    def health_checks(self) -> dict[str, HealthCheck]:
+        """The checks of ``/healthz``: the database, Redis and the Docker engine answer."""
+
+        async def store() -> None:
+            await anyio.to_thread.run_sync(self.store.ping)
+
+        async def redis_ping() -> None:
+            await self.redis.ping()
+
+        async def docker() -> None:
+            await call(self.manager.client.ping)
+
+        return {"store": store, "redis": redis_ping, "docker": docker}
+
+
+@asynccontextmanager
+async def open_stack(
+    settings: ServiceSettings,
+    sandbox_settings: SandboxSettings | None = None,
+    *,
+    store: Store | None = None,
+) -> AsyncIterator[ServiceStack]:
+    """Open store (unless given: benchmarks pass an instrumented one), Redis client and
+    sandbox manager; close them all at the end."""
+    if settings.redis_url is None:
+        raise ConfigError("no Redis URL: set REDIS_URL (or let kiln serve start one)")
+    base = sandbox_settings or SandboxSettings.from_env()
+    sandboxes = dataclasses.replace(base, redis_url=settings.redis_url)
+    async with AsyncExitStack() as stack:
+        store = store or Store(settings.database_path, settings.secret_key)
+        stack.callback(store.close)
+        client = redis.asyncio.Redis.from_url(settings.redis_url)
+        stack.push_async_callback(client.aclose)
+        manager = await SandboxManager.open(sandboxes)
+        stack.push_async_callback(manager.aclose)
+        await stack.enter_async_context(manager)
+        yield ServiceStack(settings, store, client, manager)

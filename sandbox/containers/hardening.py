@@ -1,0 +1,131 @@
+"""The hardened run settings of a sandbox container, as a pure function of settings and ids.
+
+What :func:`container_run_kwargs` returns goes straight to ``docker.containers.run``:
+
+- non-root user ``1000:1000`` (the images have no sudo), ``cap_drop=["ALL"]``,
+  ``security_opt=["no-new-privileges"]``, ``init=True`` (zombie reaping, signal forwarding);
+- ``pids_limit``, ``mem_limit`` equal to ``memswap_limit`` (no swap on top), ``nano_cpus``;
+- json-file logs rotated by size (``max-size`` / ``max-file``);
+- labels for the reaper (:mod:`sandbox.containers.labels`);
+- mounts: the sandbox's own workspace volume at ``/workspace``, the shared npm cache volume at
+  :data:`NPM_CACHE_DIR`, and the optional CA bundle read-only. Never the Docker socket;
+- the sandbox's internal network only (egress is attached by :mod:`sandbox.containers.networks`
+  during installs).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from docker.types import LogConfig
+
+from sandbox.containers.labels import container_name, sandbox_labels
+from sandbox.images.templates import SANDBOX_UID, WORKSPACE, Template
+from sandbox.settings import SandboxSettings
+
+NPM_CACHE_DIR = "/home/node/.npm"
+CA_BUNDLE_PATH = "/etc/kiln/ca-bundle.pem"
+SANDBOX_USER = f"{SANDBOX_UID}:{SANDBOX_UID}"
+HOSTNAME = "sandbox"
+
+
+def sandbox_environment(settings: SandboxSettings) -> dict[str, str]:
+    """The container's environment: npm cache, registry, proxies and the optional CA bundle.
+
+    ``docker exec`` inherits it, so installs and commands see the same settings.
+    """
+    env = {
+        "npm_config_cache": NPM_CACHE_DIR,
+        "npm_config_update_notifier": "false",
+        "npm_config_fund": "false",
+        "npm_config_audit": "false",
+    }
+    if settings.ca_bundle is not None:
+        env["NODE_EXTRA_CA_CERTS"] = CA_BUNDLE_PATH
+        env["npm_config_cafile"] = CA_BUNDLE_PATH
+    if settings.npm_registry:
+        env["npm_config_registry"] = settings.npm_registry
+    for name, value in settings.proxy_env.items():
+        # Node tools disagree on the case they read, so both are set.
+        env[name] = value
+        env[name.lower()] = value
+    if "HTTP_PROXY" in settings.proxy_env:
+        env["npm_config_proxy"] = settings.proxy_env["HTTP_PROXY"]
+    if "HTTPS_PROXY" in settings.proxy_env:
+        env["npm_config_https_proxy"] = settings.proxy_env["HTTPS_PROXY"]
+    return env
+
+
+def sandbox_mounts(settings: SandboxSettings, volume: str) -> dict[str, dict[str, str]]:
+    """The ``volumes`` argument: workspace, npm cache and (read-only) CA bundle."""
+    mounts = {
+        volume: {"bind": WORKSPACE, "mode": "rw"},
+        settings.npm_cache_volume: {"bind": NPM_CACHE_DIR, "mode": "rw"},
+    }
+    if settings.ca_bundle is not None:
+        mounts[str(Path(settings.ca_bundle).resolve())] = {"bind": CA_BUNDLE_PATH, "mode": "ro"}
+    return mounts
+
+
+def object_labels(
+    settings: SandboxSettings,
+    template: str,
+    sandbox_id: str,
+    *,
+    created: float,
+    owner: str = "",
+    chat: str = "",
+) -> dict[str, str]:
+    """The labels of a sandbox's container, network and volume (expiry from the lifetime)."""
+    return sandbox_labels(
+        sandbox_id,
+        settings.instance,
+        template=template,
+        owner=owner,
+        chat=chat,
+        created=created,
+        expiry=created + settings.max_lifetime_seconds,
+        extra=settings.extra_labels,
+    )
+
+
+def container_run_kwargs(
+    settings: SandboxSettings,
+    template: Template,
+    sandbox_id: str,
+    *,
+    volume: str,
+    network: str,
+    created: float,
+    owner: str = "",
+    chat: str = "",
+) -> dict[str, Any]:
+    """Keyword arguments for ``client.containers.run`` that start one hardened sandbox."""
+    labels = object_labels(
+        settings, template.name, sandbox_id, created=created, owner=owner, chat=chat
+    )
+    return {
+        "image": template.image,
+        "command": list(template.dev_command),
+        "name": container_name(sandbox_id),
+        "hostname": HOSTNAME,
+        "detach": True,
+        "user": SANDBOX_USER,
+        "working_dir": WORKSPACE,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "init": True,
+        "pids_limit": settings.pids_limit,
+        "mem_limit": settings.mem_limit,
+        "memswap_limit": settings.mem_limit,
+        "nano_cpus": settings.nano_cpus,
+        "log_config": LogConfig(
+            type=LogConfig.types.JSON,
+            config={"max-size": settings.log_max_size, "max-file": str(settings.log_max_files)},
+        ),
+        "labels": labels,
+        "environment": sandbox_environment(settings),
+        "volumes": sandbox_mounts(settings, volume),
+        "network": network,
+    }

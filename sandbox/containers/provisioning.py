@@ -1,0 +1,204 @@
+"""Creating and removing the Docker objects of one sandbox: volume, network, container.
+
+These are the building blocks of :mod:`sandbox.lifecycle.manager` and
+:mod:`sandbox.lifecycle.reaper`; they know names and labels but nothing about chats, pools or
+Redis. Removal is by name and idempotent, so a half-created sandbox, a reaped one and a destroyed
+one are cleaned up by the same call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import anyio
+import docker
+
+from sandbox.containers.docker_boundary import call
+from sandbox.containers.hardening import NPM_CACHE_DIR, container_run_kwargs
+from sandbox.containers.labels import (
+    CHAT_LABEL,
+    CREATED_LABEL,
+    OWNER_LABEL,
+    container_name,
+    shared_labels,
+)
+from sandbox.containers.networks import container_ip, ensure_internal_network, remove_network
+from sandbox.errors import SandboxUnavailable
+from sandbox.images.templates import SANDBOX_UID, Template
+from sandbox.settings import SandboxSettings
+
+PORT_POLL_SECONDS = 0.1
+CONNECT_TIMEOUT_SECONDS = 1.0
+CONTAINER_CHECK_SECONDS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class StartedContainer:
+    """A running sandbox container and its address on the sandbox network."""
+
+    container_id: str
+    ip: str
+
+
+async def create_volume(client: docker.DockerClient, name: str, labels: dict[str, str]) -> None:
+    """Create a named volume (a no-op when it exists)."""
+    await call(client.volumes.create, name=name, labels=labels)
+
+
+async def ensure_npm_cache_volume(
+    client: docker.DockerClient, settings: SandboxSettings, image: str
+) -> None:
+    """Create the shared npm cache volume on first use, owned by the sandbox user.
+
+    A fresh named volume is owned by root; a short-lived container that can only ``chown``
+    (no network, every other capability dropped) hands it to uid 1000 once.
+    """
+    name = settings.npm_cache_volume
+    try:
+        await call(client.volumes.get, name)
+        return
+    except SandboxUnavailable:
+        pass
+    labels = shared_labels(settings.instance)
+    await create_volume(client, name, labels)
+    await call(
+        client.containers.run,
+        image,
+        ["chown", f"{SANDBOX_UID}:{SANDBOX_UID}", NPM_CACHE_DIR],
+        user="0:0",
+        cap_drop=["ALL"],
+        cap_add=["CHOWN"],
+        security_opt=["no-new-privileges"],
+        network_mode="none",
+        volumes={name: {"bind": NPM_CACHE_DIR, "mode": "rw"}},
+        labels=labels,
+        remove=True,
+    )
+
+
+async def start_container(
+    client: docker.DockerClient,
+    settings: SandboxSettings,
+    template: Template,
+    sandbox_id: str,
+    *,
+    volume: str,
+    network: str,
+    labels: dict[str, str],
+) -> StartedContainer:
+    """Create and start the hardened container of a sandbox whose volume and network exist.
+
+    ``labels`` are the sandbox's (:func:`sandbox.containers.hardening.object_labels`); the
+    container's owner, chat, creation and expiry labels are taken from them.
+    """
+    kwargs = container_run_kwargs(
+        settings,
+        template,
+        sandbox_id,
+        volume=volume,
+        network=network,
+        created=float(labels.get(CREATED_LABEL) or 0),
+        owner=labels.get(OWNER_LABEL, ""),
+        chat=labels.get(CHAT_LABEL, ""),
+    )
+    try:
+        # create + start rather than run: run would try to pull a missing image from a registry.
+        container = await call(client.containers.create, **kwargs)
+    except SandboxUnavailable as exc:
+        raise SandboxUnavailable(
+            f"cannot create sandbox {sandbox_id!r} from {template.image!r} "
+            f"(is the image built? `kiln images build`): {exc}"
+        ) from exc
+    await call(container.start)
+    return StartedContainer(container.id, await container_ip(client, container.id, network))
+
+
+async def replace_container(
+    client: docker.DockerClient,
+    settings: SandboxSettings,
+    template: Template,
+    sandbox_id: str,
+    *,
+    volume: str,
+    network: str,
+    labels: dict[str, str],
+) -> StartedContainer:
+    """Start a fresh container on the sandbox's existing volume (the old one died or vanished)."""
+    await remove_container(client, container_name(sandbox_id))
+    # Both are normally still there; if not, they come back labelled (Docker would create a
+    # missing volume on its own, but without the labels the reaper finds objects by).
+    await create_volume(client, volume, labels)
+    await ensure_internal_network(client, network, labels)
+    return await start_container(
+        client, settings, template, sandbox_id, volume=volume, network=network, labels=labels
+    )
+
+
+async def remove_container(client: docker.DockerClient, name_or_id: str) -> bool:
+    """Force-remove a container; ``False`` when it was already gone."""
+    try:
+        container = await call(client.containers.get, name_or_id)
+        await call(container.remove, force=True)
+    except SandboxUnavailable:
+        return False
+    return True
+
+
+async def remove_volume(client: docker.DockerClient, name: str) -> bool:
+    """Remove a volume; ``False`` when it was already gone."""
+    try:
+        volume = await call(client.volumes.get, name)
+        await call(volume.remove, force=True)
+    except SandboxUnavailable:
+        return False
+    return True
+
+
+async def remove_sandbox_objects(
+    client: docker.DockerClient, sandbox_id: str, *, volume: str, network: str
+) -> None:
+    """Remove a sandbox's container, then its network and volume (which the container used)."""
+    await remove_container(client, container_name(sandbox_id))
+    await remove_network(client, network)
+    await remove_volume(client, volume)
+
+
+async def container_running(client: docker.DockerClient, container_id: str) -> bool:
+    """Whether the container exists and is running."""
+    try:
+        container = await call(client.containers.get, container_id)
+    except SandboxUnavailable:
+        return False
+    return bool(container.status == "running")
+
+
+async def wait_port_open(
+    client: docker.DockerClient, container_id: str, ip: str, port: int, timeout: float
+) -> None:
+    """Wait until ``ip:port`` accepts TCP connections; fail early if the container stops."""
+    with anyio.move_on_after(timeout):
+        next_check = anyio.current_time() + CONTAINER_CHECK_SECONDS
+        while not await port_open(ip, port):
+            if anyio.current_time() >= next_check:
+                if not await container_running(client, container_id):
+                    raise SandboxUnavailable(
+                        f"container {container_id[:12]!r} stopped before its dev server "
+                        f"listened on port {port}"
+                    )
+                next_check = anyio.current_time() + CONTAINER_CHECK_SECONDS
+            await anyio.sleep(PORT_POLL_SECONDS)
+        return
+    raise SandboxUnavailable(f"dev server on {ip}:{port} did not listen within {timeout:g}s")
+
+
+async def port_open(ip: str, port: int) -> bool:
+    """Whether ``ip:port`` accepts a TCP connection within a second."""
+    # Bounded: to an address whose container is gone, a connect hangs instead of failing.
+    with anyio.move_on_after(CONNECT_TIMEOUT_SECONDS):
+        try:
+            stream = await anyio.connect_tcp(ip, port)
+        except OSError:
+            return False
+        await stream.aclose()
+        return True
+    return False

@@ -1,0 +1,3 @@
+"""Running things in a sandbox: the command policy (data), commands, streamed exec output, the
+serial install queue.
+"""

@@ -1,0 +1,49 @@
+"""Running a command in a sandbox: the policy decides, the install queue orders, docker execs.
+
+:func:`run_command` checks the argv with :func:`sandbox.execution.command_policy.check` (a refused
+one raises :class:`~sandbox.errors.CommandRefused` before anything runs). ``npm install`` and
+``npm ci`` need the network, so they go through the sandbox's install queue, which attaches
+egress for them; everything else waits until the queue is idle and runs on the internal network
+with the command timeout and output cap. Either way it is an argv for ``docker exec`` as the
+sandbox user in ``/workspace``, never a shell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import docker
+
+from sandbox.execution import command_policy
+from sandbox.execution.command_policy import CommandKind
+from sandbox.execution.exec_stream import ExecResult, OutputSink, exec_streaming
+from sandbox.execution.install_queue import InstallQueue
+from sandbox.settings import SandboxSettings
+
+ContainerLookup = Callable[[], Awaitable[Any]]
+
+
+async def run_command(
+    client: docker.DockerClient,
+    settings: SandboxSettings,
+    queue: InstallQueue,
+    container_for: ContainerLookup,
+    argv: Sequence[str],
+    on_output: OutputSink | None = None,
+) -> ExecResult:
+    """Run an allowed ``argv`` in the sandbox; its output goes to ``on_output`` line by line."""
+    checked = command_policy.check(argv)
+    if checked.kind is CommandKind.INSTALL:
+        installed = await queue.run_npm(checked.argv, on_output)
+        return installed.result
+    await queue.wait_idle()
+    container = await container_for()
+    return await exec_streaming(
+        client,
+        container.id,
+        checked.argv,
+        timeout=settings.command_timeout_seconds,
+        output_cap=settings.output_cap_bytes,
+        on_output=on_output,
+    )

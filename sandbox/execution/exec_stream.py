@@ -1,0 +1,157 @@
+"""Run one argv in a sandbox with ``docker exec``: streamed lines, a timeout and an output cap.
+
+The argv goes to Docker as a list (no shell anywhere) and runs as the sandbox user in
+``/workspace``, wrapped in coreutils ``timeout`` so the process group is killed inside the
+container when the time is up; a host-side deadline a little later stops waiting even if the
+engine never closes the stream. Output (stdout and stderr interleaved, as they arrive) is split
+into lines and handed to an async sink; past ``output_cap`` bytes it is dropped and one marker
+line says so. The exit code comes from ``exec_inspect``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import functools
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import anyio
+import anyio.to_thread
+import docker
+
+from sandbox.containers.docker_boundary import call, run_wrapped
+from sandbox.images.templates import SANDBOX_UID, WORKSPACE
+
+OutputSink = Callable[[str], Awaitable[None]]
+TIMEOUT_EXIT_CODES = (124, 137)  # coreutils timeout: TERM sent (124), KILL after grace (137)
+KILL_GRACE_SECONDS = 5
+HOST_GRACE_SECONDS = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    """How a command ended and what it printed (up to the cap)."""
+
+    argv: tuple[str, ...]
+    exit_code: int
+    output: str
+    truncated: bool
+    timed_out: bool
+
+    @property
+    def ok(self) -> bool:
+        """Whether the command exited 0 in time."""
+        return self.exit_code == 0 and not self.timed_out
+
+
+class LineAssembler:
+    """Turns byte chunks into complete text lines, decoding UTF-8 across chunk borders."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._partial = ""
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """The lines completed by ``chunk`` (without their line ends)."""
+        text = self._partial + self._decoder.decode(chunk)
+        *lines, self._partial = text.split("\n")
+        return [line.removesuffix("\r") for line in lines]
+
+    def close(self) -> list[str]:
+        """The last, unterminated line, if any."""
+        rest = self._partial + self._decoder.decode(b"", final=True)
+        self._partial = ""
+        return [rest.removesuffix("\r")] if rest else []
+
+
+class CappedOutput:
+    """Collects lines up to a byte budget and forwards them to the sink."""
+
+    def __init__(self, cap: int, sink: OutputSink | None) -> None:
+        self._cap = cap
+        self._sink = sink
+        self._used = 0
+        self.lines: list[str] = []
+        self.truncated = False
+
+    async def add(self, line: str) -> None:
+        """Keep and forward ``line`` unless the budget is spent."""
+        if self.truncated:
+            return
+        size = len(line.encode()) + 1
+        if self._used + size > self._cap:
+            self.truncated = True
+            line = f"[kiln: output truncated after {self._used} bytes]"
+        else:
+            self._used += size
+        self.lines.append(line)
+        if self._sink is not None:
+            await self._sink(line)
+
+
+def timeout_argv(argv: Sequence[str], seconds: float) -> list[str]:
+    """``argv`` wrapped in coreutils ``timeout`` (TERM at ``seconds``, KILL a little later)."""
+    return ["timeout", f"--kill-after={KILL_GRACE_SECONDS}", f"{max(seconds, 0.1):g}", *argv]
+
+
+async def exec_streaming(
+    client: docker.DockerClient,
+    container_id: str,
+    argv: Sequence[str],
+    *,
+    timeout: float,
+    output_cap: int,
+    on_output: OutputSink | None = None,
+) -> ExecResult:
+    """Run ``argv`` in the container as the sandbox user; stream its output lines to the sink."""
+    exec_id = await _create(client, container_id, timeout_argv(argv, timeout))
+    stream = await call(client.api.exec_start, exec_id, stream=True, demux=False)
+    output = CappedOutput(output_cap, on_output)
+    try:
+        with anyio.move_on_after(timeout + KILL_GRACE_SECONDS + HOST_GRACE_SECONDS) as deadline:
+            await _pump(stream, output)
+    finally:
+        # docker-py's CancellableStream.close() unblocks a read still running, but skips a
+        # response already read to the end, leaving its socket open (a ResourceWarning), so the
+        # response is closed too.
+        with anyio.CancelScope(shield=True):  # a cancelled command must not leak its socket
+            await call(stream.close)
+            await call(stream._response.close)
+    info = await call(client.api.exec_inspect, exec_id)
+    exit_code = info.get("ExitCode")
+    timed_out = deadline.cancelled_caught or exit_code in TIMEOUT_EXIT_CODES
+    return ExecResult(
+        argv=tuple(argv),
+        exit_code=-1 if exit_code is None else int(exit_code),
+        output="\n".join(output.lines),
+        truncated=output.truncated,
+        timed_out=timed_out,
+    )
+
+
+async def _create(client: docker.DockerClient, container_id: str, argv: list[str]) -> str:
+    response = await call(
+        client.api.exec_create,
+        container_id,
+        argv,
+        stdout=True,
+        stderr=True,
+        user=f"{SANDBOX_UID}:{SANDBOX_UID}",
+        workdir=WORKSPACE,
+    )
+    return str(response["Id"])
+
+
+async def _pump(stream: Iterator[bytes], output: CappedOutput) -> None:
+    assembler = LineAssembler()
+    while True:
+        # Abandonable: the host-side deadline must not wait for a thread stuck in a read.
+        chunk = await anyio.to_thread.run_sync(
+            functools.partial(run_wrapped, next, stream, None), abandon_on_cancel=True
+        )
+        if chunk is None:
+            break
+        for line in assembler.feed(chunk):
+            await output.add(line)
+    for line in assembler.close():
+        await output.add(line)

@@ -1,0 +1,1 @@
+"""Sandbox images: templates, image settings, the offline base image and the builder."""

@@ -1,0 +1,409 @@
+"""The sandbox manager: provision, reuse per chat, release, destroy; warm pool; installs; commands.
+
+Public API (what the write path, the agent loop, the preview proxy and the CLI use)::
+
+    manager = await SandboxManager.open(SandboxSettings.from_env())
+    async with manager:                       # optional: runs the warm pool and the reaper loop
+        sandbox = await manager.acquire(chat="c1", owner="u1", template="vite-react")
+        sandbox.id, sandbox.container_id, sandbox.template, sandbox.volume, sandbox.network
+        sandbox.dev_url                       # http://<container ip on its network>:<dev port>
+        container = await manager.container_for(sandbox.id)   # live docker Container
+        await manager.install(sandbox.id, ["zod@^3"], on_output)
+        result = await manager.run_command(sandbox.id, ["npm", "run", "build"], on_output)
+        await manager.release(sandbox.id)     # the run is done; the chat keeps its sandbox
+    await manager.aclose()
+
+- ``acquire`` returns the chat's existing sandbox (reviving a dead container), else a warm one
+  from the pool (already serving its dev server), else a freshly provisioned one (whose dev
+  server may still be starting: ``wait_ready``). A request for another template than the
+  chat's sandbox has replaces that sandbox.
+- ``container_for`` is the write path's recovery point: if the container died or vanished, a new
+  one is started on the same workspace volume and network, and its address may change (look
+  ``dev_url`` up again with ``get``).
+- ``destroy`` removes container, network, volume and record; ``reap`` runs one reaper pass.
+
+State shared between processes (chat bindings, owners, last use) lives in the Redis registry;
+the warm pool, the install queues and the locks are per process.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+import docker
+
+from sandbox.containers.docker_boundary import call, connect
+from sandbox.containers.hardening import object_labels
+from sandbox.containers.labels import network_name, volume_name
+from sandbox.containers.networks import create_internal_network, egress_attached
+from sandbox.containers.provisioning import (
+    container_running,
+    create_volume,
+    ensure_npm_cache_volume,
+    remove_sandbox_objects,
+    replace_container,
+    start_container,
+    wait_port_open,
+)
+from sandbox.errors import SandboxError, SandboxUnavailable
+from sandbox.execution import commands
+from sandbox.execution.exec_stream import ExecResult, OutputSink, exec_streaming
+from sandbox.execution.install_queue import InstallQueue, InstallResult
+from sandbox.handle import Sandbox
+from sandbox.images.templates import DEFAULT_TEMPLATE, Template, get_template
+from sandbox.lifecycle import reaper
+from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
+from sandbox.lifecycle.warm_pool import WarmPool
+from sandbox.settings import SandboxSettings
+from sandbox.writes.write_buffer import discard_sandbox_writes
+
+__all__ = ["Sandbox", "SandboxManager"]
+log = logging.getLogger(__name__)
+
+
+class SandboxManager:
+    """Owns the sandboxes of one kiln instance (see the module docstring for the API)."""
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        registry: SandboxRegistry,
+        settings: SandboxSettings,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        for name in settings.warm_pool_templates:
+            get_template(name)  # fail at start-up on a misspelt template, not in the pool loop
+        self.client = client
+        self.registry = registry
+        self.settings = settings
+        self._clock = clock
+        self._locks: dict[str, anyio.Lock] = {}
+        self._queues: dict[str, InstallQueue] = {}
+        self._npm_cache_ready = False
+        self._group: anyio.abc.TaskGroup | None = None
+        self.pool: WarmPool[Sandbox] = WarmPool(
+            size=settings.warm_pool_size,
+            templates=settings.warm_pool_templates,
+            provision=self._provision_warm,
+            is_alive=lambda sandbox: container_running(self.client, sandbox.container_id),
+            touch=lambda sandbox: self._touch(sandbox.id),
+            discard=lambda sandbox: self.destroy(sandbox.id),
+            touch_interval=min(settings.idle_ttl_seconds / 3, 60.0),
+        )
+
+    @classmethod
+    async def open(cls, settings: SandboxSettings) -> SandboxManager:
+        """A manager with its own Docker client and Redis connection."""
+        client = await anyio.to_thread.run_sync(connect)
+        return cls(
+            client, SandboxRegistry.from_url(settings.redis_url, settings.instance), settings
+        )
+
+    async def aclose(self) -> None:
+        """Close the Redis connection and the Docker client."""
+        await self.registry.aclose()
+        await call(self.client.close)
+
+    async def __aenter__(self) -> SandboxManager:
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+        self._group.start_soon(self.pool.run)
+        self._group.start_soon(self._reap_loop)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._group is not None
+        self._group.cancel_scope.cancel()
+        try:
+            return await self._group.__aexit__(exc_type, exc, tb)
+        finally:
+            self._group = None
+            with anyio.CancelScope(shield=True):
+                await self.pool.drain()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def acquire(self, chat: str, owner: str, template: str = DEFAULT_TEMPLATE) -> Sandbox:
+        """The chat's sandbox: its existing one, a warm one, or a new one (see module doc)."""
+        get_template(template)
+        async with self._locked(f"chat:{chat}"):
+            existing = await self._chat_sandbox(chat, owner, template)
+            if existing is not None:
+                return existing
+            sandbox = await self.pool.take(template)
+            if sandbox is None:
+                sandbox = await self.provision(template, owner=owner, chat=chat)
+            winner = await self.registry.bind_chat(chat, sandbox.id)
+            if winner != sandbox.id:  # another process bound this chat first
+                await self.destroy(sandbox.id)
+                existing = await self._chat_sandbox(chat, owner, template)
+                if existing is None:
+                    raise SandboxUnavailable(f"chat {chat!r} lost its sandbox while acquiring")
+                return existing
+            await self.registry.update(
+                sandbox.id, owner=owner, chat=chat, state="in_use", last_used=self._clock()
+            )
+            return replace(sandbox, owner=owner, chat=chat)
+
+    async def provision(
+        self, template: str, *, owner: str = "", chat: str = "", state: str = "in_use"
+    ) -> Sandbox:
+        """Create and start a new sandbox (volume, internal network, hardened container)."""
+        spec = get_template(template)
+        sandbox_id = secrets.token_hex(6)
+        now = self._clock()
+        record = SandboxRecord(
+            id=sandbox_id,
+            template=template,
+            volume=volume_name(sandbox_id),
+            network=network_name(sandbox_id),
+            owner=owner,
+            chat=chat,
+            created=now,
+            last_used=now,
+        )
+        await self.registry.save(record)  # first, so the reaper never sees it as an orphan
+        try:
+            started = await self._create_objects(spec, record)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._forget(record)
+            raise
+        record = record.with_changes(container_id=started.container_id, ip=started.ip, state=state)
+        await self.registry.save(record)
+        return Sandbox.from_record(record)
+
+    async def release(self, sandbox_id: str) -> None:
+        """The caller is done for now; the chat keeps the sandbox until it idles out."""
+        await self.registry.update(sandbox_id, state="idle", last_used=self._clock())
+
+    async def destroy(self, sandbox_id: str) -> None:
+        """Remove a sandbox completely: container, network, volume and record."""
+        record = await self.registry.get(sandbox_id)
+        if record is None:
+            record = SandboxRecord(
+                id=sandbox_id,
+                template="",
+                volume=volume_name(sandbox_id),
+                network=network_name(sandbox_id),
+            )
+        await self._forget(record)
+
+    async def get(self, sandbox_id: str) -> Sandbox:
+        """The sandbox's current handle; ``SandboxUnavailable`` if it is unknown."""
+        return Sandbox.from_record(await self._record(sandbox_id))
+
+    async def list(self) -> list[SandboxRecord]:
+        """Every sandbox of this instance, as recorded."""
+        return await self.registry.all()
+
+    async def container_for(self, sandbox_id: str) -> Any:
+        """A running container of the sandbox, started anew on its volume if it died."""
+        async with self._locked(sandbox_id):
+            record = await self._record(sandbox_id)
+            try:
+                container = await call(self.client.containers.get, record.container_id or "-")
+            except SandboxUnavailable:
+                container = None
+            if container is None or container.status != "running":
+                container = await self._revive(record)
+            await self._touch(sandbox_id)
+            return container
+
+    async def wait_ready(self, sandbox_id: str, timeout: float | None = None) -> Sandbox:
+        """Wait until the sandbox's dev server accepts connections; the current handle."""
+        sandbox = await self.get(sandbox_id)
+        limit = self.settings.dev_ready_timeout_seconds if timeout is None else timeout
+        await wait_port_open(self.client, sandbox.container_id, sandbox.ip, sandbox.dev_port, limit)
+        return sandbox
+
+    async def reap(self, now: float | None = None) -> reaper.ReapReport:
+        """One reaper pass over this instance (idle, expired, orphans)."""
+        when = self._clock() if now is None else now
+        return await reaper.reap(self.client, self.registry, self.settings, self.destroy, now=when)
+
+    # -- installs and commands ------------------------------------------------------------
+
+    def install_queue(self, sandbox_id: str) -> InstallQueue:
+        """The sandbox's install queue (created on first use, per process)."""
+        queue = self._queues.get(sandbox_id)
+        if queue is None:
+
+            async def runner(
+                argv: Sequence[str], timeout: float, on_output: OutputSink | None
+            ) -> ExecResult:
+                """Run one install argv in this sandbox's current container."""
+                return await self._exec(sandbox_id, argv, timeout, on_output)
+
+            queue = InstallQueue(
+                runner,
+                lambda: self._egress(sandbox_id),
+                timeout=self.settings.install_timeout_seconds,
+            )
+            self._queues[sandbox_id] = queue
+        return queue
+
+    async def install(
+        self, sandbox_id: str, specs: Sequence[str], on_output: OutputSink | None = None
+    ) -> InstallResult:
+        """Install and save packages in queue order; invalid specs raise ``InstallRefused``."""
+        return await self.install_queue(sandbox_id).install(specs, on_output)
+
+    async def run_command(
+        self, sandbox_id: str, argv: Sequence[str], on_output: OutputSink | None = None
+    ) -> ExecResult:
+        """Run an allowed command (``CommandRefused`` otherwise) once installs are done."""
+        return await commands.run_command(
+            self.client,
+            self.settings,
+            self.install_queue(sandbox_id),
+            lambda: self.container_for(sandbox_id),
+            argv,
+            on_output,
+        )
+
+    # -- internals ------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _locked(self, key: str) -> AsyncIterator[None]:
+        """Hold the in-process lock of ``key``; forget it when nobody else wants it."""
+        lock = self._locks.setdefault(key, anyio.Lock())
+        async with lock:
+            yield
+        # A waiter is handed the lock on release, so an unlocked lock has no one queued.
+        if not lock.locked() and self._locks.get(key) is lock:
+            del self._locks[key]
+
+    async def _record(self, sandbox_id: str) -> SandboxRecord:
+        record = await self.registry.get(sandbox_id)
+        if record is None:
+            raise SandboxUnavailable(
+                f"no sandbox {sandbox_id!r} in instance {self.settings.instance!r}"
+            )
+        return record
+
+    async def _touch(self, sandbox_id: str) -> None:
+        await self.registry.update(sandbox_id, last_used=self._clock())
+
+    def _labels(self, record: SandboxRecord) -> dict[str, str]:
+        return object_labels(
+            self.settings,
+            record.template,
+            record.id,
+            created=record.created,
+            owner=record.owner,
+            chat=record.chat,
+        )
+
+    async def _create_objects(self, template: Template, record: SandboxRecord) -> Any:
+        if not self._npm_cache_ready:
+            await ensure_npm_cache_volume(self.client, self.settings, template.image)
+            self._npm_cache_ready = True
+        labels = self._labels(record)
+        await create_volume(self.client, record.volume, labels)
+        await create_internal_network(self.client, record.network, labels)
+        return await start_container(
+            self.client,
+            self.settings,
+            template,
+            record.id,
+            volume=record.volume,
+            network=record.network,
+            labels=labels,
+        )
+
+    async def _revive(self, record: SandboxRecord) -> Any:
+        started = await replace_container(
+            self.client,
+            self.settings,
+            get_template(record.template),
+            record.id,
+            volume=record.volume,
+            network=record.network,
+            labels=self._labels(record),
+        )
+        await self.registry.update(record.id, container_id=started.container_id, ip=started.ip)
+        return await call(self.client.containers.get, started.container_id)
+
+    async def _forget(self, record: SandboxRecord) -> None:
+        await remove_sandbox_objects(
+            self.client, record.id, volume=record.volume, network=record.network
+        )
+        await self.registry.delete(record)
+        await discard_sandbox_writes(self.registry.redis, record.id)
+        self._queues.pop(record.id, None)
+        self._locks.pop(record.id, None)
+
+    async def _chat_sandbox(self, chat: str, owner: str, template: str) -> Sandbox | None:
+        sandbox_id = await self.registry.chat_sandbox(chat)
+        if sandbox_id is None:
+            return None
+        record = await self.registry.get(sandbox_id)
+        if record is None:
+            await self.registry.unbind_chat(chat, sandbox_id)
+            return None
+        if record.owner and record.owner != owner:
+            raise SandboxError(f"chat {chat!r} has a sandbox of another owner")
+        if record.template != template:
+            await self.destroy(sandbox_id)
+            return None
+        await self.container_for(sandbox_id)
+        await self.registry.update(sandbox_id, state="in_use", last_used=self._clock())
+        return await self.get(sandbox_id)
+
+    async def _provision_warm(self, template: str) -> Sandbox:
+        sandbox = await self.provision(template, state="warm")
+        try:
+            await self.wait_ready(sandbox.id)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self.destroy(sandbox.id)
+            raise
+        return sandbox
+
+    @asynccontextmanager
+    async def _egress(self, sandbox_id: str) -> AsyncIterator[None]:
+        container = await self.container_for(sandbox_id)
+        settings = self.settings
+        async with egress_attached(
+            self.client, settings.egress_network, settings.instance, container.id
+        ):
+            yield
+
+    async def _exec(
+        self, sandbox_id: str, argv: Sequence[str], timeout: float, on_output: OutputSink | None
+    ) -> ExecResult:
+        container = await self.container_for(sandbox_id)
+        return await exec_streaming(
+            self.client,
+            container.id,
+            argv,
+            timeout=timeout,
+            output_cap=self.settings.output_cap_bytes,
+            on_output=on_output,
+        )
+
+    async def _reap_loop(self) -> None:
+        while True:
+            await anyio.sleep(self.settings.reap_interval_seconds)
+            try:
+                await self.reap()
+            except SandboxError as exc:
+                # Docker or Redis briefly away: the next pass catches up.
+                log.warning("reaper pass failed: %s", exc)

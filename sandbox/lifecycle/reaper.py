@@ -1,0 +1,156 @@
+"""The reaper: removes idle sandboxes, expired ones and orphaned Docker objects of one instance.
+
+Three rules, each a pure function below, applied by :func:`reap`:
+
+- **idle**: a registry record whose ``last_used`` is older than the idle TTL (every use of a
+  sandbox touches it; the warm pool touches its own);
+- **expired**: an object whose ``kiln.expiry`` label has passed, whatever the registry says (the
+  fallback when Redis lost its state or a process died holding a sandbox);
+- **orphan**: a container, network or volume labelled with this instance whose sandbox id the
+  registry does not know (a crash between creating objects and recording them; records are
+  written before objects are created, so a sandbox being provisioned is never an orphan).
+
+Objects shared by all sandboxes (``kiln.sandbox=shared``: the egress network, the npm cache)
+are kept; :func:`sweep_instance` removes everything of an instance, shared objects included
+(the test suite's final sweep, ``kiln sandbox reap --all``). Only objects carrying the
+instance's label are ever touched, so test sessions reap only their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import docker
+
+from sandbox.containers.docker_boundary import call
+from sandbox.containers.labels import EXPIRY_LABEL, SHARED, instance_filter
+from sandbox.containers.networks import remove_network
+from sandbox.containers.provisioning import remove_container, remove_volume
+from sandbox.errors import SandboxUnavailable
+from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
+from sandbox.settings import LABEL, SandboxSettings
+
+Destroy = Callable[[str], Awaitable[None]]
+
+
+@dataclass
+class ReapReport:
+    """What one reaper pass removed, by rule."""
+
+    idle: list[str] = field(default_factory=list)
+    expired: list[str] = field(default_factory=list)
+    orphan_containers: list[str] = field(default_factory=list)
+    orphan_networks: list[str] = field(default_factory=list)
+    orphan_volumes: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        """How many sandboxes and objects were removed."""
+        groups = (self.idle, self.expired, self.orphan_containers)
+        return sum(len(items) for items in (*groups, self.orphan_networks, self.orphan_volumes))
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledObject:
+    """A container, network or volume as the reaper sees it: kind, name and labels."""
+
+    kind: str  # container | network | volume
+    name: str
+    labels: Mapping[str, str]
+
+    @property
+    def sandbox_id(self) -> str:
+        """The sandbox it belongs to (``shared`` for shared objects)."""
+        return self.labels.get(LABEL, "")
+
+
+def idle_records(records: Iterable[SandboxRecord], now: float, ttl: float) -> list[SandboxRecord]:
+    """Records not used for longer than ``ttl`` seconds."""
+    return [record for record in records if now - record.last_used > ttl]
+
+
+def label_expired(labels: Mapping[str, str], now: float) -> bool:
+    """Whether an object's ``kiln.expiry`` label lies in the past (a missing one never does)."""
+    try:
+        expiry = float(labels.get(EXPIRY_LABEL, ""))
+    except ValueError:
+        return False
+    return 0 < expiry < now
+
+
+def orphans(objects: Iterable[LabelledObject], known_ids: set[str]) -> list[LabelledObject]:
+    """Objects of sandboxes the registry does not know; shared objects are never orphans."""
+    return [o for o in objects if o.sandbox_id != SHARED and o.sandbox_id not in known_ids]
+
+
+async def reap(
+    client: docker.DockerClient,
+    registry: SandboxRegistry,
+    settings: SandboxSettings,
+    destroy: Destroy,
+    *,
+    now: float,
+) -> ReapReport:
+    """One reaper pass over ``settings.instance``; ``destroy`` removes a known sandbox."""
+    report = ReapReport()
+    records = await registry.all()
+    for record in idle_records(records, now, settings.idle_ttl_seconds):
+        await destroy(record.id)
+        report.idle.append(record.id)
+    known = {record.id for record in records} - set(report.idle)
+    objects = await labelled_objects(client, settings.instance)
+    for sandbox_id in sorted({o.sandbox_id for o in objects if label_expired(o.labels, now)}):
+        if sandbox_id in known:
+            await destroy(sandbox_id)
+            known.discard(sandbox_id)
+            report.expired.append(sandbox_id)
+    for obj in orphans(objects, known):
+        if await remove_object(client, obj):
+            getattr(report, f"orphan_{obj.kind}s").append(obj.name)
+    return report
+
+
+async def labelled_objects(client: docker.DockerClient, instance: str) -> list[LabelledObject]:
+    """Every container, network and volume carrying ``instance``'s label; containers first."""
+    filters = instance_filter(instance)
+    containers = await call(client.containers.list, all=True, filters=filters)
+    networks = await call(client.networks.list, filters=filters)
+    volumes = await call(client.volumes.list, filters=filters)
+    return (
+        [
+            LabelledObject("container", c.name, _labels(c.attrs.get("Config", {})))
+            for c in containers
+        ]
+        + [LabelledObject("network", n.name, _labels(n.attrs)) for n in networks]
+        + [LabelledObject("volume", v.name, _labels(v.attrs)) for v in volumes]
+    )
+
+
+async def remove_object(client: docker.DockerClient, obj: LabelledObject) -> bool:
+    """Remove one labelled object; ``False`` when it was already gone."""
+    try:
+        if obj.kind == "container":
+            return await remove_container(client, obj.name)
+        if obj.kind == "network":
+            return await remove_network(client, obj.name)
+        return await remove_volume(client, obj.name)
+    except SandboxUnavailable:
+        return False
+
+
+async def sweep_instance(
+    client: docker.DockerClient, instance: str, registry: SandboxRegistry | None = None
+) -> list[LabelledObject]:
+    """Remove every object of ``instance`` (shared ones too) and its registry; what was removed."""
+    removed = [
+        obj for obj in await labelled_objects(client, instance) if await remove_object(client, obj)
+    ]
+    if registry is not None:
+        await registry.clear()
+    return removed
+
+
+def _labels(attrs: Mapping[str, Any]) -> dict[str, str]:
+    return dict(attrs.get("Labels") or {})

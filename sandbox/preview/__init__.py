@@ -1,0 +1,1 @@
+"""Live preview: the host-routed HTTP/WebSocket reverse proxy and its upstream connections."""

@@ -1,0 +1,298 @@
+"""Preview: a reverse proxy (HTTP and WebSocket) from ``<sandbox>.preview.<host>`` to a dev server.
+
+:class:`PreviewProxy` is a pure ASGI app. A request whose ``Host`` is ``<id>.preview.<anything>``
+is checked with the injected ``authorize`` callable (the owner's session), its dev server's base
+URL is looked up with the injected ``resolve`` callable, and the request is forwarded there:
+
+- HTTP through one shared ``httpx.AsyncClient``, streaming the body both ways. While the dev
+  server does not accept connections yet, the browser gets a small page (503, ``Retry-After``)
+  that refreshes itself, never a bare 502.
+- WebSocket (Vite's HMR, subprotocol ``vite-hmr``) through a ``websockets`` client, pumping
+  frames both ways until either side closes.
+
+Any other host falls through to the wrapped ``app`` (or a JSON 404), so the proxy can wrap the
+service's main app.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from html import escape
+
+import httpx
+import websockets
+from starlette.requests import ClientDisconnect, HTTPConnection, Request
+from starlette.responses import HTMLResponse, JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.websockets import WebSocket
+
+from sandbox.preview.upstream import (
+    WS_BAD_GATEWAY,
+    open_websocket,
+    pump_websocket,
+    request_body,
+    send_response,
+    upstream_headers,
+    upstream_url,
+)
+
+# authorize(request_or_websocket, sandbox_id): may read headers and cookies, never the body.
+Authorize = Callable[[HTTPConnection, str], Awaitable[bool]]
+Resolve = Callable[[str], Awaitable[str | None]]
+
+# A DNS label: what a browser can put in front of ``.preview.``.
+SANDBOX_ID = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+RETRY_AFTER_SECONDS = 2
+DEFAULT_TIMEOUT = httpx.Timeout(connect=3.0, read=120.0, write=60.0, pool=10.0)
+# Idle connections expire before Node's 5 s keep-alive timeout closes them under a request.
+LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50, keepalive_expiry=2.0)
+# Kiln's own session must never reach the sandbox: the dev server runs generated code.
+DEFAULT_PRIVATE_COOKIES = ("kiln_session",)
+NOT_READY_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError)
+WS_TRY_AGAIN_LATER = 1013
+WS_POLICY_VIOLATION = 1008
+WS_NOT_FOUND = 4404  # private-use range (4000-4999), mirrors HTTP 404
+
+STARTING_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="refresh" content="{retry}"><title>Starting preview</title>
+<style>body{{font:16px system-ui,sans-serif;display:grid;place-items:center;
+min-height:100vh;margin:0;color:#444}}</style></head>
+<body><main><h1>Starting the preview&hellip;</h1>
+<p>{message}.</p><p>This page retries every {retry} seconds.</p></main></body></html>
+"""
+
+
+async def allow_all(connection: HTTPConnection, sandbox_id: str) -> bool:
+    """An ``authorize`` that lets everyone in (tests, single-user setups)."""
+    return True
+
+
+def validate_sandbox_id(sandbox_id: str) -> str:
+    """``sandbox_id`` if it can label a preview host (lowercase ``[a-z0-9-]``); else ValueError."""
+    if not SANDBOX_ID.fullmatch(sandbox_id):
+        raise ValueError(f"not a valid sandbox id for a preview host: {sandbox_id!r}")
+    return sandbox_id
+
+
+def preview_url(
+    sandbox_id: str, public_host: str, port: int | None = None, scheme: str = "http"
+) -> str:
+    """The browser URL of a sandbox's preview, e.g. ``http://abc.preview.localhost:8000/``."""
+    validate_sandbox_id(sandbox_id)
+    if scheme not in ("http", "https"):
+        raise ValueError(f"preview scheme must be http or https, got {scheme!r}")
+    default_port = 443 if scheme == "https" else 80
+    suffix = "" if port is None or port == default_port else f":{port}"
+    return f"{scheme}://{sandbox_id}.preview.{public_host}{suffix}/"
+
+
+def preview_label(host: str) -> str | None:
+    """The label in front of ``.preview.`` in a ``Host`` value; None for any other host."""
+    label, dot, rest = host.lower().partition(".")
+    if not dot or not label or not rest.startswith("preview.") or rest == "preview.":
+        return None
+    return label
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why the proxy will not forward: an HTTP status and a WebSocket close code."""
+
+    status: int
+    code: str
+    message: str
+    close_code: int
+
+
+class PreviewProxy:
+    """ASGI app forwarding ``<id>.preview.<host>`` to the dev server ``resolve(id)`` names."""
+
+    def __init__(
+        self,
+        resolve: Resolve,
+        *,
+        authorize: Authorize = allow_all,
+        app: ASGIApp | None = None,
+        timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+        private_cookies: Iterable[str] = DEFAULT_PRIVATE_COOKIES,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        """``app`` serves every other host; ``client`` defaults to one the proxy owns."""
+        self.resolve = resolve
+        self.authorize = authorize
+        self.app = app
+        self.timeout = timeout
+        self.private_cookies = frozenset(private_cookies)
+        # trust_env=False: a proxy from the environment must never see sandbox traffic.
+        self.client = client or httpx.AsyncClient(
+            timeout=timeout, limits=LIMITS, trust_env=False, follow_redirects=False
+        )
+
+    async def aclose(self) -> None:
+        """Close the shared HTTP client (also done at lifespan shutdown)."""
+        await self.client.aclose()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Route one ASGI connection: preview hosts are proxied, the rest fall through."""
+        if scope["type"] == "lifespan":
+            await self._lifespan(scope, receive, send)
+            return
+        label = preview_label(HTTPConnection(scope).headers.get("host", ""))
+        if label is None:
+            await self._fall_through(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await receive()  # the client's websocket.connect; the proxy answers it below
+        target = await self._admit(scope, receive, send, label)
+        if isinstance(target, Refusal):
+            await refuse(scope, receive, send, target)
+        elif scope["type"] == "http":
+            await self._forward_http(scope, receive, send, target, label)
+        else:
+            await self._forward_websocket(scope, receive, send, target, label)
+
+    async def _admit(self, scope: Scope, receive: Receive, send: Send, label: str) -> str | Refusal:
+        """The dev server's base URL, or why not: validate, authorize, resolve.
+
+        Authorizing comes before resolving so that strangers cannot probe which ids exist.
+        """
+        if not SANDBOX_ID.fullmatch(label):
+            msg = f"not a valid sandbox id: {label!r}"
+            return Refusal(400, "invalid_sandbox_id", msg, WS_POLICY_VIOLATION)
+        connection: HTTPConnection = (
+            Request(scope, receive) if scope["type"] == "http" else WebSocket(scope, receive, send)
+        )
+        if not await self.authorize(connection, label):
+            msg = f"no access to the preview of sandbox {label!r}"
+            return Refusal(403, "forbidden", msg, WS_POLICY_VIOLATION)
+        base_url = await self.resolve(label)
+        if base_url is None:
+            msg = f"no sandbox {label!r}"
+            return Refusal(404, "unknown_sandbox", msg, WS_NOT_FOUND)
+        return base_url
+
+    async def _fall_through(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.app is not None:
+            await self.app(scope, receive, send)
+            return
+        host = HTTPConnection(scope).headers.get("host", "")
+        msg = f"not a preview host: {host!r}"
+        await refuse(scope, receive, send, Refusal(404, "not_found", msg, WS_NOT_FOUND))
+
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the lifespan to the wrapped app, closing the shared client at shutdown."""
+
+        async def send_closing_client(message: Message) -> None:
+            if message["type"] == "lifespan.shutdown.complete":
+                await self.aclose()
+            await send(message)
+
+        if self.app is not None:
+            await self.app(scope, receive, send_closing_client)
+            return
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send_closing_client({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _forward_http(
+        self, scope: Scope, receive: Receive, send: Send, base_url: str, sandbox_id: str
+    ) -> None:
+        headers = upstream_headers(scope, self.private_cookies)
+        incoming = HTTPConnection(scope).headers
+        has_body = "content-length" in incoming or "transfer-encoding" in incoming
+        request = self.client.build_request(
+            scope["method"],
+            upstream_url(base_url, scope),
+            headers=headers,
+            content=request_body(receive) if has_body else None,
+        )
+        try:
+            response = await self.client.send(request, stream=True)
+        except ClientDisconnect:  # the browser left while sending its body
+            return
+        except httpx.TransportError as exc:
+            await refuse(scope, receive, send, transport_refusal(exc, sandbox_id))
+            return
+        try:
+            await send_response(scope, receive, send, response, base_url)
+        finally:
+            await response.aclose()
+
+    async def _forward_websocket(
+        self, scope: Scope, receive: Receive, send: Send, base_url: str, sandbox_id: str
+    ) -> None:
+        try:
+            upstream = await open_websocket(
+                base_url, scope, self.private_cookies, self.timeout.connect
+            )
+        except (OSError, TimeoutError, websockets.WebSocketException) as exc:
+            await refuse(scope, receive, send, websocket_refusal(exc, sandbox_id))
+            return
+        try:
+            await send({"type": "websocket.accept", "subprotocol": upstream.subprotocol})
+            await pump_websocket(receive, send, upstream)
+        finally:
+            await upstream.close()
+
+
+async def refuse(scope: Scope, receive: Receive, send: Send, refusal: Refusal) -> None:
+    """Answer with a JSON error (HTTP) or an accepted-then-closed socket (WebSocket)."""
+    if scope["type"] == "http":
+        if refusal.code == "preview_starting" and wants_html(scope):
+            await starting_page(scope, receive, send, refusal.message)
+            return
+        body = {"error": {"code": refusal.code, "message": refusal.message}}
+        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if refusal.status == 503 else None
+        await JSONResponse(body, refusal.status, headers)(scope, receive, send)
+        return
+    # Accept first so a browser sees the close code; echo a requested subprotocol because
+    # browsers fail a handshake that ignores theirs, which would hide the code again.
+    requested = scope.get("subprotocols") or [None]
+    await send({"type": "websocket.accept", "subprotocol": requested[0]})
+    reason = refusal.message.encode()[:123].decode(errors="ignore")  # RFC 6455: 123 bytes max
+    await send({"type": "websocket.close", "code": refusal.close_code, "reason": reason})
+
+
+# Messages name the sandbox, never the dev server's internal address.
+def transport_refusal(exc: httpx.TransportError, sandbox_id: str) -> Refusal:
+    """What to answer when the dev server could not give a response at all."""
+    if isinstance(exc, NOT_READY_ERRORS):
+        return starting(sandbox_id)
+    if isinstance(exc, httpx.TimeoutException):
+        msg = f"the dev server of sandbox {sandbox_id!r} did not answer in time"
+        return Refusal(504, "preview_timeout", msg, WS_TRY_AGAIN_LATER)
+    msg = f"the dev server of sandbox {sandbox_id!r} failed: {type(exc).__name__}"
+    return Refusal(502, "preview_upstream_error", msg, WS_BAD_GATEWAY)
+
+
+def websocket_refusal(exc: Exception, sandbox_id: str) -> Refusal:
+    """What to answer when the dev server's WebSocket handshake failed."""
+    if isinstance(exc, (OSError, TimeoutError)):
+        return starting(sandbox_id)
+    msg = f"the dev server of sandbox {sandbox_id!r} refused the WebSocket: {exc}"
+    return Refusal(502, "preview_upstream_error", msg, WS_BAD_GATEWAY)
+
+
+def starting(sandbox_id: str) -> Refusal:
+    """The dev server does not accept connections (yet): the browser should retry."""
+    msg = f"the dev server of sandbox {sandbox_id!r} is not up yet"
+    return Refusal(503, "preview_starting", msg, WS_TRY_AGAIN_LATER)
+
+
+async def starting_page(scope: Scope, receive: Receive, send: Send, message: str) -> None:
+    """The self-refreshing 503 page shown while the dev server is not up."""
+    html = STARTING_PAGE.format(retry=RETRY_AFTER_SECONDS, message=escape(message))
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS), "Cache-Control": "no-store"}
+    await HTMLResponse(html, 503, headers)(scope, receive, send)
+
+
+def wants_html(scope: Scope) -> bool:
+    """Whether the client is a browser navigating (rather than a script fetching)."""
+    return "text/html" in HTTPConnection(scope).headers.get("accept", "")

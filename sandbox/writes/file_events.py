@@ -1,0 +1,120 @@
+"""File events -> the write buffer: stream bodies into Redis, clean up and flush at ``file_end``.
+
+Ordinary files are published as they stream (the flush scheduler writes them into the sandbox
+while the model is still typing). A template's config files are held back until ``file_end``,
+because :func:`sandbox.writes.template_files.decide_write` needs the whole content:
+``package.json`` is merged (its new dependencies are reported so the caller can install them), any
+other config file is refused, and both come back as notices the user must see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from sandbox.images.templates import Template
+from sandbox.writes.fences import strip_wrapping_fence
+from sandbox.writes.flush import FlushScheduler
+from sandbox.writes.template_files import (
+    PACKAGE_JSON,
+    WriteAction,
+    decide_write,
+    is_template_config,
+)
+from sandbox.writes.write_buffer import WriteBuffer
+
+# Reads a file of the sandbox's workspace as it is now (``None`` if there is none).
+WorkspaceReader = Callable[[str], Awaitable[str | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteNotice:
+    """Something about a written file the user should see; ``packages`` need installing."""
+
+    path: str
+    code: str  # config_merged | config_refused
+    message: str
+    packages: tuple[str, ...] = ()
+
+
+class FileEventWriter:
+    """Handles ``file_start`` / ``file_content`` / ``file_end`` of one sandbox."""
+
+    def __init__(
+        self,
+        buffer: WriteBuffer,
+        scheduler: FlushScheduler,
+        template: Template,
+        read_workspace: WorkspaceReader,
+    ) -> None:
+        """Write into ``buffer`` and tell ``scheduler``; ``read_workspace`` serves merges."""
+        self.buffer = buffer
+        self.scheduler = scheduler
+        self.template = template
+        self._read_workspace = read_workspace
+        self._held: set[str] = set()
+        self.completed: list[str] = []  # paths written in full, in first-completion order
+
+    async def start(self, path: str) -> None:
+        """A file begins: reset its content (held back if it is a template config file)."""
+        publish = not is_template_config(self.template, path)
+        if not publish:
+            self._held.add(path)
+        await self.buffer.start_file(path, publish=publish)
+        if publish:
+            self.scheduler.note_write()
+
+    async def append(self, path: str, chunk: str) -> None:
+        """Append a piece of the file's body."""
+        held = path in self._held
+        await self.buffer.append(path, chunk, publish=not held)
+        if not held:
+            self.scheduler.note_write()
+
+    async def end(self, path: str) -> list[WriteNotice]:
+        """The file is complete: clean it up (or decide on a config file) and flush it now."""
+        if path in self._held:
+            self._held.discard(path)
+            return await self._end_config(path)
+        content = await self.buffer.read(path)
+        if content is not None:
+            text = content.decode()
+            cleaned = strip_wrapping_fence(text)
+            if cleaned != text:
+                await self.buffer.replace(path, cleaned.encode())
+                self.scheduler.note_write()
+        self._complete(path)
+        return []
+
+    async def abandon(self) -> None:
+        """Drop config files whose ``file_end`` never came (the stream was cut)."""
+        for path in sorted(self._held):
+            await self.buffer.forget(path)
+        self._held.clear()
+
+    async def _end_config(self, path: str) -> list[WriteNotice]:
+        content = (await self.buffer.read(path) or b"").decode()
+        content = strip_wrapping_fence(content)
+        current = await self._read_workspace(PACKAGE_JSON) if path == PACKAGE_JSON else None
+        decision = decide_write(self.template, path, content, current)
+        if decision.action is WriteAction.REFUSE or decision.content is None:
+            await self.buffer.forget(path)
+        else:
+            await self.buffer.replace(decision.path, decision.content.encode())
+            self.scheduler.note_write()
+            self._complete(decision.path)
+        code = "config_refused" if decision.action is WriteAction.REFUSE else "config_merged"
+        message = _describe(decision.added, decision.warnings)
+        return [WriteNotice(path, code, message, decision.added)]
+
+    def _complete(self, path: str) -> None:
+        if path not in self.completed:
+            self.completed.append(path)
+        self.scheduler.request_now()
+
+
+def _describe(added: tuple[str, ...], warnings: tuple[str, ...]) -> str:
+    """One message for a config-file decision: what was added, then every warning."""
+    parts = [f"added {', '.join(added)} to package.json"] if added else []
+    parts += warnings
+    return "; ".join(parts) or "package.json brought no new dependencies"

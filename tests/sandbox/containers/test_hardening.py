@@ -1,0 +1,120 @@
+"""The hardened run settings as a pure function (the live container is checked in test_manager)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox.containers.hardening import (
+    CA_BUNDLE_PATH,
+    NPM_CACHE_DIR,
+    container_run_kwargs,
+    sandbox_environment,
+)
+from sandbox.images.templates import get_template
+from sandbox.settings import LABEL, SandboxSettings
+
+
+def _kwargs(settings: SandboxSettings, **overrides: Any) -> dict[str, Any]:
+    return container_run_kwargs(
+        settings,
+        get_template("vite-react"),
+        "abc123",
+        volume="kiln-ws-abc123",
+        network="kiln-net-abc123",
+        created=1000.0,
+        **overrides,
+    )
+
+
+def test_the_container_runs_unprivileged_with_limits() -> None:
+    settings = SandboxSettings(mem_limit="768m", nano_cpus=500_000_000, pids_limit=256)
+    kwargs = _kwargs(settings)
+    assert kwargs["user"] == "1000:1000"
+    assert kwargs["cap_drop"] == ["ALL"]
+    assert "cap_add" not in kwargs
+    assert kwargs["security_opt"] == ["no-new-privileges"]
+    assert kwargs["init"] is True
+    assert "privileged" not in kwargs
+    assert (kwargs["pids_limit"], kwargs["nano_cpus"]) == (256, 500_000_000)
+    assert kwargs["mem_limit"] == kwargs["memswap_limit"] == "768m"
+    assert kwargs["image"] == "kiln/sandbox-vite-react:latest"
+    assert kwargs["command"] == ["npm", "run", "dev"]
+    assert kwargs["working_dir"] == "/workspace"
+    assert kwargs["network"] == "kiln-net-abc123"
+
+
+def test_logs_rotate() -> None:
+    log_config = _kwargs(SandboxSettings(log_max_size="5m", log_max_files=2))["log_config"]
+    assert log_config["Type"] == "json-file"
+    assert log_config["Config"] == {"max-size": "5m", "max-file": "2"}
+
+
+def test_labels_carry_what_the_reaper_needs() -> None:
+    settings = SandboxSettings(instance="t1", max_lifetime_seconds=60, extra_labels={"x": "y"})
+    labels = _kwargs(settings, owner="u1", chat="c1")["labels"]
+    assert labels == {
+        LABEL: "abc123",
+        "kiln.instance": "t1",
+        "kiln.template": "vite-react",
+        "kiln.owner": "u1",
+        "kiln.chat": "c1",
+        "kiln.created": "1000",
+        "kiln.expiry": "1060",
+        "x": "y",
+    }
+
+
+def test_mounts_are_workspace_and_npm_cache_never_the_docker_socket(tmp_path: Path) -> None:
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("pem")
+    volumes = _kwargs(SandboxSettings(npm_cache_volume="cache", ca_bundle=bundle))["volumes"]
+    assert volumes == {
+        "kiln-ws-abc123": {"bind": "/workspace", "mode": "rw"},
+        "cache": {"bind": NPM_CACHE_DIR, "mode": "rw"},
+        str(bundle.resolve()): {"bind": CA_BUNDLE_PATH, "mode": "ro"},
+    }
+    assert not any("docker.sock" in source for source in volumes)
+
+
+def test_without_a_ca_bundle_nothing_is_mounted_or_exported_for_it() -> None:
+    kwargs = _kwargs(SandboxSettings())
+    assert len(kwargs["volumes"]) == 2
+    assert "NODE_EXTRA_CA_CERTS" not in kwargs["environment"]
+    assert "npm_config_cafile" not in kwargs["environment"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        pytest.param(
+            SandboxSettings(ca_bundle=Path("/etc/ssl/certs/ca-certificates.crt")),
+            {"NODE_EXTRA_CA_CERTS": CA_BUNDLE_PATH, "npm_config_cafile": CA_BUNDLE_PATH},
+            id="ca-bundle",
+        ),
+        pytest.param(
+            SandboxSettings(npm_registry="https://npm.internal/"),
+            {"npm_config_registry": "https://npm.internal/"},
+            id="registry",
+        ),
+        pytest.param(
+            SandboxSettings(proxy_env={"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": "local"}),
+            {
+                "HTTPS_PROXY": "http://proxy:3128",
+                "https_proxy": "http://proxy:3128",
+                "npm_config_https_proxy": "http://proxy:3128",
+                "NO_PROXY": "local",
+                "no_proxy": "local",
+            },
+            id="proxies",
+        ),
+    ],
+)
+def test_environment_forwards_how_npm_reaches_the_registry(
+    settings: SandboxSettings, expected: dict[str, str]
+) -> None:
+    env = sandbox_environment(settings)
+    assert env["npm_config_cache"] == NPM_CACHE_DIR
+    assert expected.items() <= env.items()

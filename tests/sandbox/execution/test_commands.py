@@ -1,0 +1,177 @@
+"""Commands in a live sandbox: policy first, argv only, exit codes, timeouts, caps, order."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import replace
+
+import anyio
+import docker
+import pytest
+
+from sandbox.containers.docker_boundary import call
+from sandbox.errors import CommandRefused
+from sandbox.execution.commands import run_command
+from sandbox.execution.exec_stream import ExecResult, OutputSink
+from sandbox.execution.install_queue import InstallQueue
+from sandbox.lifecycle.manager import Sandbox, SandboxManager
+
+pytestmark = [pytest.mark.anyio, pytest.mark.docker]
+
+SPIN = "setInterval(() => {}, 1000)\n"
+CHATTY = "for (let i = 0; i < 5000; i++) console.log('line ' + i)\n"
+STILL_SPINNING = (
+    "const fs = require('fs');"
+    "console.log(fs.readdirSync('/proc').filter(p => /^[0-9]+$/.test(p)).some(p => {"
+    "  try { return fs.readFileSync('/proc/' + p + '/cmdline', 'utf8').split('\\0')"
+    "    .includes('spin.js') }"
+    "  catch { return false } }))"
+)
+
+
+@pytest.fixture
+async def sandbox(manager: SandboxManager) -> AsyncIterator[Sandbox]:
+    """A sandbox of its own chat holding two scripts, destroyed afterwards."""
+    acquired = await manager.acquire("chat-commands", "owner-1", "vanilla")
+    container = await manager.container_for(acquired.id)
+    await call(container.put_archive, "/workspace", _tar({"spin.js": SPIN, "chatty.js": CHATTY}))
+    yield acquired
+    await manager.destroy(acquired.id)
+
+
+def _tar(files: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size, info.uid, info.gid, info.mode = len(data), 1000, 1000, 0o644
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+class Lines:
+    """An output sink that keeps the lines."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    async def __call__(self, line: str) -> None:
+        self.lines.append(line)
+
+
+async def test_an_allowed_command_streams_its_lines_and_exit_code(
+    manager: SandboxManager, sandbox: Sandbox
+) -> None:
+    sink = Lines()
+    result = await manager.run_command(sandbox.id, ["node", "server.js", "--check"], sink)
+    assert result.ok
+    assert sink.lines == ["index.html present; a static site needs no build"]
+    failed = await manager.run_command(sandbox.id, ["ls", "no-such-file"])
+    assert failed.exit_code == 2
+    assert "no-such-file" in failed.output
+
+
+async def test_a_refused_command_never_runs(
+    manager: SandboxManager, sandbox: Sandbox, docker_client: docker.DockerClient
+) -> None:
+    for argv in (["sh", "-c", "touch /workspace/pwned"], ["npm", "exec", "--", "evil-package"]):
+        with pytest.raises(CommandRefused):
+            await manager.run_command(sandbox.id, argv)
+    listing = await manager.run_command(sandbox.id, ["ls"])
+    assert "pwned" not in listing.output.split()
+
+
+async def test_a_command_past_its_timeout_is_killed(
+    manager: SandboxManager, sandbox: Sandbox
+) -> None:
+    result = await _run(manager, sandbox, ["node", "spin.js"], command_timeout_seconds=1)
+    assert result.timed_out
+    assert not result.ok
+    # The test's own probe (the policy would refuse reading /proc): the process is gone.
+    container = await call(manager.client.containers.get, sandbox.container_id)
+    probe = await call(container.exec_run, ["node", "-e", STILL_SPINNING], user="1000:1000")
+    assert probe.output.decode().strip() == "false"
+
+
+async def test_output_past_the_cap_is_cut_and_says_so(
+    manager: SandboxManager, sandbox: Sandbox
+) -> None:
+    sink = Lines()
+    result = await _run(manager, sandbox, ["node", "chatty.js"], sink, output_cap_bytes=1000)
+    assert result.ok
+    assert result.truncated
+    assert sink.lines[-1].startswith("[kiln: output truncated after")
+    assert sum(len(line) + 1 for line in sink.lines[:-1]) <= 1000
+    assert sink.lines[0] == "line 0"
+
+
+async def test_npm_install_as_a_command_goes_through_the_install_queue(
+    manager: SandboxManager, sandbox: Sandbox
+) -> None:
+    result = await manager.run_command(sandbox.id, ["npm", "install", "is-number@7.0.0"])
+    assert result.ok, result.output
+    assert result.argv[:2] == ("npm", "install")
+    listing = await manager.run_command(sandbox.id, ["ls", "node_modules"])
+    assert "is-number" in listing.output.split()
+
+
+async def test_a_command_waits_until_the_install_queue_is_idle(
+    manager: SandboxManager, sandbox: Sandbox
+) -> None:
+    order: list[str] = []
+    release = anyio.Event()
+
+    async def slow_install(
+        argv: Sequence[str], timeout: float, on_output: OutputSink | None
+    ) -> ExecResult:
+        order.append("install started")
+        await release.wait()
+        order.append("install finished")
+        return ExecResult(tuple(argv), 0, "", truncated=False, timed_out=False)
+
+    queue = InstallQueue(slow_install, _no_egress, timeout=10)
+
+    async def command() -> None:
+        await run_command(
+            manager.client,
+            manager.settings,
+            queue,
+            lambda: manager.container_for(sandbox.id),
+            ["ls"],
+        )
+        order.append("command ran")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(queue.install, ["is-number"])
+        await anyio.sleep(0)  # the install is queued first
+        group.start_soon(command)
+        await anyio.sleep(0.5)  # long enough for the command to have run, had it not waited
+        release.set()
+    assert order == ["install started", "install finished", "command ran"]
+
+
+@asynccontextmanager
+async def _no_egress() -> AsyncIterator[None]:
+    yield
+
+
+async def _run(
+    manager: SandboxManager,
+    sandbox: Sandbox,
+    argv: list[str],
+    sink: OutputSink | None = None,
+    **settings: float,
+) -> ExecResult:
+    """Run through ``run_command`` with some settings changed for this call only."""
+    return await run_command(
+        manager.client,
+        replace(manager.settings, **settings),
+        manager.install_queue(sandbox.id),
+        lambda: manager.container_for(sandbox.id),
+        argv,
+        sink,
+    )

@@ -1,0 +1,68 @@
+"""Line assembly, the output cap and the timeout wrapper of ``docker exec`` (no Docker here).
+
+Running real commands through ``exec_streaming`` is covered by ``test_commands``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sandbox.execution.exec_stream import CappedOutput, ExecResult, LineAssembler, timeout_argv
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize(
+    ("chunks", "lines"),
+    [
+        pytest.param([b"one\ntwo\n"], ["one", "two"], id="whole-lines"),
+        pytest.param([b"on", b"e\ntw", b"o"], ["one", "two"], id="split-lines"),
+        pytest.param([b"crlf\r\n"], ["crlf"], id="crlf"),
+        pytest.param(["é✓\n".encode()[:1], "é✓\n".encode()[1:]], ["é✓"], id="utf8-split"),
+        pytest.param([b"bad \xff byte\n"], ["bad \ufffd byte"], id="invalid-utf8"),
+        pytest.param([b"\n\n"], ["", ""], id="empty-lines"),
+        pytest.param([b""], [], id="nothing"),
+    ],
+)
+def test_line_assembler_joins_chunks_into_lines(chunks: list[bytes], lines: list[str]) -> None:
+    assembler = LineAssembler()
+    seen = [line for chunk in chunks for line in assembler.feed(chunk)]
+    assert seen + assembler.close() == lines
+
+
+async def test_capped_output_forwards_until_the_cap_then_one_marker() -> None:
+    forwarded: list[str] = []
+
+    async def sink(line: str) -> None:
+        forwarded.append(line)
+
+    output = CappedOutput(10, sink)
+    for line in ("1234", "5678", "9abc", "never"):
+        await output.add(line)
+    assert forwarded == ["1234", "5678", "[kiln: output truncated after 10 bytes]"]
+    assert output.lines == forwarded
+    assert output.truncated
+
+
+async def test_capped_output_without_a_sink_still_collects() -> None:
+    output = CappedOutput(100, None)
+    await output.add("line")
+    assert (output.lines, output.truncated) == (["line"], False)
+
+
+def test_timeout_argv_wraps_the_command_in_coreutils_timeout() -> None:
+    assert timeout_argv(["npm", "test"], 90) == ["timeout", "--kill-after=5", "90", "npm", "test"]
+    assert timeout_argv(["ls"], 0)[2] == "0.1"  # never "0", which would mean no timeout
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "timed_out", "ok"),
+    [
+        pytest.param(0, False, True, id="success"),
+        pytest.param(1, False, False, id="failure"),
+        pytest.param(0, True, False, id="timed-out"),
+    ],
+)
+def test_exec_result_ok(exit_code: int, timed_out: bool, ok: bool) -> None:
+    result = ExecResult(("ls",), exit_code, "", truncated=False, timed_out=timed_out)
+    assert result.ok is ok

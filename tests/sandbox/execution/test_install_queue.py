@@ -1,0 +1,196 @@
+"""The install queue with a fake runner and egress: validation, strict order, egress discipline."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+import anyio
+import pytest
+
+from sandbox.errors import CommandRefused, InstallRefused
+from sandbox.execution.exec_stream import ExecResult, OutputSink
+from sandbox.execution.install_queue import InstallQueue, install_argv, validate_specs
+
+pytestmark = pytest.mark.anyio
+
+
+class FakeSandbox:
+    """Records what the queue did, in order; installs can be made to fail, hang or wait."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+        self.running = 0
+        self.most_running = 0
+        self.fail_with: BaseException | None = None
+        self.hang = False
+
+    async def runner(
+        self, argv: Sequence[str], timeout: float, on_output: OutputSink | None
+    ) -> ExecResult:
+        self.running += 1
+        self.most_running = max(self.most_running, self.running)
+        self.log.append("run " + " ".join(argv[6:]))
+        try:
+            await anyio.sleep(0.01)  # let other installs try to overlap
+            if self.hang:
+                await anyio.sleep_forever()
+            if self.fail_with is not None:
+                raise self.fail_with
+            if on_output is not None:
+                await on_output(f"added {argv[-1]}")
+            return ExecResult(tuple(argv), 0, "", truncated=False, timed_out=False)
+        finally:
+            self.running -= 1
+
+    @asynccontextmanager
+    async def egress(self) -> AsyncIterator[None]:
+        self.log.append("connect")
+        try:
+            yield
+        finally:
+            self.log.append("disconnect")
+
+
+@pytest.fixture
+def fake() -> FakeSandbox:
+    return FakeSandbox()
+
+
+@pytest.fixture
+def queue(fake: FakeSandbox) -> InstallQueue:
+    return InstallQueue(fake.runner, fake.egress, timeout=30)
+
+
+async def test_an_install_runs_npm_with_egress_around_it(
+    fake: FakeSandbox, queue: InstallQueue
+) -> None:
+    lines: list[str] = []
+
+    async def sink(line: str) -> None:
+        lines.append(line)
+
+    installed = await queue.install([" zod@^3 ", "zod@^3", "react-router-dom"], sink)
+    assert installed.ok
+    assert installed.packages == ("zod@^3", "react-router-dom")
+    assert installed.result.argv == (
+        "npm",
+        "install",
+        "--save",
+        "--no-audit",
+        "--no-fund",
+        "--",
+        "zod@^3",
+        "react-router-dom",
+    )
+    assert fake.log == ["connect", "run zod@^3 react-router-dom", "disconnect"]
+    assert lines == ["added react-router-dom"]
+
+
+@pytest.mark.parametrize(
+    ("specs", "named"),
+    [
+        pytest.param(
+            ["zod", "https://evil.example/x.tgz"], "'https://evil.example/x.tgz'", id="url"
+        ),
+        pytest.param(["--registry=http://evil"], "'--registry=http://evil'", id="option"),
+        pytest.param(["zod; rm -rf /"], "'zod; rm -rf /'", id="shell"),
+        pytest.param(["git+ssh://x/y.git"], "'git+ssh://x/y.git'", id="git"),
+        pytest.param([""], "''", id="empty-spec"),
+        pytest.param([], "no package specs", id="no-specs"),
+        pytest.param("zod", "must be a list", id="bare-string"),
+    ],
+)
+async def test_invalid_specs_are_refused_by_name_before_anything_runs(
+    fake: FakeSandbox, queue: InstallQueue, specs: list[str], named: str
+) -> None:
+    with pytest.raises(InstallRefused):
+        await queue.install(specs)
+    with pytest.raises(InstallRefused) as info:
+        validate_specs(specs)
+    assert named in str(info.value)
+    assert fake.log == []
+
+
+async def test_installs_run_strictly_one_at_a_time_in_arrival_order(
+    fake: FakeSandbox, queue: InstallQueue
+) -> None:
+    async with anyio.create_task_group() as group:
+        for name in ("a-pkg", "b-pkg", "c-pkg", "d-pkg"):
+            group.start_soon(queue.install, [name])
+            await anyio.sleep(0)  # fix the arrival order
+    assert fake.most_running == 1
+    assert [entry for entry in fake.log if entry.startswith("run")] == [
+        "run a-pkg",
+        "run b-pkg",
+        "run c-pkg",
+        "run d-pkg",
+    ]
+    assert fake.log.count("connect") == fake.log.count("disconnect") == 4
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        pytest.param(RuntimeError("npm crashed"), id="runner-raises"),
+        pytest.param(None, id="cancelled-by-timeout"),
+    ],
+)
+async def test_egress_is_detached_whatever_happens(
+    fake: FakeSandbox, queue: InstallQueue, failure: BaseException | None
+) -> None:
+    fake.fail_with = failure
+    fake.hang = failure is None
+    with anyio.move_on_after(0.2):
+        with pytest.raises(RuntimeError) if failure else contextlib.nullcontext():
+            await queue.install(["zod"])
+    assert fake.log[0] == "connect"
+    assert fake.log[-1] == "disconnect"
+    assert queue.idle
+
+
+async def test_wait_idle_returns_once_the_queue_is_drained(
+    fake: FakeSandbox, queue: InstallQueue
+) -> None:
+    assert queue.idle
+    await queue.wait_idle()  # idle: returns at once
+    done: list[str] = []
+
+    async def waiter() -> None:
+        await queue.wait_idle()
+        done.append(f"idle after {len([e for e in fake.log if e.startswith('run')])} installs")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(queue.install, ["a-pkg"])
+        group.start_soon(queue.install, ["b-pkg"])
+        await anyio.sleep(0)
+        assert not queue.idle
+        group.start_soon(waiter)
+    assert done == ["idle after 2 installs"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        pytest.param(["npm", "run", "build"], CommandRefused, id="not-an-install"),
+        pytest.param(["npm", "exec", "evil"], CommandRefused, id="refused-by-policy"),
+        pytest.param(["npm", "install", "file:../x"], CommandRefused, id="bad-spec"),
+    ],
+)
+async def test_run_npm_accepts_only_install_commands(
+    fake: FakeSandbox, queue: InstallQueue, argv: list[str], error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        await queue.run_npm(argv)
+    assert fake.log == []
+
+
+async def test_run_npm_runs_an_allowed_ci(fake: FakeSandbox, queue: InstallQueue) -> None:
+    installed = await queue.run_npm(["npm", "ci"])
+    assert installed.result.argv == ("npm", "ci")
+    assert fake.log == ["connect", "run ", "disconnect"]
+
+
+def test_install_argv_ends_options_before_the_specs() -> None:
+    assert install_argv(["zod"])[-2:] == ["--", "zod"]

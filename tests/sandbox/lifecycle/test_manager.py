@@ -1,0 +1,230 @@
+"""The sandbox manager against the real Docker engine and Redis: hardening, reuse, pool, revival."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import anyio
+import docker
+import httpx
+import pytest
+
+from sandbox.containers.docker_boundary import call
+from sandbox.containers.hardening import CA_BUNDLE_PATH, NPM_CACHE_DIR
+from sandbox.containers.networks import BRIDGE_NAME_OPTION, bridge_interface
+from sandbox.errors import SandboxError, SandboxUnavailable
+from sandbox.lifecycle.manager import Sandbox, SandboxManager
+from sandbox.settings import LABEL, SandboxSettings
+
+pytestmark = [pytest.mark.anyio, pytest.mark.docker]
+
+
+async def _exec(client: docker.DockerClient, container_id: str, *argv: str) -> str:
+    """Run a probe in the container as the sandbox user (the test's own tool, not the policy)."""
+    container = await call(client.containers.get, container_id)
+    result = await call(container.exec_run, list(argv), user="1000:1000")
+    return str(result.output.decode().strip())
+
+
+@pytest.fixture
+async def cold(manager: SandboxManager) -> AsyncIterator[Sandbox]:
+    """A freshly provisioned sandbox with an owner and chat in its labels."""
+    sandbox = await manager.provision("vanilla", owner="owner-1", chat="chat-cold")
+    yield sandbox
+    await manager.destroy(sandbox.id)
+
+
+async def test_a_live_sandbox_container_is_hardened(
+    cold: Sandbox, docker_client: docker.DockerClient, sandbox_settings: SandboxSettings
+) -> None:
+    attrs = docker_client.containers.get(cold.container_id).attrs
+    host, config = attrs["HostConfig"], attrs["Config"]
+    assert config["User"] == "1000:1000"
+    assert host["CapDrop"] == ["ALL"]
+    assert not host["CapAdd"]
+    assert host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["Privileged"] is False
+    assert host["Init"] is True
+    assert host["PidsLimit"] == sandbox_settings.pids_limit
+    assert host["Memory"] == host["MemorySwap"] == 768 * 1024 * 1024
+    assert host["NanoCpus"] == sandbox_settings.nano_cpus
+    assert host["LogConfig"] == {
+        "Type": "json-file",
+        "Config": {"max-size": "10m", "max-file": "3"},
+    }
+    labels = config["Labels"]
+    assert labels[LABEL] == cold.id
+    assert labels["kiln.instance"] == sandbox_settings.instance
+    assert (labels["kiln.owner"], labels["kiln.chat"]) == ("owner-1", "chat-cold")
+    assert float(labels["kiln.expiry"]) > float(labels["kiln.created"])
+
+
+async def test_the_processes_have_no_privileges(
+    cold: Sandbox, docker_client: docker.DockerClient
+) -> None:
+    status = await _exec(docker_client, cold.container_id, "cat", "/proc/self/status")
+    fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+    assert fields["Uid"].split()[0] == "1000"
+    assert fields["CapEff"].strip() == "0000000000000000"
+    assert fields["CapBnd"].strip() == "0000000000000000"
+    assert fields["NoNewPrivs"].strip() == "1"
+    init = await _exec(docker_client, cold.container_id, "cat", "/proc/1/cmdline")
+    assert "docker-init" in init or "tini" in init
+
+
+async def test_mounts_are_the_workspace_volume_npm_cache_and_ca_only(
+    cold: Sandbox, docker_client: docker.DockerClient, sandbox_settings: SandboxSettings
+) -> None:
+    mounts = {
+        m["Destination"]: m for m in docker_client.containers.get(cold.container_id).attrs["Mounts"]
+    }
+    assert set(mounts) == {"/workspace", NPM_CACHE_DIR, CA_BUNDLE_PATH}
+    assert (mounts["/workspace"]["Type"], mounts["/workspace"]["Name"]) == ("volume", cold.volume)
+    assert mounts[CA_BUNDLE_PATH]["RW"] is False
+    assert not any("docker.sock" in m.get("Source", "") for m in mounts.values())
+    volume = docker_client.volumes.get(cold.volume)
+    assert volume.attrs["Labels"][LABEL] == cold.id
+    # The shared npm cache belongs to the sandbox user, so installs can write to it.
+    owner = await _exec(docker_client, cold.container_id, "stat", "-c", "%u", NPM_CACHE_DIR)
+    assert owner == "1000"
+    assert sandbox_settings.npm_cache_volume == mounts[NPM_CACHE_DIR]["Name"]
+
+
+async def test_the_container_sits_on_its_own_internal_network_only(
+    cold: Sandbox, docker_client: docker.DockerClient
+) -> None:
+    networks = docker_client.containers.get(cold.container_id).attrs["NetworkSettings"]["Networks"]
+    assert list(networks) == [cold.network]
+    network = docker_client.networks.get(cold.network)
+    assert network.attrs["Internal"] is True
+    assert network.attrs["Labels"][LABEL] == cold.id
+    # A kiln<hash> bridge, so one host firewall rule (-i kiln+) covers every sandbox.
+    assert network.attrs["Options"][BRIDGE_NAME_OPTION] == bridge_interface(cold.network)
+
+
+async def test_the_host_reaches_the_dev_server_on_the_container_address(
+    manager: SandboxManager, cold: Sandbox
+) -> None:
+    ready = await manager.wait_ready(cold.id)
+    async with httpx.AsyncClient() as client:
+        response = await client.get(f"{ready.dev_url}/")
+    assert response.status_code == 200
+    assert "<html" in response.text.lower()
+
+
+async def test_a_chat_gets_the_same_sandbox_back_and_another_chat_its_own(
+    manager: SandboxManager,
+) -> None:
+    first = await manager.acquire("chat-reuse", "owner-1", "vanilla")
+    try:
+        await manager.release(first.id)
+        again = await manager.acquire("chat-reuse", "owner-1", "vanilla")
+        other = await manager.acquire("chat-other", "owner-1", "vanilla")
+        assert again.id == first.id
+        assert other.id != first.id
+        assert (again.owner, again.chat) == ("owner-1", "chat-reuse")
+        await manager.destroy(other.id)
+    finally:
+        await manager.destroy(first.id)
+
+
+async def test_a_warm_acquire_hands_out_a_running_dev_server_and_the_pool_refills(
+    manager: SandboxManager,
+) -> None:
+    await _until_pool_has_one(manager)
+    sandbox = await manager.acquire("chat-warm", "owner-1", "vanilla")
+    try:
+        record = await manager.registry.get(sandbox.id)
+        assert record is not None
+        assert record.state == "in_use"
+        async with httpx.AsyncClient() as client:  # no wait_ready: it was started warm
+            assert (await client.get(f"{sandbox.dev_url}/")).status_code == 200
+        await _until_pool_has_one(manager)
+    finally:
+        await manager.destroy(sandbox.id)
+
+
+async def _until_pool_has_one(manager: SandboxManager) -> None:
+    with anyio.fail_after(120):
+        while manager.pool.available("vanilla") < 1:
+            await anyio.sleep(0.2)
+
+
+async def test_container_for_revives_a_dead_container_on_the_same_volume(
+    manager: SandboxManager, cold: Sandbox, docker_client: docker.DockerClient
+) -> None:
+    await _exec(docker_client, cold.container_id, "mkdir", "/workspace/kept")
+    docker_client.containers.get(cold.container_id).remove(force=True)
+    container = await manager.container_for(cold.id)
+    assert container.id != cold.container_id
+    assert container.status == "running"
+    assert (
+        await _exec(docker_client, container.id, "ls", "-d", "/workspace/kept") == "/workspace/kept"
+    )
+    revived = await manager.wait_ready(cold.id)
+    assert revived.container_id == container.id
+
+
+async def test_a_sandbox_whose_objects_all_vanished_comes_back_labelled(
+    manager: SandboxManager, cold: Sandbox, docker_client: docker.DockerClient
+) -> None:
+    docker_client.containers.get(cold.container_id).remove(force=True)
+    docker_client.networks.get(cold.network).remove()
+    docker_client.volumes.get(cold.volume).remove()
+    container = await manager.container_for(cold.id)
+    assert container.status == "running"
+    for found in (
+        docker_client.volumes.get(cold.volume),
+        docker_client.networks.get(cold.network),
+    ):
+        assert found.attrs["Labels"][LABEL] == cold.id
+    assert container.labels["kiln.owner"] == "owner-1"
+
+
+async def test_another_template_for_a_chat_replaces_its_sandbox(
+    manager: SandboxManager, docker_client: docker.DockerClient
+) -> None:
+    vanilla = await manager.acquire("chat-switch", "owner-1", "vanilla")
+    vite = await manager.acquire("chat-switch", "owner-1", "vite-react")
+    try:
+        assert vite.id != vanilla.id
+        assert await manager.registry.get(vanilla.id) is None
+        assert not docker_client.containers.list(
+            all=True, filters={"label": f"{LABEL}={vanilla.id}"}
+        )
+        ready = await manager.wait_ready(vite.id)
+        async with httpx.AsyncClient() as client:
+            response = await client.get(f"{ready.dev_url}/")
+        assert response.status_code == 200  # vite serves as uid 1000 from the volume
+    finally:
+        await manager.destroy(vite.id)
+
+
+async def test_a_chat_of_another_owner_is_not_handed_out(manager: SandboxManager) -> None:
+    sandbox = await manager.acquire("chat-owned", "owner-1", "vanilla")
+    try:
+        with pytest.raises(SandboxError, match="another owner"):
+            await manager.acquire("chat-owned", "owner-2", "vanilla")
+    finally:
+        await manager.destroy(sandbox.id)
+
+
+async def test_destroy_removes_container_network_volume_and_record(
+    manager: SandboxManager, docker_client: docker.DockerClient
+) -> None:
+    sandbox = await manager.provision("vanilla")
+    await manager.destroy(sandbox.id)
+    selector = {"label": f"{LABEL}={sandbox.id}"}
+    assert not docker_client.containers.list(all=True, filters=selector)
+    assert not docker_client.networks.list(filters=selector)
+    assert not docker_client.volumes.list(filters=selector)
+    with pytest.raises(SandboxUnavailable, match=sandbox.id):
+        await manager.get(sandbox.id)
+    await manager.destroy(sandbox.id)  # destroying twice is harmless
+
+
+async def test_an_unknown_template_is_refused_before_anything_is_created(
+    manager: SandboxManager,
+) -> None:
+    with pytest.raises(KeyError, match="'angular'"):
+        await manager.acquire("chat-x", "owner-1", "angular")
