@@ -23,8 +23,8 @@ stable ``code`` (each class's ``code``), a human message and a ``severity``;
 from __future__ import annotations
 
 from parser.errors import ParseError
-from sandbox.errors import SandboxError
-from sandbox.errors import error_code as sandbox_error_code
+from sandbox import SandboxError
+from sandbox import error_code as sandbox_error_code
 
 
 class KilnError(Exception):

@@ -33,7 +33,7 @@ from prompts.fitting import (
     fair_shares,
     truncate_to_tokens,
 )
-from sandbox.images.templates import get_template
+from sandbox import get_template
 
 _PLACEHOLDER = re.compile(r"\{\{([a-z_]+)\}\}")
 _SECTION_BREAK = "\n\n"

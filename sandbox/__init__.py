@@ -1,1 +1,214 @@
-"""Docker sandboxes for generated apps. Knows nothing about LLMs; never imports ``app``."""
+"""Docker sandboxes for generated apps. Knows nothing about LLMs; never imports ``app``.
+
+This module is the package's public API: ``app`` imports sandbox names from here only (a test
+holds it to that). Subpackages by concern:
+
+- ``containers``: Docker objects of one sandbox (the boundary, hardening, labels, networks);
+- ``images``: templates, image settings, the offline base image and the builder;
+- ``lifecycle``: the manager, the Redis registry, the warm pool, the reaper;
+- ``writes``: the Redis write buffer, locked flushes, file events, fences, template files;
+- ``execution``: the command policy, commands, exec streams, the install queue;
+- ``preview``: the preview reverse proxy.
+
+Names are loaded on first use (PEP 562), so importing :mod:`sandbox.errors` or one name does
+not pull in the Docker SDK: the CLI's start-up stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sandbox.containers.docker_boundary import (
+        call,
+        connect,
+    )
+    from sandbox.errors import (
+        CommandRefused,
+        ImageBuildFailed,
+        InstallRefused,
+        SandboxError,
+        SandboxUnavailable,
+        error_code,
+    )
+    from sandbox.handle import (
+        Sandbox,
+    )
+    from sandbox.images.base_image import (
+        ImageRecipe,
+        StandIn,
+        build_if_stale,
+        ensure_stand_in,
+    )
+    from sandbox.images.builder import (
+        BUILD_LOCK,
+        ImageBuilder,
+        ImageStatus,
+        build_lock,
+    )
+    from sandbox.images.docker_build import (
+        EXCLUDED_NAMES,
+        BuildResult,
+        ContextFile,
+        Progress,
+        context_files,
+    )
+    from sandbox.images.settings import (
+        ImageBuildSettings,
+        default_images_dir,
+    )
+    from sandbox.images.templates import (
+        DEFAULT_TEMPLATE,
+        TEMPLATES,
+        WORKSPACE,
+        Template,
+        get_template,
+    )
+    from sandbox.lifecycle.manager import (
+        SandboxManager,
+    )
+    from sandbox.lifecycle.reaper import (
+        sweep_instance,
+    )
+    from sandbox.preview.proxy import (
+        SANDBOX_ID,
+        WS_NOT_FOUND,
+        WS_POLICY_VIOLATION,
+        PreviewProxy,
+        Refusal,
+        Resolve,
+        preview_label,
+        preview_url,
+        refuse,
+    )
+    from sandbox.session import (
+        Record,
+        RecordSink,
+        SandboxSession,
+        SessionLog,
+        manager_ports,
+    )
+    from sandbox.settings import (
+        SandboxSettings,
+    )
+    from sandbox.writes.fences import (
+        strip_wrapping_fence,
+    )
+    from sandbox.writes.write_buffer import (
+        WriteBuffer,
+    )
+
+# Where each public name lives. The imports above exist for type checkers only, and __all__ for
+# linters; tests/sandbox/test_public_api.py checks that the three lists agree.
+_EXPORTS: dict[str, str] = {
+    "CommandRefused": "sandbox.errors",
+    "ImageBuildFailed": "sandbox.errors",
+    "InstallRefused": "sandbox.errors",
+    "SandboxError": "sandbox.errors",
+    "SandboxUnavailable": "sandbox.errors",
+    "error_code": "sandbox.errors",
+    "SandboxSettings": "sandbox.settings",
+    "Sandbox": "sandbox.handle",
+    "Record": "sandbox.session",
+    "RecordSink": "sandbox.session",
+    "SandboxSession": "sandbox.session",
+    "SessionLog": "sandbox.session",
+    "manager_ports": "sandbox.session",
+    "SandboxManager": "sandbox.lifecycle.manager",
+    "sweep_instance": "sandbox.lifecycle.reaper",
+    "DEFAULT_TEMPLATE": "sandbox.images.templates",
+    "TEMPLATES": "sandbox.images.templates",
+    "Template": "sandbox.images.templates",
+    "WORKSPACE": "sandbox.images.templates",
+    "get_template": "sandbox.images.templates",
+    "ImageBuildSettings": "sandbox.images.settings",
+    "default_images_dir": "sandbox.images.settings",
+    "BUILD_LOCK": "sandbox.images.builder",
+    "ImageBuilder": "sandbox.images.builder",
+    "ImageStatus": "sandbox.images.builder",
+    "build_lock": "sandbox.images.builder",
+    "BuildResult": "sandbox.images.docker_build",
+    "ContextFile": "sandbox.images.docker_build",
+    "EXCLUDED_NAMES": "sandbox.images.docker_build",
+    "Progress": "sandbox.images.docker_build",
+    "context_files": "sandbox.images.docker_build",
+    "ImageRecipe": "sandbox.images.base_image",
+    "StandIn": "sandbox.images.base_image",
+    "build_if_stale": "sandbox.images.base_image",
+    "ensure_stand_in": "sandbox.images.base_image",
+    "WriteBuffer": "sandbox.writes.write_buffer",
+    "strip_wrapping_fence": "sandbox.writes.fences",
+    "PreviewProxy": "sandbox.preview.proxy",
+    "Refusal": "sandbox.preview.proxy",
+    "Resolve": "sandbox.preview.proxy",
+    "SANDBOX_ID": "sandbox.preview.proxy",
+    "WS_NOT_FOUND": "sandbox.preview.proxy",
+    "WS_POLICY_VIOLATION": "sandbox.preview.proxy",
+    "preview_label": "sandbox.preview.proxy",
+    "preview_url": "sandbox.preview.proxy",
+    "refuse": "sandbox.preview.proxy",
+    "call": "sandbox.containers.docker_boundary",
+    "connect": "sandbox.containers.docker_boundary",
+}
+
+__all__ = [
+    "BUILD_LOCK",
+    "DEFAULT_TEMPLATE",
+    "EXCLUDED_NAMES",
+    "SANDBOX_ID",
+    "TEMPLATES",
+    "WORKSPACE",
+    "WS_NOT_FOUND",
+    "WS_POLICY_VIOLATION",
+    "BuildResult",
+    "CommandRefused",
+    "ContextFile",
+    "ImageBuildFailed",
+    "ImageBuildSettings",
+    "ImageBuilder",
+    "ImageRecipe",
+    "ImageStatus",
+    "InstallRefused",
+    "PreviewProxy",
+    "Progress",
+    "Record",
+    "RecordSink",
+    "Refusal",
+    "Resolve",
+    "Sandbox",
+    "SandboxError",
+    "SandboxManager",
+    "SandboxSession",
+    "SandboxSettings",
+    "SandboxUnavailable",
+    "SessionLog",
+    "StandIn",
+    "Template",
+    "WriteBuffer",
+    "build_if_stale",
+    "build_lock",
+    "call",
+    "connect",
+    "context_files",
+    "default_images_dir",
+    "ensure_stand_in",
+    "error_code",
+    "get_template",
+    "manager_ports",
+    "preview_label",
+    "preview_url",
+    "refuse",
+    "strip_wrapping_fence",
+    "sweep_instance",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sandbox' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

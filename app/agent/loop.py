@@ -46,7 +46,7 @@ from parser.events import (
     WebSearch,
 )
 from prompts.compose import Mode, continuation_prompt, fixup_prompt, nudge_prompt, system_prompt
-from sandbox.images.templates import get_template
+from sandbox import get_template
 
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 Save = Callable[[Checkpoint], Awaitable[None]]

@@ -15,11 +15,18 @@ import anyio
 import redis.asyncio
 
 from parser.events import Event
-from sandbox.errors import SandboxError
-from sandbox.images.templates import DEFAULT_TEMPLATE, TEMPLATES, get_template
-from sandbox.lifecycle.manager import SandboxManager
-from sandbox.session import RecordSink, SandboxSession, SessionLog, manager_ports
-from sandbox.writes.write_buffer import WriteBuffer
+from sandbox import (
+    DEFAULT_TEMPLATE,
+    TEMPLATES,
+    RecordSink,
+    SandboxError,
+    SandboxManager,
+    SandboxSession,
+    SessionLog,
+    WriteBuffer,
+    get_template,
+    manager_ports,
+)
 
 BUFFER_TTL_GRACE_SECONDS = 600.0  # write-buffer keys outlive the sandbox's idle TTL by this
 CLOSE_LIMIT_SECONDS = 600.0  # waiting for the last installs and flushes when a run ends

@@ -31,7 +31,7 @@ from app.api.errors import EXCEPTION_HANDLERS, RequestContext
 from app.api.ports import RunServicePort, SandboxesPort, StorePort
 from app.api.preview_access import PreviewGate, marked_authorize, sandbox_resolver
 from app.api.services import ApiServices, ApiSettings, HealthCheck
-from sandbox.preview.proxy import PreviewProxy
+from sandbox import PreviewProxy
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 PLACEHOLDER_PAGE = """<!doctype html>

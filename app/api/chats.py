@@ -31,7 +31,7 @@ from app.api.views import chat_view, message_view, run_view
 from app.errors import ModelRefused
 from app.providers import PROVIDER_NAMES, resolve_provider
 from app.providers.replay import BUILTIN_DEMOS, recording_names
-from sandbox.images.templates import TEMPLATES
+from sandbox import TEMPLATES
 
 MAX_TITLE_LENGTH = 200
 MAX_CONTENT_LENGTH = 32_000

@@ -36,7 +36,7 @@ from app.logs import log_context
 from app.runs.errors import InvalidRunRequest, QueueUnavailable, RunFinished, RunNotFound
 from app.store import StoreConflict, StoreError
 from parser.errors import ParseError
-from sandbox.errors import CommandRefused, InstallRefused, SandboxError
+from sandbox import CommandRefused, InstallRefused, SandboxError
 
 log = logging.getLogger(__name__)
 REQUEST_ID_HEADER = "x-request-id"

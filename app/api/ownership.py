@@ -11,8 +11,7 @@ from __future__ import annotations
 from app.api.errors import not_found
 from app.api.ports import ChatRow, RunRow, SandboxesPort, StorePort
 from app.api.services import in_thread
-from sandbox.errors import SandboxUnavailable
-from sandbox.handle import Sandbox
+from sandbox import Sandbox, SandboxUnavailable
 
 
 async def owned_chat(store: StorePort, user_id: str, chat_id: str) -> ChatRow:

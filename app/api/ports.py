@@ -11,7 +11,7 @@ from collections.abc import AsyncIterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
-from sandbox.handle import Sandbox
+from sandbox import Sandbox
 
 
 class UserRow(Protocol):

@@ -27,13 +27,13 @@ from app.api.errors import ApiError, error_response
 from app.api.ownership import find_owned_sandbox
 from app.api.ports import SandboxesPort
 from app.api.services import ApiServices
-from sandbox.errors import SandboxUnavailable
-from sandbox.preview.proxy import (
+from sandbox import (
     SANDBOX_ID,
     WS_NOT_FOUND,
     WS_POLICY_VIOLATION,
     Refusal,
     Resolve,
+    SandboxUnavailable,
     preview_label,
     refuse,
 )

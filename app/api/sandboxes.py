@@ -25,9 +25,7 @@ from app.api.services import PREVIEW_LOGIN_TTL_SECONDS, in_thread, services
 from app.api.workspace_files import FileTooLarge, list_workspace, read_workspace_text
 from parser.errors import UnsafePathError
 from parser.paths import normalize_file_path
-from sandbox.containers.docker_boundary import call
-from sandbox.errors import SandboxUnavailable
-from sandbox.preview.proxy import preview_url
+from sandbox import SandboxUnavailable, call, preview_url
 
 
 async def list_files(request: Request) -> Response:

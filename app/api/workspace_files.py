@@ -19,7 +19,7 @@ from typing import Any
 
 import docker.errors
 
-from sandbox.images.templates import WORKSPACE
+from sandbox import WORKSPACE
 
 PRUNED_FOLDERS = ("node_modules", "dist", ".git", ".next")
 MAX_LISTED = 5000

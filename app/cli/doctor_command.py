@@ -24,10 +24,7 @@ import redis.exceptions
 
 from app.errors import ConfigError
 from app.tokens import check_tokenizer
-from sandbox.containers.docker_boundary import call, connect
-from sandbox.errors import SandboxError
-from sandbox.images.builder import ImageBuilder
-from sandbox.images.settings import ImageBuildSettings
+from sandbox import ImageBuilder, ImageBuildSettings, SandboxError, call, connect
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
 GOOD_IMAGE_STATES = ("up to date", "present")

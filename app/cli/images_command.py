@@ -18,12 +18,15 @@ import anyio.to_thread
 import docker
 
 from app.deploy.service_images import ServiceImageBuilder, ServiceImageSettings
-from sandbox.containers.docker_boundary import connect
-from sandbox.errors import SandboxError
-from sandbox.images.builder import ImageBuilder, ImageStatus
-from sandbox.images.docker_build import BuildResult
-from sandbox.images.settings import ImageBuildSettings
-from sandbox.images.templates import TEMPLATES
+from sandbox import (
+    TEMPLATES,
+    BuildResult,
+    ImageBuilder,
+    ImageBuildSettings,
+    ImageStatus,
+    SandboxError,
+    connect,
+)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

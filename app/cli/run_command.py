@@ -35,12 +35,14 @@ from app.providers import PROVIDER_NAMES, Provider, resolve_provider
 from app.providers.models import context_window
 from app.providers.replay import ReplayProvider
 from app.recordings.stream_formats import StreamFormatError
-from sandbox.errors import SandboxError
-from sandbox.images.builder import ImageBuilder
-from sandbox.images.settings import ImageBuildSettings
-from sandbox.images.templates import TEMPLATES
-from sandbox.lifecycle.manager import SandboxManager
-from sandbox.settings import SandboxSettings
+from sandbox import (
+    TEMPLATES,
+    ImageBuilder,
+    ImageBuildSettings,
+    SandboxError,
+    SandboxManager,
+    SandboxSettings,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
 REPLAY_CONTEXT_WINDOW = 200_000  # recordings are not a model; any roomy window will do

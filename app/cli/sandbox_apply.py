@@ -30,14 +30,21 @@ import redis.asyncio
 from app.recordings.stream_formats import StreamFormatError, load_turns
 from parser import StreamParser
 from parser.events import Event, InstallContent, SandboxStart
-from sandbox.errors import SandboxError
-from sandbox.images.builder import ImageBuilder
-from sandbox.images.settings import ImageBuildSettings
-from sandbox.images.templates import DEFAULT_TEMPLATE, TEMPLATES, get_template
-from sandbox.lifecycle.manager import SandboxManager
-from sandbox.preview.proxy import preview_url
-from sandbox.session import Record, SandboxSession, SessionLog, manager_ports
-from sandbox.writes.write_buffer import WriteBuffer
+from sandbox import (
+    DEFAULT_TEMPLATE,
+    TEMPLATES,
+    ImageBuilder,
+    ImageBuildSettings,
+    Record,
+    SandboxError,
+    SandboxManager,
+    SandboxSession,
+    SessionLog,
+    WriteBuffer,
+    get_template,
+    manager_ports,
+    preview_url,
+)
 
 CHUNK_SIZE = 64  # the recording is re-fed in pieces like a provider's stream deltas
 FAILURES = {"install_failed", "command_failed", "write_failed", "sandbox_unavailable"}

@@ -20,11 +20,15 @@ from dataclasses import asdict, dataclass
 import anyio
 
 from app.cli.sandbox_apply import configure_apply, run_apply
-from sandbox.errors import CommandRefused, InstallRefused, SandboxError
-from sandbox.images.templates import TEMPLATES
-from sandbox.lifecycle.manager import SandboxManager
-from sandbox.lifecycle.reaper import sweep_instance
-from sandbox.settings import SandboxSettings
+from sandbox import (
+    TEMPLATES,
+    CommandRefused,
+    InstallRefused,
+    SandboxError,
+    SandboxManager,
+    SandboxSettings,
+    sweep_instance,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 Run = Callable[[SandboxManager, argparse.Namespace], Awaitable[int]]

@@ -44,9 +44,7 @@ from app.service.embedded_redis import EmbeddedRedis
 from app.service.http_server import KilnServer, server_config
 from app.service.stack import ServiceStack, open_stack
 from app.tokens import check_tokenizer
-from sandbox.errors import SandboxError
-from sandbox.images.builder import ImageBuilder
-from sandbox.images.settings import ImageBuildSettings
+from sandbox import ImageBuilder, ImageBuildSettings, SandboxError
 
 log = logging.getLogger(__name__)
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2

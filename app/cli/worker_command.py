@@ -27,7 +27,7 @@ from app.errors import ConfigError
 from app.logs import setup_logging
 from app.service.embedded_redis import recorded_url
 from app.service.stack import open_stack
-from sandbox.errors import SandboxError
+from sandbox import SandboxError
 
 log = logging.getLogger(__name__)
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2

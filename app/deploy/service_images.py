@@ -26,18 +26,22 @@ from docker.utils.build import exclude_paths
 
 from app.deploy.pip_index import PipIndex
 from app.tokens import CL100K, O200K, cache_file_for, tiktoken_cache_dir
-from sandbox.containers.docker_boundary import call
-from sandbox.errors import ImageBuildFailed
-from sandbox.images.base_image import ImageRecipe, StandIn, build_if_stale, ensure_stand_in
-from sandbox.images.builder import BUILD_LOCK, build_lock
-from sandbox.images.docker_build import (
+from sandbox import (
+    BUILD_LOCK,
     EXCLUDED_NAMES,
     BuildResult,
     ContextFile,
+    ImageBuildFailed,
+    ImageBuildSettings,
+    ImageRecipe,
     Progress,
+    StandIn,
+    build_if_stale,
+    build_lock,
+    call,
     context_files,
+    ensure_stand_in,
 )
-from sandbox.images.settings import ImageBuildSettings
 
 KILN_DOCKERFILE = "images/kiln/Dockerfile"
 # Where the host's additions sit in the kiln image's context (images/kiln/Dockerfile reads them).

@@ -46,8 +46,7 @@ from app.postgen.validation import (
     ROOT_COMPONENTS,
     entrypoint_present,
 )
-from sandbox.images.templates import Template
-from sandbox.writes.fences import strip_wrapping_fence
+from sandbox import Template, strip_wrapping_fence
 
 _SCRIPT_EXTENSIONS = frozenset({".js", ".jsx", ".ts", ".tsx", ".mjs", ".mts"})
 

@@ -16,7 +16,7 @@ from app.postgen.fixes import Fix, apply_fixes
 from app.postgen.template_workspace import read_template_workspace
 from app.postgen.validation import Finding, validate_project
 from parser.events import Command, FileContent, FileEnd, FileStart, InstallContent
-from sandbox.images.templates import Template
+from sandbox import Template
 
 BUILD_ARGV = ("npm", "run", "build")
 

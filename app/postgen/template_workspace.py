@@ -12,8 +12,7 @@ import functools
 import os
 from pathlib import Path
 
-from sandbox.images.settings import default_images_dir
-from sandbox.images.templates import get_template
+from sandbox import default_images_dir, get_template
 
 SKIPPED_NAMES = frozenset({"package-lock.json", "node_modules"})
 

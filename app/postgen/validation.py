@@ -46,7 +46,7 @@ from app.postgen.source_scan import (
     scan_js,
 )
 from app.postgen.stub_comments import stub_pattern
-from sandbox.images.templates import Template
+from sandbox import Template
 
 SCRIPT_VARIANTS = (".jsx", ".tsx", ".js", ".ts")
 IGNORED_DIRS = ("node_modules/", "dist/", "build/", ".next/", ".git/")

@@ -44,8 +44,7 @@ from app.runs.events import RunEventWriter
 from app.runs.history import chat_history, reply_text
 from app.runs.queue import Delivery, RunQueue
 from app.store import FAILED, Chat, Message, Run, Store
-from sandbox.images.templates import DEFAULT_TEMPLATE
-from sandbox.preview.proxy import preview_url
+from sandbox import DEFAULT_TEMPLATE, preview_url
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from app.runs.errors import InvalidRunRequest, QueueUnavailable, RunNotFound
 from app.runs.follow import RunFollower
 from app.runs.queue import RunQueue
 from app.store import FAILED, QUEUED, Message, Run, Store, new_id
-from sandbox.images.templates import TEMPLATES
+from sandbox import TEMPLATES
 
 MAX_CONTENT_CHARS = 100_000
 

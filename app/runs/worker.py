@@ -54,7 +54,7 @@ from app.runs.execution import (
 from app.runs.queue import Delivery, RunQueue
 from app.runs.stale import StaleRunReaper
 from app.store import FAILED, Chat, Run, Store
-from sandbox.lifecycle.manager import SandboxManager
+from sandbox import SandboxManager
 
 log = logging.getLogger(__name__)
 

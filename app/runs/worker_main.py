@@ -24,8 +24,7 @@ from app.errors import ConfigError
 from app.runs.execution import ProviderFactory, WorkspaceFactory
 from app.runs.worker import Worker, default_provider_factory, sandbox_workspaces
 from app.store import Store
-from sandbox.lifecycle.manager import SandboxManager
-from sandbox.settings import SandboxSettings
+from sandbox import SandboxManager, SandboxSettings
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
 

@@ -28,9 +28,7 @@ from app.errors import ConfigError
 from app.runs.execution import ProviderFactory
 from app.runs.worker import Worker, default_provider_factory, sandbox_workspaces
 from app.store import Store
-from sandbox.containers.docker_boundary import call
-from sandbox.lifecycle.manager import SandboxManager
-from sandbox.settings import SandboxSettings
+from sandbox import SandboxManager, SandboxSettings, call
 
 
 @dataclass
