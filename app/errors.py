@@ -1,30 +1,46 @@
-"""kiln's service-side exception tree, and how the other layers' errors fit in::
+"""kiln's exception tree, all layers drawn in one place, and the stable codes users see::
 
-    KilnError                         base of everything ``app`` raises
-    ├── ProviderError                 an LLM provider failed (after retries)
-    │   ├── AuthError                 the key was refused (401/403)
+    KilnError                         base of everything ``app`` raises (code in brackets)
+    ├── ProviderError                 an LLM provider failed, after retries [provider_error]
+    │   ├── AuthError                 the key was refused (401/403) [provider_auth]
     │   ├── RateLimited               429; ``retry_after`` seconds when the provider said so
-    │   ├── Overloaded                529/503 "overloaded"
+    │   ├── Overloaded                529/503 "overloaded" [provider_overloaded]
     │   ├── ContextTooLong            the request does not fit the model's window
     │   ├── ProviderUnavailable       network failure, timeout, 5xx, a stream cut mid-way
     │   └── ModelRefused              a model the provider does not serve, or a key of another
     ├── BudgetExceeded                a token, turn or tool-call budget is spent
     ├── AdmissionRefused              a run limit refused a new run (which one: ``limit``)
-    └── ConfigError                   a setting is missing or malformed
+    ├── ConfigError                   a setting is missing or malformed [config_error]
+    ├── StoreError                    app.store: the database failed [store_error]
+    │   └── StoreConflict             a write contradicts what is stored [conflict]
+    ├── RunNotFound, RunFinished,     app.runs.errors: the runs machinery
+    │   InvalidRunRequest, QueueUnavailable
+    ├── StreamFormatError             app.recordings: a recording kiln cannot read
+    ├── MaterializeError              app.recordings: a stream's files cannot be written out
+    ├── ProjectError                  app.projects.errors: a chat's versioned project
+    │   ├── ProjectTooLarge           a version over the size cap [project_too_large]
+    │   └── VersionNotFound           no such version of the chat's project [version_not_found]
+    └── ApiError                      app.api.errors: an HTTP error with its status
 
-    parser.errors.ParseError          (own root: ``parser`` imports nothing from kiln)
-    sandbox.errors.SandboxError       (own root: ``sandbox`` never imports ``app``)
+    parser.errors.ParseError          own root: ``parser`` imports nothing from kiln
+    ├── UnsafePathError               [invalid_file_path]
+    └── InvalidPackageError           [invalid_package]
+    prompts.fitting.PromptBudgetError own root (ValueError): a prompt part cannot fit its budget
+    sandbox.errors.SandboxError       own root: ``sandbox`` never imports ``app``
+    ├── SandboxNotFound               [sandbox_not_found]: a 404, never an outage
+    ├── SandboxUnavailable            [sandbox_unavailable]: Docker or Redis down, a 503
+    ├── ImageBuildFailed, CommandRefused, InstallRefused, WriteFailed, SandboxConfigError
 
 Messages name the offending value (``{value!r}``). What a user sees is an ``error`` event with a
-stable ``code`` (each class's ``code``), a human message and a ``severity``;
-:func:`error_code` maps any of the three trees onto those codes.
+stable ``code``, a human message and a ``severity``. One mechanism gives the code in every tree:
+the class attribute ``code``, read by :func:`error_code`.
 """
 
 from __future__ import annotations
 
 from parser.errors import ParseError
+from prompts.fitting import PromptBudgetError
 from sandbox import SandboxError
-from sandbox import error_code as sandbox_error_code
 
 
 class KilnError(Exception):
@@ -101,12 +117,15 @@ class ConfigError(KilnError):
     code = "config_error"
 
 
+# The roots of kiln's exception trees; each of their classes carries a ``code``.
+ROOTS: tuple[type[Exception], ...] = (KilnError, ParseError, SandboxError, PromptBudgetError)
+
+
 def error_code(exc: BaseException) -> str:
-    """The stable ``code`` a user sees for ``exc``, whichever layer raised it."""
-    if isinstance(exc, KilnError):
-        return exc.code
-    if isinstance(exc, ParseError):
-        return "parse_error"
-    if isinstance(exc, SandboxError):
-        return sandbox_error_code(exc)
+    """The stable ``code`` a user sees for ``exc``, whichever tree it belongs to.
+
+    Every class of kiln's trees carries ``code``; anything else (a bug) is ``internal_error``.
+    """
+    if isinstance(exc, ROOTS):
+        return str(getattr(exc, "code", "internal_error"))
     return "internal_error"

@@ -9,7 +9,8 @@ reuse (the sandbox re-checks paths and package specs with the same functions)::
     └── InvalidPackageError         a package spec outside the npm name/version grammar
 
 ``parser`` imports nothing from the rest of kiln, so these do not derive from ``app``'s
-``KilnError``; ``app.errors`` wraps them at its boundary.
+``KilnError``; ``app.errors`` draws them in the service's tree. Each class carries the stable
+``code`` of the ``error`` event a user sees.
 """
 
 from __future__ import annotations
@@ -18,10 +19,16 @@ from __future__ import annotations
 class ParseError(ValueError):
     """Base of the parser's exceptions."""
 
+    code = "parse_error"
+
 
 class UnsafePathError(ParseError):
     """A file path that is empty, absolute, escapes the workspace or holds control characters."""
 
+    code = "invalid_file_path"
+
 
 class InvalidPackageError(ParseError):
     """A package spec that is not ``name`` or ``name@version-range-or-tag`` in npm's grammar."""
+
+    code = "invalid_package"

@@ -17,6 +17,8 @@ CountTokens = Callable[[str], int]
 class PromptBudgetError(ValueError):
     """Even the fixed parts of a prompt do not fit its token budget."""
 
+    code = "prompt_budget_exceeded"
+
 
 class Keep(Enum):
     """Which end of a text to keep when it is cut."""

@@ -28,9 +28,11 @@ if TYPE_CHECKING:
         CommandRefused,
         ImageBuildFailed,
         InstallRefused,
+        SandboxConfigError,
         SandboxError,
+        SandboxNotFound,
         SandboxUnavailable,
-        error_code,
+        WriteFailed,
     )
     from sandbox.handle import (
         Sandbox,
@@ -82,6 +84,7 @@ if TYPE_CHECKING:
         preview_url,
         refuse,
     )
+    from sandbox.redis_boundary import wrap_redis_errors
     from sandbox.session import (
         Record,
         RecordSink,
@@ -95,6 +98,9 @@ if TYPE_CHECKING:
     from sandbox.writes.fences import (
         strip_wrapping_fence,
     )
+    from sandbox.writes.flush import (
+        build_workspace_tar,
+    )
     from sandbox.writes.write_buffer import (
         WriteBuffer,
     )
@@ -106,8 +112,10 @@ _EXPORTS: dict[str, str] = {
     "ImageBuildFailed": "sandbox.errors",
     "InstallRefused": "sandbox.errors",
     "SandboxError": "sandbox.errors",
+    "SandboxNotFound": "sandbox.errors",
     "SandboxUnavailable": "sandbox.errors",
-    "error_code": "sandbox.errors",
+    "SandboxConfigError": "sandbox.errors",
+    "WriteFailed": "sandbox.errors",
     "SandboxSettings": "sandbox.settings",
     "Sandbox": "sandbox.handle",
     "Record": "sandbox.session",
@@ -138,7 +146,9 @@ _EXPORTS: dict[str, str] = {
     "build_if_stale": "sandbox.images.base_image",
     "ensure_stand_in": "sandbox.images.base_image",
     "WriteBuffer": "sandbox.writes.write_buffer",
+    "wrap_redis_errors": "sandbox.redis_boundary",
     "strip_wrapping_fence": "sandbox.writes.fences",
+    "build_workspace_tar": "sandbox.writes.flush",
     "PreviewProxy": "sandbox.preview.proxy",
     "Refusal": "sandbox.preview.proxy",
     "Resolve": "sandbox.preview.proxy",
@@ -177,8 +187,10 @@ __all__ = [
     "Refusal",
     "Resolve",
     "Sandbox",
+    "SandboxConfigError",
     "SandboxError",
     "SandboxManager",
+    "SandboxNotFound",
     "SandboxSession",
     "SandboxSettings",
     "SandboxUnavailable",
@@ -186,14 +198,15 @@ __all__ = [
     "StandIn",
     "Template",
     "WriteBuffer",
+    "WriteFailed",
     "build_if_stale",
     "build_lock",
+    "build_workspace_tar",
     "call",
     "connect",
     "context_files",
     "default_images_dir",
     "ensure_stand_in",
-    "error_code",
     "get_template",
     "manager_ports",
     "preview_label",
@@ -201,6 +214,7 @@ __all__ = [
     "refuse",
     "strip_wrapping_fence",
     "sweep_instance",
+    "wrap_redis_errors",
 ]
 
 

@@ -1,14 +1,17 @@
 """The sandbox layer's exceptions. Docker and Redis errors are wrapped here, at the boundary::
 
     SandboxError                    base; ``sandbox`` never imports ``app``, so this is its own root
-    ├── SandboxUnavailable          Docker or Redis unreachable, an image missing, a container gone
+    ├── SandboxNotFound             a sandbox, container, volume or network that does not exist
+    ├── SandboxUnavailable          Docker or Redis unreachable, an image missing, a container
+    │                               that stopped: trying again later may work (a 503, not a 404)
     ├── ImageBuildFailed            building a base or template image failed
     ├── CommandRefused              a command outside the allow-list or with an unsafe argument
     ├── InstallRefused              a package spec that does not validate
-    └── WriteFailed                 a file could not be written into the workspace
+    ├── WriteFailed                 a file could not be written into the workspace
+    └── SandboxConfigError          a sandbox setting is missing or malformed
 
-Messages name the offending value (``{value!r}``). ``app.errors`` maps these onto the user-facing
-``error`` events.
+Messages name the offending value (``{value!r}``). Each class carries the stable ``code`` a user
+sees (the same mechanism as ``app.errors``); ``app.errors`` draws the whole tree.
 """
 
 from __future__ import annotations
@@ -17,35 +20,46 @@ from __future__ import annotations
 class SandboxError(Exception):
     """Base of the sandbox layer's exceptions."""
 
+    code = "sandbox_error"
+
+
+class SandboxNotFound(SandboxError):
+    """A sandbox (or one of its Docker objects) that does not exist."""
+
+    code = "sandbox_not_found"
+
 
 class SandboxUnavailable(SandboxError):
-    """Docker or Redis cannot be reached, or the sandbox's container is gone."""
+    """Docker or Redis cannot be reached, or the sandbox cannot run right now."""
+
+    code = "sandbox_unavailable"
 
 
 class ImageBuildFailed(SandboxError):
     """An image could not be built."""
 
+    code = "image_build_failed"
+
 
 class CommandRefused(SandboxError):
     """A command the policy does not allow; the message says why."""
+
+    code = "command_refused"
 
 
 class InstallRefused(SandboxError):
     """A package spec that the install queue will not pass to npm."""
 
+    code = "install_refused"
+
 
 class WriteFailed(SandboxError):
     """Files could not be written into a sandbox's workspace."""
 
-
-_CODES: tuple[tuple[type[SandboxError], str], ...] = (
-    (CommandRefused, "command_refused"),
-    (InstallRefused, "install_refused"),
-    (WriteFailed, "write_failed"),
-    (SandboxUnavailable, "sandbox_unavailable"),
-)
+    code = "write_failed"
 
 
-def error_code(exc: SandboxError) -> str:
-    """The stable error code a user sees for a sandbox exception."""
-    return next((code for kind, code in _CODES if isinstance(exc, kind)), "sandbox_error")
+class SandboxConfigError(SandboxError):
+    """A sandbox setting is missing or malformed; the message names the variable and value."""
+
+    code = "config_error"

@@ -36,7 +36,7 @@ from parser.events import (
     SandboxEnd,
 )
 from sandbox.containers.docker_boundary import call
-from sandbox.errors import CommandRefused, SandboxError, error_code
+from sandbox.errors import CommandRefused, SandboxError
 from sandbox.execution.exec_stream import ExecResult, OutputSink
 from sandbox.execution.install_queue import InstallResult
 from sandbox.images.templates import WORKSPACE, Template
@@ -157,7 +157,7 @@ class SandboxSession:
         try:
             await self._dispatch(event)
         except SandboxError as exc:
-            await self._error(error_code(exc), str(exc))
+            await self._error(exc.code, str(exc))
 
     async def finish(self) -> SessionLog:
         """Wait for pending installs and the last flush; drop config files never finished."""
@@ -224,7 +224,7 @@ class SandboxSession:
             if not result.ok:
                 await self._error("install_failed", _failure(result.result))
         except SandboxError as exc:
-            await self._error(error_code(exc), str(exc))
+            await self._error(exc.code, str(exc))
         finally:
             self._installs_pending -= 1
             if self._installs_pending == 0:
@@ -254,7 +254,7 @@ class SandboxSession:
         try:
             await self.scheduler.wait_flushed()
         except SandboxError as exc:
-            await self._error(error_code(exc), str(exc))
+            await self._error(exc.code, str(exc))
 
     async def _output(self, line: str) -> None:
         await self._on_record("output", {"line": line})

@@ -11,7 +11,7 @@ from __future__ import annotations
 from app.api.errors import not_found
 from app.api.ports import ChatRow, RunRow, SandboxesPort, StorePort
 from app.api.services import in_thread
-from sandbox import Sandbox, SandboxUnavailable
+from sandbox import Sandbox, SandboxNotFound
 
 
 async def owned_chat(store: StorePort, user_id: str, chat_id: str) -> ChatRow:
@@ -36,7 +36,7 @@ async def find_owned_sandbox(
     """The sandbox ``sandbox_id`` if it serves one of ``user_id``'s chats, else ``None``."""
     try:
         sandbox = await sandboxes.get(sandbox_id)
-    except SandboxUnavailable:
+    except SandboxNotFound:
         return None
     if sandbox.chat:
         chat = await in_thread(store.get_chat, sandbox.chat)

@@ -33,7 +33,7 @@ from sandbox import (
     WS_POLICY_VIOLATION,
     Refusal,
     Resolve,
-    SandboxUnavailable,
+    SandboxNotFound,
     preview_label,
     refuse,
 )
@@ -48,7 +48,7 @@ def sandbox_resolver(sandboxes: SandboxesPort) -> Resolve:
     async def resolve(sandbox_id: str) -> str | None:
         try:
             sandbox = await sandboxes.get(sandbox_id)
-        except SandboxUnavailable:
+        except SandboxNotFound:
             return None
         return sandbox.dev_url
 

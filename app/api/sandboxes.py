@@ -25,7 +25,7 @@ from app.api.services import PREVIEW_LOGIN_TTL_SECONDS, in_thread, services
 from app.api.workspace_files import FileTooLarge, list_workspace, read_workspace_text
 from parser.errors import UnsafePathError
 from parser.paths import normalize_file_path
-from sandbox import SandboxUnavailable, call, preview_url
+from sandbox import SandboxNotFound, call, preview_url
 
 
 async def list_files(request: Request) -> Response:
@@ -35,7 +35,7 @@ async def list_files(request: Request) -> Response:
     sandbox = await owned_sandbox(found.store, found.sandboxes, user.id, request.path_params["id"])
     try:
         container = await found.sandboxes.container_for(sandbox.id)
-    except SandboxUnavailable as exc:
+    except SandboxNotFound as exc:
         raise not_found("sandbox", sandbox.id) from exc
     files = await call(list_workspace, container)
     return JSONResponse({"files": [{"path": item.path, "size": item.size} for item in files]})
@@ -53,7 +53,7 @@ async def read_file(request: Request) -> Response:
         raise ApiError(400, "invalid_path", str(exc)) from exc
     try:
         container = await found.sandboxes.container_for(sandbox.id)
-    except SandboxUnavailable as exc:
+    except SandboxNotFound as exc:
         raise not_found("sandbox", sandbox.id) from exc
     try:
         text = await call(read_workspace_text, container, path)

@@ -14,12 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.errors import KilnError
 from parser.errors import UnsafePathError
 from parser.paths import normalize_file_path
 
 
-class MaterializeError(ValueError):
+class MaterializeError(KilnError, ValueError):
     """The target folder itself cannot be used."""
+
+    code = "materialize_failed"
 
 
 @dataclass

@@ -47,13 +47,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.errors import KilnError
+
 _SSE_FIELD = re.compile(r"(event|data|id|retry):")
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _MAX_SHOWN = 60
 
 
-class StreamFormatError(ValueError):
+class StreamFormatError(KilnError, ValueError):
     """A recording that cannot be read: not UTF-8 text, malformed JSONL or SSE, a provider error."""
+
+    code = "stream_format"
 
 
 @dataclass

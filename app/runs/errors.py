@@ -9,11 +9,9 @@ or model that cannot be used) come from :mod:`app.errors`.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-
-import redis.exceptions
 
 from app.errors import KilnError
+from sandbox import wrap_redis_errors
 
 
 class RunNotFound(KilnError):
@@ -40,10 +38,6 @@ class QueueUnavailable(KilnError):
     code = "queue_unavailable"
 
 
-@contextlib.contextmanager
-def redis_errors(action: str) -> Iterator[None]:
+def redis_errors(action: str) -> contextlib.AbstractContextManager[None]:
     """Raise redis-py failures during ``action`` as :class:`QueueUnavailable`."""
-    try:
-        yield
-    except redis.exceptions.RedisError as exc:
-        raise QueueUnavailable(f"redis failed while {action}: {exc!s}") from exc
+    return wrap_redis_errors(action, unreachable=QueueUnavailable)

@@ -15,7 +15,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from sandbox.errors import SandboxError, SandboxUnavailable
+from sandbox.errors import SandboxError, SandboxNotFound, SandboxUnavailable
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -32,7 +32,7 @@ def run_wrapped(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     try:
         return fn(*args, **kwargs)
     except docker.errors.NotFound as exc:
-        raise SandboxUnavailable(f"docker: not found in {name}: {exc.explanation!r}") from exc
+        raise SandboxNotFound(f"docker: not found in {name}: {exc.explanation!r}") from exc
     except (docker.errors.DockerException, requests.exceptions.ConnectionError) as exc:
         if isinstance(exc, docker.errors.APIError):
             raise SandboxError(f"docker: {name} failed: {exc.explanation!r}") from exc

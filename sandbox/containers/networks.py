@@ -31,7 +31,7 @@ import docker
 
 from sandbox.containers.docker_boundary import call
 from sandbox.containers.labels import shared_labels
-from sandbox.errors import SandboxError, SandboxUnavailable
+from sandbox.errors import SandboxError, SandboxNotFound, SandboxUnavailable
 
 BRIDGE_NAME_OPTION = "com.docker.network.bridge.name"
 BRIDGE_PREFIX = "kiln"
@@ -66,7 +66,7 @@ async def ensure_internal_network(
     """The internal network called ``name``, created again if it has gone."""
     try:
         return await call(client.networks.get, name)
-    except SandboxUnavailable:
+    except SandboxNotFound:
         return await create_internal_network(client, name, labels)
 
 
@@ -74,7 +74,7 @@ async def ensure_egress_network(client: docker.DockerClient, name: str, instance
     """The shared egress network, created on first use; creating it twice at once is harmless."""
     try:
         return await call(client.networks.get, name)
-    except SandboxUnavailable:
+    except SandboxNotFound:
         pass
     try:
         return await call(
@@ -99,7 +99,7 @@ async def remove_network(client: docker.DockerClient, name: str) -> bool:
     try:
         network = await call(client.networks.get, name)
         await call(network.remove)
-    except SandboxUnavailable:
+    except SandboxNotFound:
         return False
     return True
 
@@ -125,7 +125,7 @@ async def disconnect(client: docker.DockerClient, network_name: str, container_i
     try:
         network = await call(client.networks.get, network_name)
         await call(network.disconnect, container_id, force=True)
-    except SandboxUnavailable:
+    except SandboxNotFound:
         return
     except SandboxError as exc:
         if "not connected" not in str(exc):

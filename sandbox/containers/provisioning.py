@@ -23,7 +23,7 @@ from sandbox.containers.labels import (
     shared_labels,
 )
 from sandbox.containers.networks import container_ip, ensure_internal_network, remove_network
-from sandbox.errors import SandboxUnavailable
+from sandbox.errors import SandboxNotFound, SandboxUnavailable
 from sandbox.images.templates import SANDBOX_UID, Template
 from sandbox.settings import SandboxSettings
 
@@ -57,7 +57,7 @@ async def ensure_npm_cache_volume(
     try:
         await call(client.volumes.get, name)
         return
-    except SandboxUnavailable:
+    except SandboxNotFound:
         pass
     labels = shared_labels(settings.instance)
     await create_volume(client, name, labels)
@@ -104,7 +104,7 @@ async def start_container(
     try:
         # create + start rather than run: run would try to pull a missing image from a registry.
         container = await call(client.containers.create, **kwargs)
-    except SandboxUnavailable as exc:
+    except SandboxNotFound as exc:
         raise SandboxUnavailable(
             f"cannot create sandbox {sandbox_id!r} from {template.image!r} "
             f"(is the image built? `kiln images build`): {exc}"
@@ -139,7 +139,7 @@ async def remove_container(client: docker.DockerClient, name_or_id: str) -> bool
     try:
         container = await call(client.containers.get, name_or_id)
         await call(container.remove, force=True)
-    except SandboxUnavailable:
+    except SandboxNotFound:
         return False
     return True
 
@@ -149,7 +149,7 @@ async def remove_volume(client: docker.DockerClient, name: str) -> bool:
     try:
         volume = await call(client.volumes.get, name)
         await call(volume.remove, force=True)
-    except SandboxUnavailable:
+    except SandboxNotFound:
         return False
     return True
 
@@ -167,7 +167,7 @@ async def container_running(client: docker.DockerClient, container_id: str) -> b
     """Whether the container exists and is running."""
     try:
         container = await call(client.containers.get, container_id)
-    except SandboxUnavailable:
+    except SandboxNotFound:
         return False
     return bool(container.status == "running")
 

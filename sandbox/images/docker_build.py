@@ -24,7 +24,7 @@ import docker
 import docker.errors
 
 from sandbox.containers.docker_boundary import run_wrapped
-from sandbox.errors import ImageBuildFailed, SandboxError, SandboxUnavailable
+from sandbox.errors import ImageBuildFailed, SandboxError, SandboxNotFound
 
 IMAGE_LABEL = "kiln.image"  # which kiln image this is: a template name, or "base"
 INPUTS_LABEL = "kiln.image.inputs"  # content hash of the build inputs, for skipping rebuilds
@@ -158,5 +158,5 @@ def remove_replaced(client: docker.DockerClient, old_id: str | None, new_id: str
     try:
         run_wrapped(client.images.remove, old_id, noprune=False)
     except SandboxError as exc:
-        return isinstance(exc, SandboxUnavailable)  # already gone counts as removed
+        return isinstance(exc, SandboxNotFound)  # already gone counts as removed
     return True

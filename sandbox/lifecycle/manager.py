@@ -55,7 +55,7 @@ from sandbox.containers.provisioning import (
     start_container,
     wait_port_open,
 )
-from sandbox.errors import SandboxError, SandboxUnavailable
+from sandbox.errors import SandboxError, SandboxNotFound, SandboxUnavailable
 from sandbox.execution import commands
 from sandbox.execution.exec_stream import ExecResult, OutputSink, exec_streaming
 from sandbox.execution.install_queue import InstallQueue, InstallResult
@@ -206,7 +206,7 @@ class SandboxManager:
         await self._forget(record)
 
     async def get(self, sandbox_id: str) -> Sandbox:
-        """The sandbox's current handle; ``SandboxUnavailable`` if it is unknown."""
+        """The sandbox's current handle; ``SandboxNotFound`` if it is unknown."""
         return Sandbox.from_record(await self._record(sandbox_id))
 
     async def list(self) -> list[SandboxRecord]:
@@ -219,7 +219,7 @@ class SandboxManager:
             record = await self._record(sandbox_id)
             try:
                 container = await call(self.client.containers.get, record.container_id or "-")
-            except SandboxUnavailable:
+            except SandboxNotFound:
                 container = None
             if container is None or container.status != "running":
                 container = await self._revive(record)
@@ -293,7 +293,7 @@ class SandboxManager:
     async def _record(self, sandbox_id: str) -> SandboxRecord:
         record = await self.registry.get(sandbox_id)
         if record is None:
-            raise SandboxUnavailable(
+            raise SandboxNotFound(
                 f"no sandbox {sandbox_id!r} in instance {self.settings.instance!r}"
             )
         return record

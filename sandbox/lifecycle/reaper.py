@@ -28,7 +28,7 @@ from sandbox.containers.docker_boundary import call
 from sandbox.containers.labels import EXPIRY_LABEL, SHARED, instance_filter
 from sandbox.containers.networks import remove_network
 from sandbox.containers.provisioning import remove_container, remove_volume
-from sandbox.errors import SandboxUnavailable
+from sandbox.errors import SandboxNotFound
 from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
 from sandbox.settings import LABEL, SandboxSettings
 
@@ -136,7 +136,7 @@ async def remove_object(client: docker.DockerClient, obj: LabelledObject) -> boo
         if obj.kind == "network":
             return await remove_network(client, obj.name)
         return await remove_volume(client, obj.name)
-    except SandboxUnavailable:
+    except SandboxNotFound:
         return False
 
 

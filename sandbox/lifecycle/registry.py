@@ -13,15 +13,14 @@ Redis errors are wrapped into :class:`~sandbox.errors.SandboxUnavailable` here.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import redis.asyncio
 import redis.exceptions
 
-from sandbox.errors import SandboxUnavailable
+from sandbox.redis_boundary import wrap_redis_errors
 
 # Update fields of an existing record only: a late touch must not resurrect a destroyed one.
 _UPDATE_IF_EXISTS = """
@@ -77,14 +76,6 @@ def _from_mapping(mapping: Mapping[Any, Any]) -> SandboxRecord | None:
     return SandboxRecord(**values)
 
 
-@contextmanager
-def _wrapped(what: str) -> Iterator[None]:
-    try:
-        yield
-    except redis.exceptions.RedisError as exc:
-        raise SandboxUnavailable(f"redis: {what} failed: {exc!s}") from exc
-
-
 class SandboxRegistry:
     """The sandbox records of one kiln instance in Redis."""
 
@@ -104,7 +95,7 @@ class SandboxRegistry:
 
     async def aclose(self) -> None:
         """Close the Redis connections."""
-        with _wrapped("close"):
+        with wrap_redis_errors("close"):
             await self._redis.aclose()
 
     def _rec(self, sandbox_id: str) -> str:
@@ -115,7 +106,7 @@ class SandboxRegistry:
 
     async def save(self, record: SandboxRecord) -> None:
         """Store a record, replacing any earlier one with its id."""
-        with _wrapped(f"save sandbox {record.id!r}"):
+        with wrap_redis_errors(f"save sandbox {record.id!r}"):
             async with self._redis.pipeline(transaction=True) as pipe:
                 pipe.delete(self._rec(record.id))
                 pipe.hset(self._rec(record.id), mapping=_to_mapping(record))
@@ -124,7 +115,7 @@ class SandboxRegistry:
 
     async def get(self, sandbox_id: str) -> SandboxRecord | None:
         """The record of ``sandbox_id``, or ``None``."""
-        with _wrapped(f"read sandbox {sandbox_id!r}"):
+        with wrap_redis_errors(f"read sandbox {sandbox_id!r}"):
             mapping = await self._redis.hgetall(self._rec(sandbox_id))
         return _from_mapping(mapping)
 
@@ -134,13 +125,13 @@ class SandboxRegistry:
         if unknown:
             raise ValueError(f"not SandboxRecord fields: {sorted(unknown)!r}")
         flat = [str(item) for pair in changes.items() for item in pair]
-        with _wrapped(f"update sandbox {sandbox_id!r}"):
+        with wrap_redis_errors(f"update sandbox {sandbox_id!r}"):
             result = await self._redis.eval(_UPDATE_IF_EXISTS, 1, self._rec(sandbox_id), *flat)
         return int(result) >= 0
 
     async def all(self) -> list[SandboxRecord]:
         """Every record of this instance."""
-        with _wrapped("list sandboxes"):
+        with wrap_redis_errors("list sandboxes"):
             ids = sorted(str(i) for i in await self._redis.smembers(f"{self._prefix}:ids"))
             async with self._redis.pipeline(transaction=False) as pipe:
                 for sandbox_id in ids:
@@ -151,7 +142,7 @@ class SandboxRegistry:
 
     async def delete(self, record: SandboxRecord) -> None:
         """Forget a sandbox and its chat binding (if the binding still names it)."""
-        with _wrapped(f"delete sandbox {record.id!r}"):
+        with wrap_redis_errors(f"delete sandbox {record.id!r}"):
             async with self._redis.pipeline(transaction=True) as pipe:
                 pipe.delete(self._rec(record.id))
                 pipe.srem(f"{self._prefix}:ids", record.id)
@@ -161,26 +152,26 @@ class SandboxRegistry:
 
     async def bind_chat(self, chat: str, sandbox_id: str) -> str:
         """Bind ``chat`` to ``sandbox_id`` unless it already has a sandbox; the winner's id."""
-        with _wrapped(f"bind chat {chat!r}"):
+        with wrap_redis_errors(f"bind chat {chat!r}"):
             await self._redis.set(self._chat(chat), sandbox_id, nx=True)
             winner = await self._redis.get(self._chat(chat))
         return str(winner) if winner is not None else sandbox_id
 
     async def chat_sandbox(self, chat: str) -> str | None:
         """The id of the chat's sandbox, if it has one."""
-        with _wrapped(f"read chat {chat!r}"):
+        with wrap_redis_errors(f"read chat {chat!r}"):
             value = await self._redis.get(self._chat(chat))
         return None if value is None else str(value)
 
     async def unbind_chat(self, chat: str, sandbox_id: str) -> None:
         """Remove the chat's binding if it still names ``sandbox_id``."""
-        with _wrapped(f"unbind chat {chat!r}"):
+        with wrap_redis_errors(f"unbind chat {chat!r}"):
             await self._redis.eval(_DELETE_IF_EQUAL, 1, self._chat(chat), sandbox_id)
 
     async def clear(self) -> int:
         """Delete every key of this instance (the test suite's final sweep); how many."""
         removed = 0
-        with _wrapped("clear instance"):
+        with wrap_redis_errors("clear instance"):
             async for key in self._redis.scan_iter(match=f"{self._prefix}:*", count=500):
                 removed += int(await self._redis.delete(key))
         return removed

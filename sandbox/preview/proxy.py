@@ -28,6 +28,7 @@ from starlette.responses import HTMLResponse, JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
+from sandbox.errors import SandboxUnavailable
 from sandbox.preview.upstream import (
     WS_BAD_GATEWAY,
     open_websocket,
@@ -168,7 +169,11 @@ class PreviewProxy:
         if not await self.authorize(connection, label):
             msg = f"no access to the preview of sandbox {label!r}"
             return Refusal(403, "forbidden", msg, WS_POLICY_VIOLATION)
-        base_url = await self.resolve(label)
+        try:
+            base_url = await self.resolve(label)
+        except SandboxUnavailable as exc:  # an outage, not an unknown sandbox: retry later
+            msg = f"the preview of sandbox {label!r} cannot be reached right now: {exc}"
+            return Refusal(503, "sandbox_unavailable", msg, WS_TRY_AGAIN_LATER)
         if base_url is None:
             msg = f"no sandbox {label!r}"
             return Refusal(404, "unknown_sandbox", msg, WS_NOT_FOUND)

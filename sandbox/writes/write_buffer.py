@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import redis.asyncio
@@ -28,6 +28,7 @@ import redis.exceptions
 from redis.asyncio.lock import Lock
 
 from sandbox.errors import SandboxUnavailable, WriteFailed
+from sandbox.redis_boundary import wrap_redis_errors
 
 KEY_PREFIX = "kiln:sandbox:"
 
@@ -49,15 +50,10 @@ return cleared
 """
 
 
-@contextlib.contextmanager
-def redis_errors(action: str) -> Iterator[None]:
-    """Wrap redis-py exceptions raised while doing ``action`` into the sandbox tree."""
-    try:
-        yield
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-        raise SandboxUnavailable(f"redis unreachable while {action}: {exc!s}") from exc
-    except redis.exceptions.RedisError as exc:
-        raise WriteFailed(f"redis failed while {action}: {exc!s}") from exc
+def redis_errors(action: str) -> contextlib.AbstractContextManager[None]:
+    """Redis failures while doing ``action``: an unreachable server as ``SandboxUnavailable``,
+    anything else as ``WriteFailed``."""
+    return wrap_redis_errors(action, unreachable=SandboxUnavailable, failed=WriteFailed)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp
 
 from app.service.http_server import KilnServer, server_config
 from app.store import Store, User
-from sandbox.errors import SandboxUnavailable
+from sandbox.errors import SandboxNotFound
 from sandbox.handle import Sandbox
 from tests.servers import loopback_socket
 
@@ -82,11 +82,11 @@ class FakeSandboxes:
         return handle
 
     async def get(self, sandbox_id: str) -> Sandbox:
-        """The handle, or ``SandboxUnavailable`` as the manager says."""
+        """The handle, or ``SandboxNotFound`` as the manager says."""
         try:
             return self.handles[sandbox_id]
         except KeyError:
-            raise SandboxUnavailable(f"unknown sandbox {sandbox_id!r}") from None
+            raise SandboxNotFound(f"unknown sandbox {sandbox_id!r}") from None
 
     async def container_for(self, sandbox_id: str) -> Any:
         """The fake container of the sandbox."""
@@ -94,7 +94,7 @@ class FakeSandboxes:
         try:
             return self.containers[sandbox_id]
         except KeyError:
-            raise SandboxUnavailable(f"no container for {sandbox_id!r}") from None
+            raise SandboxNotFound(f"no container for {sandbox_id!r}") from None
 
 
 @dataclass

@@ -12,7 +12,7 @@ import pytest
 from sandbox.containers.docker_boundary import call
 from sandbox.containers.hardening import CA_BUNDLE_PATH, NPM_CACHE_DIR
 from sandbox.containers.networks import BRIDGE_NAME_OPTION, bridge_interface
-from sandbox.errors import SandboxError, SandboxUnavailable
+from sandbox.errors import SandboxError, SandboxNotFound
 from sandbox.lifecycle.manager import Sandbox, SandboxManager
 from sandbox.settings import LABEL, SandboxSettings
 
@@ -218,7 +218,7 @@ async def test_destroy_removes_container_network_volume_and_record(
     assert not docker_client.containers.list(all=True, filters=selector)
     assert not docker_client.networks.list(filters=selector)
     assert not docker_client.volumes.list(filters=selector)
-    with pytest.raises(SandboxUnavailable, match=sandbox.id):
+    with pytest.raises(SandboxNotFound, match=sandbox.id):
         await manager.get(sandbox.id)
     await manager.destroy(sandbox.id)  # destroying twice is harmless
 
