@@ -7,8 +7,13 @@ What :func:`container_run_kwargs` returns goes straight to ``docker.containers.r
 - ``pids_limit``, ``mem_limit`` equal to ``memswap_limit`` (no swap on top), ``nano_cpus``;
 - json-file logs rotated by size (``max-size`` / ``max-file``);
 - labels for the reaper (:mod:`sandbox.containers.labels`);
-- mounts: the sandbox's own workspace volume at ``/workspace``, the shared npm cache volume at
-  :data:`NPM_CACHE_DIR`, and the optional CA bundle read-only. Never the Docker socket;
+- mounts: the sandbox's own workspace volume at ``/workspace`` and the optional CA bundle
+  read-only. Never the Docker socket, and nothing writable that another sandbox also mounts:
+  npm's cache (:data:`NPM_CACHE_DIR`) is in the container's own writable layer, because a shared
+  cache let one sandbox rewrite the packages another one installs;
+- npm is pinned to kiln's registry and a user config the sandbox user cannot write
+  (:data:`KILN_NPMRC`), so a workspace ``.npmrc`` cannot redirect it. The host's proxy variables
+  are not forwarded: they may carry credentials, and generated code reads its environment;
 - the sandbox's internal network only (egress is attached by :mod:`sandbox.containers.networks`
   during installs).
 """
@@ -24,19 +29,30 @@ from sandbox.containers.labels import container_name, sandbox_labels
 from sandbox.images.templates import SANDBOX_UID, WORKSPACE, Template
 from sandbox.settings import SandboxSettings
 
-NPM_CACHE_DIR = "/home/node/.npm"
+NPM_CACHE_DIR = "/home/node/.npm"  # in the container's writable layer: per sandbox
+DEFAULT_NPM_REGISTRY = "https://registry.npmjs.org/"
+# Under root-owned /etc: the sandbox user can neither create nor change it.
+KILN_NPMRC = "/etc/kiln/npmrc"
 CA_BUNDLE_PATH = "/etc/kiln/ca-bundle.pem"
 SANDBOX_USER = f"{SANDBOX_UID}:{SANDBOX_UID}"
 HOSTNAME = "sandbox"
 
 
-def sandbox_environment(settings: SandboxSettings) -> dict[str, str]:
-    """The container's environment: npm cache, registry, proxies and the optional CA bundle.
+def npm_registry(settings: SandboxSettings) -> str:
+    """The registry every npm call of a sandbox uses (the configured one, else npm's own)."""
+    return settings.npm_registry or DEFAULT_NPM_REGISTRY
 
-    ``docker exec`` inherits it, so installs and commands see the same settings.
+
+def sandbox_environment(settings: SandboxSettings) -> dict[str, str]:
+    """The container's environment: npm cache, registry, user config and the optional CA bundle.
+
+    ``docker exec`` inherits it, so installs and commands see the same settings. No proxy
+    variables: see the module docstring.
     """
     env = {
         "npm_config_cache": NPM_CACHE_DIR,
+        "npm_config_registry": npm_registry(settings),
+        "npm_config_userconfig": KILN_NPMRC,
         "npm_config_update_notifier": "false",
         "npm_config_fund": "false",
         "npm_config_audit": "false",
@@ -44,25 +60,12 @@ def sandbox_environment(settings: SandboxSettings) -> dict[str, str]:
     if settings.ca_bundle is not None:
         env["NODE_EXTRA_CA_CERTS"] = CA_BUNDLE_PATH
         env["npm_config_cafile"] = CA_BUNDLE_PATH
-    if settings.npm_registry:
-        env["npm_config_registry"] = settings.npm_registry
-    for name, value in settings.proxy_env.items():
-        # Node tools disagree on the case they read, so both are set.
-        env[name] = value
-        env[name.lower()] = value
-    if "HTTP_PROXY" in settings.proxy_env:
-        env["npm_config_proxy"] = settings.proxy_env["HTTP_PROXY"]
-    if "HTTPS_PROXY" in settings.proxy_env:
-        env["npm_config_https_proxy"] = settings.proxy_env["HTTPS_PROXY"]
     return env
 
 
 def sandbox_mounts(settings: SandboxSettings, volume: str) -> dict[str, dict[str, str]]:
-    """The ``volumes`` argument: workspace, npm cache and (read-only) CA bundle."""
-    mounts = {
-        volume: {"bind": WORKSPACE, "mode": "rw"},
-        settings.npm_cache_volume: {"bind": NPM_CACHE_DIR, "mode": "rw"},
-    }
+    """The ``volumes`` argument: the sandbox's own workspace and the (read-only) CA bundle."""
+    mounts = {volume: {"bind": WORKSPACE, "mode": "rw"}}
     if settings.ca_bundle is not None:
         mounts[str(Path(settings.ca_bundle).resolve())] = {"bind": CA_BUNDLE_PATH, "mode": "ro"}
     return mounts

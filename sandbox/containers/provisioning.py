@@ -14,17 +14,16 @@ import anyio
 import docker
 
 from sandbox.containers.docker_boundary import call
-from sandbox.containers.hardening import NPM_CACHE_DIR, container_run_kwargs
+from sandbox.containers.hardening import container_run_kwargs
 from sandbox.containers.labels import (
     CHAT_LABEL,
     CREATED_LABEL,
     OWNER_LABEL,
     container_name,
-    shared_labels,
 )
 from sandbox.containers.networks import container_ip, ensure_internal_network, remove_network
 from sandbox.errors import SandboxNotFound, SandboxUnavailable
-from sandbox.images.templates import SANDBOX_UID, Template
+from sandbox.images.templates import Template
 from sandbox.settings import SandboxSettings
 
 PORT_POLL_SECONDS = 0.1
@@ -43,37 +42,6 @@ class StartedContainer:
 async def create_volume(client: docker.DockerClient, name: str, labels: dict[str, str]) -> None:
     """Create a named volume (a no-op when it exists)."""
     await call(client.volumes.create, name=name, labels=labels)
-
-
-async def ensure_npm_cache_volume(
-    client: docker.DockerClient, settings: SandboxSettings, image: str
-) -> None:
-    """Create the shared npm cache volume on first use, owned by the sandbox user.
-
-    A fresh named volume is owned by root; a short-lived container that can only ``chown``
-    (no network, every other capability dropped) hands it to uid 1000 once.
-    """
-    name = settings.npm_cache_volume
-    try:
-        await call(client.volumes.get, name)
-        return
-    except SandboxNotFound:
-        pass
-    labels = shared_labels(settings.instance)
-    await create_volume(client, name, labels)
-    await call(
-        client.containers.run,
-        image,
-        ["chown", f"{SANDBOX_UID}:{SANDBOX_UID}", NPM_CACHE_DIR],
-        user="0:0",
-        cap_drop=["ALL"],
-        cap_add=["CHOWN"],
-        security_opt=["no-new-privileges"],
-        network_mode="none",
-        volumes={name: {"bind": NPM_CACHE_DIR, "mode": "rw"}},
-        labels=labels,
-        remove=True,
-    )
 
 
 async def start_container(

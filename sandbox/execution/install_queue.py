@@ -5,6 +5,12 @@ The queue never trusts its caller: every spec is validated again with
 :class:`~sandbox.errors.InstallRefused` naming it, before anything runs. Installs run in
 arrival order (anyio's lock is FIFO), each as an argv (``npm install --save -- <specs>``, no
 shell) inside an ``egress`` context that attaches the network for that install only.
+
+Every npm argv the queue runs gets kiln's flags right after the subcommand (:func:`npm_argv`):
+``--ignore-scripts`` (a package's install scripts would run as the sandbox user with egress
+attached), the registry and the user config, so a workspace ``.npmrc`` redirects nothing (npm
+ranks command-line flags above every config file). Packages on :data:`SCRIPTS_ALLOWED` that an
+install names get their scripts afterwards, with ``npm rebuild``.
 ``wait_idle`` lets commands wait until nothing is queued or running.
 
 The queue is in-process: two processes driving the same sandbox do not see each other's
@@ -21,6 +27,7 @@ import anyio
 
 from parser.errors import InvalidPackageError
 from parser.packages import validate_package_spec
+from sandbox.containers.hardening import DEFAULT_NPM_REGISTRY, KILN_NPMRC
 from sandbox.errors import CommandRefused, InstallRefused
 from sandbox.execution import command_policy
 from sandbox.execution.command_policy import CommandKind
@@ -29,6 +36,9 @@ from sandbox.execution.exec_stream import ExecResult, OutputSink
 Runner = Callable[[Sequence[str], float, OutputSink | None], Awaitable[ExecResult]]
 EgressFactory = Callable[[], AbstractAsyncContextManager[None]]
 INSTALL_ARGV = ("npm", "install", "--save", "--no-audit", "--no-fund", "--")
+# Packages whose install scripts run (by name): well known, and their scripts only fetch or check
+# a native binary. Anything else is installed with --ignore-scripts only.
+SCRIPTS_ALLOWED: frozenset[str] = frozenset({"esbuild"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +78,43 @@ def install_argv(packages: Sequence[str]) -> list[str]:
     return [*INSTALL_ARGV, *packages]
 
 
+def npm_argv(argv: Sequence[str], registry: str) -> list[str]:
+    """``npm <subcommand> ...`` with kiln's flags inserted before any of the caller's."""
+    pinned = ["--ignore-scripts", f"--registry={registry}", f"--userconfig={KILN_NPMRC}"]
+    return [*argv[:2], *pinned, *argv[2:]]
+
+
+def package_name(spec: str) -> str:
+    """The name of a validated spec: ``zod@^3`` -> ``zod``, ``@a/b@1`` -> ``@a/b``."""
+    name, at, _ = spec[1:].partition("@")
+    return spec[0] + name if at else spec
+
+
+def rebuild_argv(packages: Sequence[str], registry: str) -> list[str] | None:
+    """``npm rebuild`` of the allowed packages among ``packages`` (runs their scripts), or None."""
+    allowed = sorted({package_name(spec) for spec in packages} & SCRIPTS_ALLOWED)
+    if not allowed:
+        return None
+    argv = npm_argv(["npm", "rebuild", "--", *allowed], registry)
+    argv.remove("--ignore-scripts")
+    return argv
+
+
 class InstallQueue:
     """Serial installs for one sandbox; ``runner`` executes, ``egress`` opens the network."""
 
-    def __init__(self, runner: Runner, egress: EgressFactory, *, timeout: float) -> None:
+    def __init__(
+        self,
+        runner: Runner,
+        egress: EgressFactory,
+        *,
+        timeout: float,
+        registry: str = DEFAULT_NPM_REGISTRY,
+    ) -> None:
         self._runner = runner
         self._egress = egress
         self._timeout = timeout
+        self._registry = registry
         self._lock = anyio.Lock()
         self._pending = 0
         self._idle = anyio.Event()
@@ -101,18 +141,25 @@ class InstallQueue:
     ) -> InstallResult:
         """Run an npm install argv (``npm install|ci ...``) in queue order, with egress.
 
-        The argv is checked against the command policy again and must be an install.
+        The argv is checked against the command policy again and must be an install; it runs
+        with kiln's npm flags (:func:`npm_argv`).
         """
         checked = command_policy.check(argv)
         if checked.kind is not CommandKind.INSTALL:
             raise CommandRefused(f"not an install command: {list(argv)!r}")
+        rebuild = rebuild_argv(checked.packages, self._registry)
         self._enter()
         try:
             async with self._lock, self._egress():
-                result = await self._runner(checked.argv, self._timeout, on_output)
+                result = await self._run(npm_argv(checked.argv, self._registry), on_output)
+                if result.ok and rebuild is not None:
+                    result = await self._run(rebuild, on_output)
         finally:
             self._leave()
         return InstallResult(packages=checked.packages, result=result)
+
+    async def _run(self, argv: Sequence[str], on_output: OutputSink | None) -> ExecResult:
+        return await self._runner(argv, self._timeout, on_output)
 
     def _enter(self) -> None:
         if self._pending == 0:

@@ -43,13 +43,12 @@ import anyio.to_thread
 import docker
 
 from sandbox.containers.docker_boundary import call, connect
-from sandbox.containers.hardening import object_labels
+from sandbox.containers.hardening import npm_registry, object_labels
 from sandbox.containers.labels import network_name, volume_name
 from sandbox.containers.networks import create_internal_network, egress_attached
 from sandbox.containers.provisioning import (
     container_running,
     create_volume,
-    ensure_npm_cache_volume,
     remove_sandbox_objects,
     replace_container,
     start_container,
@@ -90,7 +89,6 @@ class SandboxManager:
         self._clock = clock
         self._locks: dict[str, anyio.Lock] = {}
         self._queues: dict[str, InstallQueue] = {}
-        self._npm_cache_ready = False
         self._group: anyio.abc.TaskGroup | None = None
         self.pool: WarmPool[Sandbox] = WarmPool(
             size=settings.warm_pool_size,
@@ -255,6 +253,7 @@ class SandboxManager:
                 runner,
                 lambda: self._egress(sandbox_id),
                 timeout=self.settings.install_timeout_seconds,
+                registry=npm_registry(self.settings),
             )
             self._queues[sandbox_id] = queue
         return queue
@@ -312,9 +311,6 @@ class SandboxManager:
         )
 
     async def _create_objects(self, template: Template, record: SandboxRecord) -> Any:
-        if not self._npm_cache_ready:
-            await ensure_npm_cache_volume(self.client, self.settings, template.image)
-            self._npm_cache_ready = True
         labels = self._labels(record)
         await create_volume(self.client, record.volume, labels)
         await create_internal_network(self.client, record.network, labels)

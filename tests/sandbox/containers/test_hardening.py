@@ -9,6 +9,8 @@ import pytest
 
 from sandbox.containers.hardening import (
     CA_BUNDLE_PATH,
+    DEFAULT_NPM_REGISTRY,
+    KILN_NPMRC,
     NPM_CACHE_DIR,
     container_run_kwargs,
     sandbox_environment,
@@ -67,13 +69,12 @@ def test_labels_carry_what_the_reaper_needs() -> None:
     }
 
 
-def test_mounts_are_workspace_and_npm_cache_never_the_docker_socket(tmp_path: Path) -> None:
+def test_mounts_are_the_own_workspace_and_the_ca_never_a_shared_cache(tmp_path: Path) -> None:
     bundle = tmp_path / "ca.pem"
     bundle.write_text("pem")
     volumes = _kwargs(SandboxSettings(npm_cache_volume="cache", ca_bundle=bundle))["volumes"]
     assert volumes == {
         "kiln-ws-abc123": {"bind": "/workspace", "mode": "rw"},
-        "cache": {"bind": NPM_CACHE_DIR, "mode": "rw"},
         str(bundle.resolve()): {"bind": CA_BUNDLE_PATH, "mode": "ro"},
     }
     assert not any("docker.sock" in source for source in volumes)
@@ -81,7 +82,7 @@ def test_mounts_are_workspace_and_npm_cache_never_the_docker_socket(tmp_path: Pa
 
 def test_without_a_ca_bundle_nothing_is_mounted_or_exported_for_it() -> None:
     kwargs = _kwargs(SandboxSettings())
-    assert len(kwargs["volumes"]) == 2
+    assert len(kwargs["volumes"]) == 1
     assert "NODE_EXTRA_CA_CERTS" not in kwargs["environment"]
     assert "npm_config_cafile" not in kwargs["environment"]
 
@@ -100,21 +101,22 @@ def test_without_a_ca_bundle_nothing_is_mounted_or_exported_for_it() -> None:
             id="registry",
         ),
         pytest.param(
-            SandboxSettings(proxy_env={"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": "local"}),
-            {
-                "HTTPS_PROXY": "http://proxy:3128",
-                "https_proxy": "http://proxy:3128",
-                "npm_config_https_proxy": "http://proxy:3128",
-                "NO_PROXY": "local",
-                "no_proxy": "local",
-            },
-            id="proxies",
+            SandboxSettings(),
+            {"npm_config_registry": DEFAULT_NPM_REGISTRY, "npm_config_userconfig": KILN_NPMRC},
+            id="default-registry-and-kiln-userconfig",
         ),
     ],
 )
-def test_environment_forwards_how_npm_reaches_the_registry(
+def test_environment_tells_npm_its_cache_registry_and_config(
     settings: SandboxSettings, expected: dict[str, str]
 ) -> None:
     env = sandbox_environment(settings)
     assert env["npm_config_cache"] == NPM_CACHE_DIR
     assert expected.items() <= env.items()
+
+
+def test_the_hosts_proxy_variables_stay_out_of_the_sandbox() -> None:
+    secret = "http://user:secret@proxy:3128"
+    settings = SandboxSettings(proxy_env={"HTTPS_PROXY": secret, "HTTP_PROXY": secret})
+    env = sandbox_environment(settings)
+    assert not [name for name, value in env.items() if "secret" in value or "proxy" in name]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import tarfile
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -51,6 +52,22 @@ def _tar(files: dict[str, str]) -> bytes:
             info.size, info.uid, info.gid, info.mode = len(data), 1000, 1000, 0o644
             archive.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
+
+
+# A local dependency whose postinstall would leave a mark, and a .npmrc that tries to turn
+# scripts back on and to send npm to a registry that does not answer.
+EVIL_PACKAGE = {
+    "name": "evil",
+    "version": "1.0.0",
+    "scripts": {"postinstall": "node -e \"require('fs').writeFileSync('/workspace/pwned', '')\""},
+}
+HOSTILE_NPMRC = "registry=http://127.0.0.1:9/\nignore-scripts=false\n"
+APP_PACKAGE = {
+    "name": "kiln-app",
+    "private": True,
+    "version": "0.0.0",
+    "dependencies": {"evil": "file:./evil", "is-number": "7.0.0"},
+}
 
 
 class Lines:
@@ -109,6 +126,7 @@ async def test_output_past_the_cap_is_cut_and_says_so(
     assert sink.lines[0] == "line 0"
 
 
+@pytest.mark.npm
 async def test_npm_install_as_a_command_goes_through_the_install_queue(
     manager: SandboxManager, sandbox: Sandbox
 ) -> None:
@@ -117,6 +135,25 @@ async def test_npm_install_as_a_command_goes_through_the_install_queue(
     assert result.argv[:2] == ("npm", "install")
     listing = await manager.run_command(sandbox.id, ["ls", "node_modules"])
     assert "is-number" in listing.output.split()
+
+
+@pytest.mark.npm
+async def test_an_argument_less_install_runs_no_scripts_and_ignores_the_workspace_npmrc(
+    manager: SandboxManager, sandbox: Sandbox
+) -> None:
+    files = {
+        "package.json": json.dumps(APP_PACKAGE),
+        "evil/package.json": json.dumps(EVIL_PACKAGE),
+        ".npmrc": HOSTILE_NPMRC,
+    }
+    container = await manager.container_for(sandbox.id)
+    await call(container.put_archive, "/workspace", _tar(files))
+    result = await manager.run_command(sandbox.id, ["npm", "install"])
+    assert result.ok, result.output  # is-number came from kiln's registry, not the .npmrc's
+    modules = await manager.run_command(sandbox.id, ["ls", "node_modules"])
+    assert {"evil", "is-number"} <= set(modules.output.split())
+    workspace = await manager.run_command(sandbox.id, ["ls", "-A"])
+    assert "pwned" not in workspace.output.split()
 
 
 async def test_a_command_waits_until_the_install_queue_is_idle(
@@ -135,23 +172,24 @@ async def test_a_command_waits_until_the_install_queue_is_idle(
 
     queue = InstallQueue(slow_install, _no_egress, timeout=10)
 
+    async def container_for() -> object:
+        order.append("command started")  # past the queue: looking up its container
+        return await manager.container_for(sandbox.id)
+
     async def command() -> None:
-        await run_command(
-            manager.client,
-            manager.settings,
-            queue,
-            lambda: manager.container_for(sandbox.id),
-            ["ls"],
-        )
+        await run_command(manager.client, manager.settings, queue, container_for, ["ls"])
         order.append("command ran")
 
     async with anyio.create_task_group() as group:
         group.start_soon(queue.install, ["is-number"])
-        await anyio.sleep(0)  # the install is queued first
+        await anyio.wait_all_tasks_blocked()  # the install is running first
         group.start_soon(command)
-        await anyio.sleep(0.5)  # long enough for the command to have run, had it not waited
+        # Every task is blocked, and the command has not looked up its container: it waits on
+        # the queue (no sleep that only "should" be long enough).
+        await anyio.wait_all_tasks_blocked()
+        assert order == ["install started"]
         release.set()
-    assert order == ["install started", "install finished", "command ran"]
+    assert order == ["install started", "install finished", "command started", "command ran"]
 
 
 @asynccontextmanager

@@ -9,9 +9,16 @@ from contextlib import asynccontextmanager
 import anyio
 import pytest
 
+from sandbox.containers.hardening import KILN_NPMRC
 from sandbox.errors import CommandRefused, InstallRefused
 from sandbox.execution.exec_stream import ExecResult, OutputSink
-from sandbox.execution.install_queue import InstallQueue, install_argv, validate_specs
+from sandbox.execution.install_queue import (
+    InstallQueue,
+    install_argv,
+    npm_argv,
+    package_name,
+    validate_specs,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -21,6 +28,7 @@ class FakeSandbox:
 
     def __init__(self) -> None:
         self.log: list[str] = []
+        self.argvs: list[tuple[str, ...]] = []
         self.running = 0
         self.most_running = 0
         self.fail_with: BaseException | None = None
@@ -31,7 +39,8 @@ class FakeSandbox:
     ) -> ExecResult:
         self.running += 1
         self.most_running = max(self.most_running, self.running)
-        self.log.append("run " + " ".join(argv[6:]))
+        self.argvs.append(tuple(argv))
+        self.log.append("run " + " ".join(argv[argv.index("--") + 1 :] if "--" in argv else ()))
         try:
             await anyio.sleep(0.01)  # let other installs try to overlap
             if self.hang:
@@ -60,7 +69,11 @@ def fake() -> FakeSandbox:
 
 @pytest.fixture
 def queue(fake: FakeSandbox) -> InstallQueue:
-    return InstallQueue(fake.runner, fake.egress, timeout=30)
+    return InstallQueue(fake.runner, fake.egress, timeout=30, registry=REGISTRY)
+
+
+REGISTRY = "https://registry.example/"
+PINNED = ("--ignore-scripts", f"--registry={REGISTRY}", f"--userconfig={KILN_NPMRC}")
 
 
 async def test_an_install_runs_npm_with_egress_around_it(
@@ -77,6 +90,7 @@ async def test_an_install_runs_npm_with_egress_around_it(
     assert installed.result.argv == (
         "npm",
         "install",
+        *PINNED,
         "--save",
         "--no-audit",
         "--no-fund",
@@ -188,9 +202,51 @@ async def test_run_npm_accepts_only_install_commands(
 
 async def test_run_npm_runs_an_allowed_ci(fake: FakeSandbox, queue: InstallQueue) -> None:
     installed = await queue.run_npm(["npm", "ci"])
-    assert installed.result.argv == ("npm", "ci")
+    assert installed.result.argv == ("npm", "ci", *PINNED)
     assert fake.log == ["connect", "run ", "disconnect"]
 
 
 def test_install_argv_ends_options_before_the_specs() -> None:
     assert install_argv(["zod"])[-2:] == ["--", "zod"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["npm", "install"], id="argument-less"),
+        pytest.param(["npm", "ci"], id="ci"),
+        pytest.param(["npm", "i", "-D", "zod"], id="named"),
+        pytest.param(["npm", "install", "--", "vite"], id="after-double-dash"),
+    ],
+)
+async def test_every_install_ignores_scripts_and_pins_registry_and_config(
+    fake: FakeSandbox, queue: InstallQueue, argv: list[str]
+) -> None:
+    await queue.run_npm(argv)
+    assert fake.argvs == [(*argv[:2], *PINNED, *argv[2:])]
+
+
+async def test_an_allowed_package_gets_its_scripts_by_a_rebuild_of_it_alone(
+    fake: FakeSandbox, queue: InstallQueue
+) -> None:
+    installed = await queue.install(["zod", "esbuild@^0.21"])
+    assert installed.ok
+    assert fake.argvs[1] == ("npm", "rebuild", *PINNED[1:], "--", "esbuild")
+    assert fake.log == ["connect", "run zod esbuild@^0.21", "run esbuild", "disconnect"]
+
+
+def test_npm_argv_puts_kilns_flags_before_the_callers() -> None:
+    assert npm_argv(["npm", "install", "--", "x"], "R")[2:4] == ["--ignore-scripts", "--registry=R"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "name"),
+    [
+        pytest.param("zod@^3", "zod", id="versioned"),
+        pytest.param("zod", "zod", id="bare"),
+        pytest.param("@scope/pkg@1.2.3", "@scope/pkg", id="scoped-versioned"),
+        pytest.param("@scope/pkg", "@scope/pkg", id="scoped"),
+    ],
+)
+def test_package_name(spec: str, name: str) -> None:
+    assert package_name(spec) == name

@@ -72,22 +72,38 @@ async def test_the_processes_have_no_privileges(
     assert "docker-init" in init or "tini" in init
 
 
-async def test_mounts_are_the_workspace_volume_npm_cache_and_ca_only(
-    cold: Sandbox, docker_client: docker.DockerClient, sandbox_settings: SandboxSettings
+async def test_mounts_are_the_workspace_volume_and_ca_only(
+    cold: Sandbox, docker_client: docker.DockerClient
 ) -> None:
     mounts = {
         m["Destination"]: m for m in docker_client.containers.get(cold.container_id).attrs["Mounts"]
     }
-    assert set(mounts) == {"/workspace", NPM_CACHE_DIR, CA_BUNDLE_PATH}
+    assert set(mounts) == {"/workspace", CA_BUNDLE_PATH}
     assert (mounts["/workspace"]["Type"], mounts["/workspace"]["Name"]) == ("volume", cold.volume)
     assert mounts[CA_BUNDLE_PATH]["RW"] is False
     assert not any("docker.sock" in m.get("Source", "") for m in mounts.values())
     volume = docker_client.volumes.get(cold.volume)
     assert volume.attrs["Labels"][LABEL] == cold.id
-    # The shared npm cache belongs to the sandbox user, so installs can write to it.
-    owner = await _exec(docker_client, cold.container_id, "stat", "-c", "%u", NPM_CACHE_DIR)
-    assert owner == "1000"
-    assert sandbox_settings.npm_cache_volume == mounts[NPM_CACHE_DIR]["Name"]
+
+
+async def test_what_one_sandbox_writes_to_its_npm_cache_no_other_sandbox_sees(
+    manager: SandboxManager, cold: Sandbox, docker_client: docker.DockerClient
+) -> None:
+    """The cross-user cache poisoning: sandbox code rewrote packages another user installed."""
+    other = await manager.provision("vanilla", owner="owner-2", chat="chat-other")
+    try:
+        poison = "require('fs').mkdirSync(process.argv[1] + '/_cacache', {recursive: true});" + (
+            "require('fs').writeFileSync(process.argv[1] + '/_cacache/poisoned', 'x')"
+        )
+        await _exec(docker_client, cold.container_id, "node", "-e", poison, NPM_CACHE_DIR)
+        assert await _exec(docker_client, cold.container_id, "ls", f"{NPM_CACHE_DIR}/_cacache")
+        seen = await _exec(docker_client, other.container_id, "ls", "-A", NPM_CACHE_DIR)
+        assert "_cacache" not in seen.split()
+        for sandbox in (cold, other):  # nothing writable is mounted but the sandbox's own volume
+            mounts = docker_client.containers.get(sandbox.container_id).attrs["Mounts"]
+            assert [m["Name"] for m in mounts if m["RW"]] == [sandbox.volume]
+    finally:
+        await manager.destroy(other.id)
 
 
 async def test_the_container_sits_on_its_own_internal_network_only(
