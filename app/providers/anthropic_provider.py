@@ -42,10 +42,9 @@ from app.providers.base import (
     Usage,
 )
 from app.providers.http_errors import (
-    TRANSPORT_ERRORS,
     error_for_status,
     incomplete_stream,
-    transport_failure,
+    sdk_errors,
 )
 from app.providers.retry import RetryPolicy, retry_after_seconds
 from app.providers.sdk_provider import SDKProvider
@@ -105,7 +104,9 @@ class AnthropicProvider(SDKProvider):
     ) -> AsyncGenerator[str, None]:
         """One request: yield its text deltas, fill ``outcome``, raise kiln errors."""
         reader = _EventReader(outcome)
-        try:
+        with sdk_errors(
+            NAME, anthropic.APIStatusError, _status_error, (anthropic.APIConnectionError,)
+        ):
             stream = await self._client.messages.create(
                 model=request.model,
                 max_tokens=request.max_output_tokens,
@@ -118,12 +119,6 @@ class AnthropicProvider(SDKProvider):
                     text = reader.read(event)
                     if text:
                         yield text
-        except anthropic.APIStatusError as exc:
-            raise _status_error(exc) from exc
-        except anthropic.APIConnectionError as exc:
-            raise transport_failure(NAME, exc) from exc
-        except TRANSPORT_ERRORS as exc:
-            raise transport_failure(NAME, exc) from exc
         if outcome.finish_reason is None:
             raise incomplete_stream(NAME, "message_stop")
 

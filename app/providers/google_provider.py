@@ -38,10 +38,9 @@ from app.providers.base import (
     Usage,
 )
 from app.providers.http_errors import (
-    TRANSPORT_ERRORS,
     error_for_status,
     incomplete_stream,
-    transport_failure,
+    sdk_errors,
 )
 from app.providers.retry import RetryPolicy, retry_after_seconds
 from app.providers.sdk_provider import SDKProvider
@@ -98,20 +97,17 @@ class GoogleProvider(SDKProvider):
         """One request: yield its text deltas, fill ``outcome``, raise kiln errors."""
         contents, config = _contents(request), _config(request)
         chunks: Any = None  # the SDK's async generator (typed as a bare AsyncIterator)
+        # A body that is not JSON (UnknownApiResponseError) is a transport failure too.
+        transport = (genai_errors.UnknownApiResponseError,)
         try:
-            chunks = await self._client.aio.models.generate_content_stream(
-                model=request.model, contents=contents, config=config
-            )
-            async for chunk in chunks:
-                text = _read_chunk(chunk, outcome)
-                if text:
-                    yield text
-        except genai_errors.APIError as exc:
-            raise _api_error(exc) from exc
-        except TRANSPORT_ERRORS as exc:
-            raise transport_failure(NAME, exc) from exc
-        except genai_errors.UnknownApiResponseError as exc:  # a body that is not JSON
-            raise transport_failure(NAME, exc) from exc
+            with sdk_errors(NAME, genai_errors.APIError, _api_error, transport):
+                chunks = await self._client.aio.models.generate_content_stream(
+                    model=request.model, contents=contents, config=config
+                )
+                async for chunk in chunks:
+                    text = _read_chunk(chunk, outcome)
+                    if text:
+                        yield text
         finally:
             if chunks is not None:
                 # Only the SDK's outer generator: the HTTP response is closed by ProviderStream

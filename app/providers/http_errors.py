@@ -8,6 +8,10 @@ let through while a response body is being read (a connection cut mid-stream).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
 import httpx
 
 from app.errors import (
@@ -46,6 +50,27 @@ def error_for_status(
     if status >= 500 or status == 408:
         return ProviderUnavailable(message)
     return ProviderError(message)
+
+
+@contextlib.contextmanager
+def sdk_errors(
+    provider: str,
+    api_error: type[Exception],
+    classify: Callable[[Any], ProviderError],
+    transport: tuple[type[Exception], ...] = (),
+) -> Iterator[None]:
+    """Raise an SDK's exceptions as kiln's while the block runs (httpx's ``map_exceptions``).
+
+    ``transport`` names the SDK's own connection errors; they and :data:`TRANSPORT_ERRORS` are
+    checked first, because SDKs derive their connection errors from their API error class.
+    Every other ``api_error`` goes through the provider's ``classify``.
+    """
+    try:
+        yield
+    except (*transport, *TRANSPORT_ERRORS) as exc:
+        raise transport_failure(provider, exc) from exc
+    except api_error as exc:
+        raise classify(exc) from exc
 
 
 def transport_failure(provider: str, exc: BaseException) -> ProviderUnavailable:

@@ -48,10 +48,9 @@ from app.providers.base import (
     Usage,
 )
 from app.providers.http_errors import (
-    TRANSPORT_ERRORS,
     error_for_status,
     incomplete_stream,
-    transport_failure,
+    sdk_errors,
 )
 from app.providers.models import ModelFamily
 from app.providers.retry import RetryPolicy, retry_after_seconds
@@ -170,14 +169,9 @@ class OpenAIProvider(SDKProvider):
 async def _guarded(attempt: AsyncGenerator[str, None]) -> AsyncGenerator[str, None]:
     """``attempt`` with the SDK's exceptions wrapped into kiln's tree."""
     try:
-        async for text in attempt:
-            yield text
-    except openai.APIConnectionError as exc:
-        raise transport_failure(NAME, exc) from exc
-    except openai.APIError as exc:
-        raise _api_error(exc) from exc
-    except TRANSPORT_ERRORS as exc:
-        raise transport_failure(NAME, exc) from exc
+        with sdk_errors(NAME, openai.APIError, _api_error, (openai.APIConnectionError,)):
+            async for text in attempt:
+                yield text
     finally:
         await attempt.aclose()
 
