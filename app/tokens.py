@@ -17,13 +17,28 @@ already be in tiktoken's cache folder (``TIKTOKEN_CACHE_DIR``, else ``DATA_GYM_C
 asked, kiln checks the file is there and intact, so a missing encoding gives a clear
 :class:`~app.errors.ConfigError` naming the folder instead of a hang or a network error.
 :func:`check_tokenizer` is what ``kiln doctor`` calls.
+
+Two policies, on purpose, each named where it applies:
+
+- **Budgets** (:class:`TokenCounter`): exact or nothing. A missing encoding raises, because a
+  context-window check on a guess could send a request the model must refuse.
+- **Pacing and estimates** (:func:`count_tokens`, :func:`split_tokens`): the replay provider
+  cuts a recording into token-sized pieces and reports usage. It uses ``o200k_base`` when its
+  file is cached, else an **approximation**: a "token" is up to four non-space characters with
+  the whitespace before them (English averages about four characters a token). The fallback is
+  logged once and :func:`tokenizer_name` says which is in use.
+
+Loading an encoding takes a moment and encoding is CPU work: call these from a worker thread
+(``anyio.to_thread.run_sync``) when on the event loop.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import os
+import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -49,6 +64,9 @@ OPENAI_PROVIDERS = frozenset({"openai", "azure-openai"})
 # published counting recipe; used for every provider as an estimate.
 MESSAGE_OVERHEAD_TOKENS = 4
 REPLY_PRIMING_TOKENS = 3
+_APPROXIMATE_TOKEN = re.compile(r"\s*\S{1,4}|\s+")
+
+log = logging.getLogger(__name__)
 
 
 class MessageLike(Protocol):
@@ -179,3 +197,69 @@ class TokenCounter:
         system_tokens = self.count(system) + MESSAGE_OVERHEAD_TOKENS if system else 0
         total = sum(self.count_message(message) for message in messages)
         return system_tokens + total + REPLY_PRIMING_TOKENS
+
+
+# Pacing and estimates: see the module docstring for why these may approximate.
+
+
+def pacing_encoding() -> tiktoken.Encoding | None:
+    """tiktoken's ``o200k_base`` if its file is cached locally, else ``None`` (never downloads).
+
+    A missing file is not an error here, because pacing a replay needs only estimates; the
+    fallback is logged once, so the approximation is never silent.
+    """
+    try:
+        return get_encoding(O200K)
+    except ConfigError as exc:
+        _warn_estimating(str(exc))
+        return None
+
+
+@functools.cache
+def _warn_estimating(reason: str) -> None:
+    log.warning("replay token counts are estimates (about 4 characters a token): %s", reason)
+
+
+def tokenizer_name() -> str:
+    """``"tiktoken:o200k_base"`` or ``"approximate"``: which counting is in use."""
+    return f"tiktoken:{O200K}" if pacing_encoding() else "approximate"
+
+
+def count_tokens(text: str) -> int:
+    """How many tokens ``text`` is (tiktoken, or the approximation)."""
+    enc = pacing_encoding()
+    if enc is None:
+        return len(_APPROXIMATE_TOKEN.findall(text))
+    return len(enc.encode(text, disallowed_special=()))
+
+
+def split_tokens(text: str, tokens_per_piece: int = 1) -> list[tuple[str, int]]:
+    """``text`` cut into pieces of ``tokens_per_piece`` tokens: ``(piece, tokens in it)``.
+
+    The pieces join back to exactly ``text``; a piece never splits a character (a token that
+    ends inside a multi-byte character is kept with the next one).
+    """
+    if tokens_per_piece < 1:
+        raise ValueError(f"tokens_per_piece must be positive, not {tokens_per_piece!r}")
+    enc = pacing_encoding()
+    if enc is None:
+        tokens = _APPROXIMATE_TOKEN.findall(text)
+        return [
+            ("".join(tokens[i : i + tokens_per_piece]), len(tokens[i : i + tokens_per_piece]))
+            for i in range(0, len(tokens), tokens_per_piece)
+        ]
+    pieces: list[tuple[str, int]] = []
+    pending = b""
+    count = 0
+    for token in enc.encode(text, disallowed_special=()):
+        pending += enc.decode_single_token_bytes(token)
+        count += 1
+        if count >= tokens_per_piece:
+            try:
+                pieces.append((pending.decode("utf-8"), count))
+            except UnicodeDecodeError:
+                continue  # mid-character: the next token completes it
+            pending, count = b"", 0
+    if pending:
+        pieces.append((pending.decode("utf-8"), count))
+    return pieces

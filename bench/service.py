@@ -44,13 +44,13 @@ from app.api.services import ApiSettings
 from app.config import ServiceSettings
 from app.providers.base import Message, ProviderRequest
 from app.providers.replay import ReplayPacing, ReplayProvider
-from app.providers.tokens import split_tokens
 from app.runs.execution import ResolvedProvider
 from app.runs.service import RunService
 from app.service.embedded_redis import EmbeddedRedis
 from app.service.http_server import KilnServer, server_config
 from app.service.stack import ServiceStack, open_stack
 from app.store import Run, Store
+from app.tokens import split_tokens
 from sandbox.settings import SandboxSettings
 
 WRITE_METHODS = (

@@ -18,7 +18,7 @@ requests and a resumed run gets the right turn. A request past the recording's l
 empty answer (finish reason ``stop``), which the agent loop treats as "no output".
 
 **Chunking and pacing.** By default the text is cut into real token-sized pieces
-(:mod:`app.providers.tokens`: tiktoken's ``o200k_base`` when its file is cached, else an
+(:mod:`app.tokens`: tiktoken's ``o200k_base`` when its file is cached, else an
 approximation of about four characters per token) of ``tokens_per_chunk`` tokens, sent at
 ``tokens_per_second`` (100, a realistic speed). ``chunking="recorded"`` keeps the recording's own
 deltas instead. ``fast=True`` (tests) sends without waiting.
@@ -48,8 +48,8 @@ from app.providers.base import (
     Usage,
 )
 from app.providers.retry import RetryPolicy
-from app.providers.tokens import count_tokens, split_tokens
 from app.recordings.stream_formats import StreamFormatError, load_turns
+from app.tokens import count_tokens, split_tokens
 
 NAME = "replay"
 BUILTIN_DEMOS = Path(__file__).resolve().parent.parent / "demos"

@@ -1,4 +1,5 @@
-"""Token counting offline: encoding choice, the cache folder, and clear errors."""
+"""Token counting offline: encoding choice, the cache folder, clear errors, and the estimates
+the replay provider may fall back to."""
 
 from __future__ import annotations
 
@@ -18,9 +19,13 @@ from app.tokens import (
     TokenCounter,
     cache_file_for,
     check_tokenizer,
+    count_tokens,
     encoding_name_for,
     get_encoding,
+    pacing_encoding,
+    split_tokens,
     tiktoken_cache_dir,
+    tokenizer_name,
     verify_cached_encoding,
 )
 
@@ -135,3 +140,60 @@ def test_an_empty_cache_setting_is_refused() -> None:
 def test_an_unknown_encoding_is_refused() -> None:
     with pytest.raises(ConfigError, match="'p50k_base'"):
         verify_cached_encoding("p50k_base", "/nowhere")
+
+
+SAMPLES = [
+    pytest.param("Hello, world! Here is a counter app.", id="english"),
+    pytest.param("const [count, setCount] = useState(0);\n\n  return <main/>;\n", id="code"),
+    pytest.param("emoji 🎉🎉 and 漢字テキスト, accents: déjà vu  \n\t", id="multibyte"),
+    pytest.param("a literal <|endoftext|> in the text", id="special-token"),
+    pytest.param("", id="empty"),
+]
+
+
+@pytest.fixture
+def no_tiktoken(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An empty tiktoken cache: the approximation is used."""
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+
+
+def test_tiktoken_is_used_when_its_encoding_is_cached() -> None:
+    assert tokenizer_name() == "tiktoken:o200k_base"
+    assert pacing_encoding() is not None
+    assert count_tokens("Hello, world!") == 4
+
+
+@pytest.mark.parametrize("text", SAMPLES)
+@pytest.mark.parametrize("per_piece", [pytest.param(1, id="1"), pytest.param(3, id="3")])
+def test_tiktoken_pieces_are_lossless_and_token_sized(text: str, per_piece: int) -> None:
+    pieces = split_tokens(text, per_piece)
+    assert "".join(piece for piece, _ in pieces) == text
+    assert sum(tokens for _, tokens in pieces) == count_tokens(text)
+    # A piece holds the asked-for count, more only to finish a split character, fewer at the end.
+    assert all(tokens >= per_piece for _, tokens in pieces[:-1])
+
+
+@pytest.mark.usefixtures("no_tiktoken")
+def test_approximation_without_the_pacing_encoding() -> None:
+    assert tokenizer_name() == "approximate"
+    assert count_tokens("Hello, world! Here is a counter app.") == 10
+
+
+@pytest.mark.usefixtures("no_tiktoken")
+@pytest.mark.parametrize("text", SAMPLES)
+def test_approximate_pieces_are_lossless(text: str) -> None:
+    pieces = split_tokens(text, 2)
+    assert "".join(piece for piece, _ in pieces) == text
+    assert sum(tokens for _, tokens in pieces) == count_tokens(text)
+
+
+def test_pieces_need_a_positive_size() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        split_tokens("text", 0)
+
+
+@pytest.mark.usefixtures("no_tiktoken")
+def test_estimating_is_logged_not_silent(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="app.tokens"):
+        count_tokens("Hello, world!")
+    assert "replay token counts are estimates" in caplog.text

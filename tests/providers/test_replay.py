@@ -11,8 +11,8 @@ import pytest
 from app.errors import ConfigError, ModelRefused
 from app.providers.base import FinishReason, Message
 from app.providers.replay import BUILTIN_DEMOS, ReplayPacing, ReplayProvider
-from app.providers.tokens import count_tokens
 from app.recordings.stream_formats import load_turns
+from app.tokens import count_tokens
 from tests.providers.harness import SleepRecorder, ask, cancel_while_waiting, drain
 
 pytestmark = pytest.mark.anyio
