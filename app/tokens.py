@@ -26,7 +26,7 @@ Two policies, on purpose, each named where it applies:
   cuts a recording into token-sized pieces and reports usage. It uses ``o200k_base`` when its
   file is cached, else an **approximation**: a "token" is up to four non-space characters with
   the whitespace before them (English averages about four characters a token). The fallback is
-  logged once and :func:`tokenizer_name` says which is in use.
+  logged once, so a reader of the log knows the counts are estimates.
 
 Loading an encoding takes a moment and encoding is CPU work: call these from a worker thread
 (``anyio.to_thread.run_sync``) when on the event loop.
@@ -218,11 +218,6 @@ def pacing_encoding() -> tiktoken.Encoding | None:
 @functools.cache
 def _warn_estimating(reason: str) -> None:
     log.warning("replay token counts are estimates (about 4 characters a token): %s", reason)
-
-
-def tokenizer_name() -> str:
-    """``"tiktoken:o200k_base"`` or ``"approximate"``: which counting is in use."""
-    return f"tiktoken:{O200K}" if pacing_encoding() else "approximate"
 
 
 def count_tokens(text: str) -> int:

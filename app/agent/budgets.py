@@ -5,7 +5,7 @@
 - :class:`BudgetTracker` - records a run's usage turn by turn and answers "exceeded? which?".
   A limit is *exceeded* when something tried to go past it (the 9th tool call of a turn allowed
   8), not when it was merely reached.
-- :func:`check_context` / :func:`trim_history` - before every turn the request (system prompt
+- :func:`trim_history` - before every turn the request (system prompt
   plus messages) must leave ``reserved_output_tokens`` free in the model's window. Trimming drops
   whole messages of earlier conversation, oldest first, and never touches the current run's
   messages (the request and its turns) nor cuts a message in half: when the current run alone
@@ -223,19 +223,6 @@ class ContextFit:
             f" {self.context_window} leaves {self.available} after reserving"
             f" {self.reserved_output_tokens} for the answer"
         )
-
-
-def check_context(
-    counter: RequestCounter,
-    system: str,
-    messages: Sequence[MessageLike],
-    *,
-    context_window: int,
-    reserved_output_tokens: int,
-) -> ContextFit:
-    """Measure ``system`` + ``messages`` against the model's window."""
-    tokens = counter.count_request(system, messages)
-    return ContextFit(tokens, context_window, reserved_output_tokens)
 
 
 M = TypeVar("M", bound=MessageLike)

@@ -17,7 +17,7 @@
 
 A rule that would continue on the last allowed turn stops with ``max_turns`` instead.
 
-``context_limit_exceeded`` is decided before a turn (``app.agent.budgets.check_context``), not here;
+``context_limit_exceeded`` is decided before a turn (``app.agent.budgets.trim_history``), not here;
 its reason string lives in :class:`StopReason` with the others so every stop has one name.
 """
 

@@ -14,7 +14,6 @@ from app.agent.budgets import (
     TOOL_CALLS_PER_TURN,
     Budgets,
     BudgetTracker,
-    check_context,
     trim_history,
 )
 from app.errors import BudgetExceeded, ConfigError
@@ -170,15 +169,15 @@ def test_usage_record() -> None:
     }
 
 
-def test_check_context_leaves_room_for_the_output() -> None:
+def test_the_fit_leaves_room_for_the_output() -> None:
     messages = [Msg("user", "one two three")]  # 3 + 2, plus 1 system word, plus 1 = 7
 
-    fits = check_context(
-        WordCounter(), "system", messages, context_window=10, reserved_output_tokens=3
-    )
-    too_big = check_context(
-        WordCounter(), "system", messages, context_window=10, reserved_output_tokens=4
-    )
+    fits = trim_history(
+        WordCounter(), "system", [], messages, context_window=10, reserved_output_tokens=3
+    ).fit
+    too_big = trim_history(
+        WordCounter(), "system", [], messages, context_window=10, reserved_output_tokens=4
+    ).fit
 
     assert fits.prompt_tokens == 7
     assert fits.fits
