@@ -51,11 +51,6 @@ def log_context(**ids: str) -> Iterator[None]:
         _CONTEXT.reset(token)
 
 
-def current_context() -> dict[str, str]:
-    """The ids in scope (a copy)."""
-    return dict(_CONTEXT.get())
-
-
 class JsonFormatter(logging.Formatter):
     """Formats a record as one JSON line (see the module docstring)."""
 

@@ -10,7 +10,6 @@ from typing import Any
 
 QUEUED, RUNNING = "queued", "running"
 COMPLETED, FAILED, CANCELLED = "completed", "failed", "cancelled"
-RUN_STATUSES = (QUEUED, RUNNING, COMPLETED, FAILED, CANCELLED)
 ACTIVE_STATUSES = (QUEUED, RUNNING)
 TERMINAL_STATUSES = (COMPLETED, FAILED, CANCELLED)
 TOKEN_KINDS = ("api", "session", "login")
