@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     )
     from sandbox.errors import (
         CommandRefused,
+        FileTooLarge,
         ImageBuildFailed,
         InstallRefused,
         SandboxConfigError,
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
         SandboxNotFound,
         SandboxUnavailable,
         WriteFailed,
+    )
+    from sandbox.execution.workspace_files import (
+        WorkspaceFile,
     )
     from sandbox.handle import (
         Sandbox,
@@ -109,6 +113,7 @@ if TYPE_CHECKING:
 # linters; tests/sandbox/test_public_api.py checks that the three lists agree.
 _EXPORTS: dict[str, str] = {
     "CommandRefused": "sandbox.errors",
+    "FileTooLarge": "sandbox.errors",
     "ImageBuildFailed": "sandbox.errors",
     "InstallRefused": "sandbox.errors",
     "SandboxError": "sandbox.errors",
@@ -118,6 +123,7 @@ _EXPORTS: dict[str, str] = {
     "WriteFailed": "sandbox.errors",
     "SandboxSettings": "sandbox.settings",
     "Sandbox": "sandbox.handle",
+    "WorkspaceFile": "sandbox.execution.workspace_files",
     "Record": "sandbox.session",
     "RecordSink": "sandbox.session",
     "SandboxSession": "sandbox.session",
@@ -174,6 +180,7 @@ __all__ = [
     "BuildResult",
     "CommandRefused",
     "ContextFile",
+    "FileTooLarge",
     "ImageBuildFailed",
     "ImageBuildSettings",
     "ImageBuilder",
@@ -197,6 +204,7 @@ __all__ = [
     "SessionLog",
     "StandIn",
     "Template",
+    "WorkspaceFile",
     "WriteBuffer",
     "WriteFailed",
     "build_if_stale",

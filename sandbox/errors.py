@@ -8,6 +8,7 @@
     ├── CommandRefused              a command outside the allow-list or with an unsafe argument
     ├── InstallRefused              a package spec that does not validate
     ├── WriteFailed                 a file could not be written into the workspace
+    ├── FileTooLarge                a workspace file over the read limit
     └── SandboxConfigError          a sandbox setting is missing or malformed
 
 Messages name the offending value (``{value!r}``). Each class carries the stable ``code`` a user
@@ -57,6 +58,12 @@ class WriteFailed(SandboxError):
     """Files could not be written into a sandbox's workspace."""
 
     code = "write_failed"
+
+
+class FileTooLarge(SandboxError):
+    """A workspace file larger than what is read back; the message names path and size."""
+
+    code = "file_too_large"
 
 
 class SandboxConfigError(SandboxError):
