@@ -14,15 +14,12 @@ the agent loop, ``kiln sandbox apply`` and the tests can wire it to the manager 
 from __future__ import annotations
 
 import contextlib
-import io
-import tarfile
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
 import anyio
-import docker.errors
 from anyio.abc import TaskGroup
 
 from parser.events import (
@@ -35,11 +32,10 @@ from parser.events import (
     InstallContent,
     SandboxEnd,
 )
-from sandbox.containers.docker_boundary import call
 from sandbox.errors import CommandRefused, SandboxError
 from sandbox.execution.exec_stream import ExecResult, OutputSink
 from sandbox.execution.install_queue import InstallResult
-from sandbox.images.templates import WORKSPACE, Template
+from sandbox.images.templates import Template
 from sandbox.lifecycle.manager import SandboxManager
 from sandbox.writes.file_events import FileEventWriter, WorkspaceReader, WriteNotice
 from sandbox.writes.flush import ContainerResolver, Flusher, FlushScheduler
@@ -81,8 +77,7 @@ def manager_ports(manager: SandboxManager, sandbox_id: str) -> SandboxPorts:
         return await manager.run_command(sandbox_id, argv, on_output)
 
     async def read_workspace(path: str) -> str | None:
-        container = await manager.container_for(sandbox_id)
-        return await call(read_workspace_file, container, path)
+        return await manager.read_file(sandbox_id, path)
 
     return SandboxPorts(
         resolve=manager.container_for,
@@ -91,21 +86,6 @@ def manager_ports(manager: SandboxManager, sandbox_id: str) -> SandboxPorts:
         run_command=run_command,
         read_workspace=read_workspace,
     )
-
-
-def read_workspace_file(container: Any, path: str) -> str | None:
-    """The text of ``/workspace/<path>`` in a docker-py container, ``None`` if there is none.
-
-    Blocking: run it through :func:`sandbox.containers.docker_boundary.call`.
-    """
-    try:
-        stream, _ = container.get_archive(f"{WORKSPACE}/{path}")
-    except docker.errors.NotFound:
-        return None  # a missing file, not a missing container: answered here, not wrapped
-    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-        member = next((m for m in tar.getmembers() if m.isfile()), None)
-        extracted = tar.extractfile(member) if member is not None else None
-        return None if extracted is None else extracted.read().decode(errors="replace")
 
 
 async def _ignore(kind: str, record: Record) -> None:

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
-from sandbox import Sandbox
+from sandbox import Sandbox, WorkspaceFile
 
 
 class UserRow(Protocol):
@@ -160,4 +160,9 @@ class SandboxesPort(Protocol):
 
     async def get(self, sandbox_id: str) -> Sandbox: ...
 
+    # For app.projects (versions); the API's own handlers never call Docker.
     async def container_for(self, sandbox_id: str) -> Any: ...
+
+    async def list_files(self, sandbox_id: str) -> Sequence[WorkspaceFile]: ...
+
+    async def read_file(self, sandbox_id: str, path: str) -> str | None: ...

@@ -2,7 +2,9 @@
 
 The listing leaves out ``node_modules``, ``dist``, ``.git`` and ``.next``; a file comes back as
 ``text/plain; charset=utf-8``. Only the owner of the sandbox's chat gets an answer; for anyone
-else the sandbox does not exist (404), and so does a path that is no regular file.
+else the sandbox does not exist (404), and so does a path that is no regular file or goes
+through a symlink. Both are the sandbox manager's (``list_files``, ``read_file``: as the
+sandbox user, see :mod:`sandbox.execution.workspace_files`); nothing here talks to Docker.
 
 ``POST /api/sandboxes/{id}/preview-login`` gives the owner a one-time link that signs the
 browser in on the sandbox's preview host (see :mod:`app.api.preview_access`): a cookie set
@@ -22,10 +24,9 @@ from app.api.errors import ApiError, not_found
 from app.api.ownership import owned_sandbox
 from app.api.preview_access import PREVIEW_LOGIN_PATH
 from app.api.services import PREVIEW_LOGIN_TTL_SECONDS, in_thread, services
-from app.api.workspace_files import FileTooLarge, list_workspace, read_workspace_text
 from parser.errors import UnsafePathError
 from parser.paths import normalize_file_path
-from sandbox import SandboxNotFound, call, preview_url
+from sandbox import FileTooLarge, SandboxNotFound, preview_url
 
 
 async def list_files(request: Request) -> Response:
@@ -34,10 +35,9 @@ async def list_files(request: Request) -> Response:
     found = services(request)
     sandbox = await owned_sandbox(found.store, found.sandboxes, user.id, request.path_params["id"])
     try:
-        container = await found.sandboxes.container_for(sandbox.id)
+        files = await found.sandboxes.list_files(sandbox.id)
     except SandboxNotFound as exc:
         raise not_found("sandbox", sandbox.id) from exc
-    files = await call(list_workspace, container)
     return JSONResponse({"files": [{"path": item.path, "size": item.size} for item in files]})
 
 
@@ -52,13 +52,11 @@ async def read_file(request: Request) -> Response:
     except UnsafePathError as exc:
         raise ApiError(400, "invalid_path", str(exc)) from exc
     try:
-        container = await found.sandboxes.container_for(sandbox.id)
+        text = await found.sandboxes.read_file(sandbox.id, path)
     except SandboxNotFound as exc:
         raise not_found("sandbox", sandbox.id) from exc
-    try:
-        text = await call(read_workspace_text, container, path)
     except FileTooLarge as exc:
-        raise ApiError(413, "file_too_large", str(exc)) from exc
+        raise ApiError(413, exc.code, str(exc)) from exc
     if text is None:
         raise not_found("file", path)
     return PlainTextResponse(text, headers={"cache-control": "no-store"})

@@ -10,6 +10,8 @@ Public API (what the write path, the agent loop, the preview proxy and the CLI u
         container = await manager.container_for(sandbox.id)   # live docker Container
         await manager.install(sandbox.id, ["zod@^3"], on_output)
         result = await manager.run_command(sandbox.id, ["npm", "run", "build"], on_output)
+        await manager.list_files(sandbox.id)  # [WorkspaceFile(path, size)], as the sandbox user
+        await manager.read_file(sandbox.id, "src/App.jsx")  # text or None; never via a symlink
         await manager.release(sandbox.id)     # the run is done; the chat keeps its sandbox
     await manager.aclose()
 
@@ -55,9 +57,10 @@ from sandbox.containers.provisioning import (
     wait_port_open,
 )
 from sandbox.errors import SandboxError, SandboxNotFound, SandboxUnavailable
-from sandbox.execution import commands
+from sandbox.execution import commands, workspace_files
 from sandbox.execution.exec_stream import ExecResult, OutputSink, exec_streaming
 from sandbox.execution.install_queue import InstallQueue, InstallResult
+from sandbox.execution.workspace_files import WorkspaceFile
 from sandbox.handle import Sandbox
 from sandbox.images.templates import DEFAULT_TEMPLATE, Template, get_template
 from sandbox.lifecycle import reaper
@@ -276,6 +279,22 @@ class SandboxManager:
             argv,
             on_output,
         )
+
+    # -- workspace files ------------------------------------------------------------------
+
+    async def list_files(self, sandbox_id: str) -> Sequence[WorkspaceFile]:
+        """The workspace's regular files (dependency and build folders left out)."""
+        container = await self.container_for(sandbox_id)
+        return await call(workspace_files.list_workspace, container)
+
+    async def read_file(self, sandbox_id: str, path: str) -> str | None:
+        """Workspace file ``path`` as text, ``None`` if it is no regular file (or a symlink).
+
+        Read as the sandbox user; ``FileTooLarge`` past the read limit, ``UnsafePathError``
+        for a path that leaves the workspace.
+        """
+        container = await self.container_for(sandbox_id)
+        return await call(workspace_files.read_workspace_file, container, path)
 
     # -- internals ------------------------------------------------------------------------
 

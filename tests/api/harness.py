@@ -20,7 +20,9 @@ from starlette.types import ASGIApp
 
 from app.service.http_server import KilnServer, server_config
 from app.store import Store, User
+from sandbox.containers.docker_boundary import call
 from sandbox.errors import SandboxNotFound
+from sandbox.execution.workspace_files import WorkspaceFile, list_workspace, read_workspace_file
 from sandbox.handle import Sandbox
 from tests.servers import loopback_socket
 
@@ -88,8 +90,16 @@ class FakeSandboxes:
         except KeyError:
             raise SandboxNotFound(f"unknown sandbox {sandbox_id!r}") from None
 
+    async def list_files(self, sandbox_id: str) -> list[WorkspaceFile]:
+        """The listing of the sandbox's (real) container, as the manager makes it."""
+        return await call(list_workspace, await self.container_for(sandbox_id))
+
+    async def read_file(self, sandbox_id: str, path: str) -> str | None:
+        """A file of the sandbox's (real) container, read as the manager reads it."""
+        return await call(read_workspace_file, await self.container_for(sandbox_id), path)
+
     async def container_for(self, sandbox_id: str) -> Any:
-        """The fake container of the sandbox."""
+        """The container the test gave the sandbox."""
         await self.get(sandbox_id)
         try:
             return self.containers[sandbox_id]

@@ -1,4 +1,4 @@
-"""Workspace files through HTTP, read from a real container with Docker's exec and archive APIs.
+"""Workspace files through HTTP, read from a real container as the manager reads them.
 
 The container is a plain one of the vanilla template image (sleeping, no network), handed to
 the API by the fake manager: what is under test is the listing, the reading and the ownership
@@ -32,6 +32,15 @@ FILES = {
     "big.bin": "x" * BIG_FILE_BYTES,
 }
 
+# Symlinks a generated app can leave in its workspace: to files outside it (one only root can
+# read), and to a folder outside it (so that the link is a middle part of the path).
+LINKS = {
+    "link-to-passwd": "/etc/passwd",
+    "link-to-shadow": "/etc/shadow",
+    "etc": "/etc",
+    "src/up": "..",
+}
+
 
 def workspace_tar(files: dict[str, str]) -> bytes:
     buffer = io.BytesIO()
@@ -41,9 +50,10 @@ def workspace_tar(files: dict[str, str]) -> bytes:
             info = tarfile.TarInfo(path)
             info.size, info.uid, info.gid, info.mode = len(data), 1000, 1000, 0o644
             archive.addfile(info, io.BytesIO(data))
-        link = tarfile.TarInfo("link-to-passwd")
-        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
-        archive.addfile(link)
+        for name, target in LINKS.items():
+            link = tarfile.TarInfo(name)
+            link.type, link.linkname = tarfile.SYMTYPE, target
+            archive.addfile(link)
     return buffer.getvalue()
 
 
@@ -115,6 +125,10 @@ async def test_reading_a_file(api: Api, sandbox_id: str, path: str, text: str) -
         pytest.param("missing.js", 404, "not_found", id="absent"),
         pytest.param("src", 404, "not_found", id="folder"),
         pytest.param("link-to-passwd", 404, "not_found", id="symlink"),
+        pytest.param("link-to-shadow", 404, "not_found", id="symlink-to-shadow"),
+        pytest.param("etc/shadow", 404, "not_found", id="through-a-folder-link-to-shadow"),
+        pytest.param("etc/passwd", 404, "not_found", id="through-a-folder-link-outside"),
+        pytest.param("src/up/index.html", 404, "not_found", id="through-a-link-inside"),
         pytest.param("big.bin", 413, "file_too_large", id="too-large"),
         pytest.param("..%2F..%2Fetc%2Fpasswd", 400, "invalid_path", id="escape"),
     ],

@@ -13,13 +13,13 @@ import pytest
 from app.cli import main
 from parser import StreamParser, merge_adjacent
 from parser.events import FileContent
-from sandbox.session import read_workspace_file
+from sandbox.execution.workspace_files import read_workspace_file
 from sandbox.settings import LABEL
 from tests.app.conftest import PUBLIC_PORT
 
 RECORDINGS = Path(__file__).resolve().parents[3] / "shared" / "recordings"
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.npm]
 
 
 def _apply(recording: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:

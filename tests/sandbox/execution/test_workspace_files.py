@@ -1,8 +1,19 @@
-"""The workspace listing's command and parser (the Docker side is in ``test_sandboxes.py``)."""
+"""Workspace listing and reading: the commands and the parser (the Docker side is in
+``tests/api/test_sandboxes.py``, through HTTP)."""
 
 from __future__ import annotations
 
-from app.api.workspace_files import MAX_LISTED, WorkspaceFile, find_argv, parse_listing
+import pytest
+
+from parser.errors import UnsafePathError
+from sandbox.execution.workspace_files import (
+    MAX_LISTED,
+    MAX_READ_BYTES,
+    WorkspaceFile,
+    find_argv,
+    parse_listing,
+    read_argv,
+)
 
 
 def test_find_prunes_the_heavy_folders_and_prints_sizes_and_paths() -> None:
@@ -26,3 +37,21 @@ def test_parse_listing_skips_garbage_and_caps_the_count() -> None:
     many = b"".join(f"1 f{n:05d}\x00".encode() for n in range(MAX_LISTED + 10))
     assert len(parse_listing(many + b"garbage\x00")) == MAX_LISTED
     assert parse_listing(b"") == []
+
+
+def test_read_argv_names_the_normalized_workspace_path_and_the_limit() -> None:
+    argv = read_argv("./src/../index.html")
+    assert argv[:2] == ["node", "-e"]
+    assert argv[-2:] == ["/workspace/index.html", str(MAX_READ_BYTES)]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param("../etc/shadow", id="parent"),
+        pytest.param("/etc/shadow", id="absolute"),
+    ],
+)
+def test_read_argv_refuses_a_path_outside_the_workspace(path: str) -> None:
+    with pytest.raises(UnsafePathError):
+        read_argv(path)
