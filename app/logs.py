@@ -94,3 +94,7 @@ def setup_logging(level: str = "info", stream: TextIO | None = None) -> None:
         uvicorn_logger = logging.getLogger(name)
         uvicorn_logger.handlers.clear()
         uvicorn_logger.propagate = True
+        # uvicorn's own config may have set a level or disabled the logger earlier in this
+        # process (another server started with other options): kiln's level rules them all.
+        uvicorn_logger.setLevel(logging.NOTSET)
+        uvicorn_logger.disabled = False

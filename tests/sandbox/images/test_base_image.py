@@ -35,7 +35,7 @@ from sandbox.images.docker_build import IMAGE_LABEL, ContextFile
 from sandbox.images.settings import ImageBuildSettings
 from sandbox.images.templates import TEMPLATES
 
-IMAGES_DIR = Path(__file__).resolve().parents[2] / "images"
+IMAGES_DIR = Path(__file__).resolve().parents[3] / "images"
 
 
 @pytest.mark.anyio

@@ -32,7 +32,7 @@ from sandbox.images.templates import SANDBOX_UID, TEMPLATES, WORKSPACE, Template
 from sandbox.settings import LABEL
 from tests.sandbox.conftest import TestInstances
 
-IMAGES_DIR = Path(__file__).resolve().parents[2] / "images"
+IMAGES_DIR = Path(__file__).resolve().parents[3] / "images"
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 READY_TIMEOUT = 180.0  # a guard against hanging, not a speed requirement
 # What each template's dev server answers on "/" before the app is written.
@@ -327,6 +327,7 @@ async def test_vite_react_builds_offline(
 
 
 @pytest.mark.docker
+@pytest.mark.npm
 @pytest.mark.anyio
 async def test_a_package_installs_when_the_network_is_there(
     built: list[BuildResult], run_container: Callable[..., Container]
