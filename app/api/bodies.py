@@ -2,8 +2,10 @@
 
 ``read_object(request)`` reads at most ``MAX_BODY_BYTES`` (413 beyond, checked on the declared
 ``Content-Length`` and again while reading, since a chunked body declares nothing), and answers
-400 for a body that is not a JSON object. The field helpers answer 422 naming the field and
-what was wrong with it.
+400 for a body that is not a JSON object, including JSON that parses but that nothing downstream
+can hold: nesting past the parser's recursion limit, integers past Python's digit limit, and
+lone surrogates (``"\ud800"``: SQLite and UTF-8 refuse them). The field helpers answer 422
+naming the field and what was wrong with it.
 """
 
 from __future__ import annotations
@@ -35,13 +37,35 @@ async def read_object(request: Request, limit: int = MAX_BODY_BYTES) -> dict[str
             raise body_too_large(limit)
     if not raw.strip():
         return {}
-    try:
-        value = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ApiError(400, "invalid_json", f"the request body is not valid JSON: {exc}") from exc
+    value = parse_json(bytes(raw))
     if not isinstance(value, dict):
         kind = type(value).__name__
         raise ApiError(400, "invalid_json", f"the request body must be a JSON object, not {kind}")
+    return value
+
+
+def invalid_json(message: str) -> ApiError:
+    """The 400 for a body that is no usable JSON."""
+    return ApiError(400, "invalid_json", f"the request body {message}")
+
+
+def parse_json(raw: bytes) -> Any:
+    """``raw`` parsed as JSON that can be stored and sent on; a 400 ``invalid_json`` if not."""
+    try:
+        value = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise invalid_json(f"is not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise invalid_json("is nested deeper than the JSON parser's limit") from None
+    except ValueError as exc:  # int(): "Exceeds the limit (4300 digits) for integer string"
+        raise invalid_json(f"holds a number with more digits than allowed: {exc}") from None
+    try:
+        # One pass over the parsed value (at most MAX_BODY_BYTES of it): a lone surrogate,
+        # valid JSON escape that it is, cannot be encoded to UTF-8, so it cannot be stored.
+        json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end]
+        raise invalid_json(f"holds a lone surrogate ({bad!r}); send UTF-8 text") from None
     return value
 
 

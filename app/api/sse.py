@@ -43,13 +43,17 @@ def format_event(seq: int, event: dict[str, Any]) -> bytes:
     return f"id: {seq}\nevent: {kind}\ndata: {data}\n\n".encode()
 
 
+MAX_SEQ_DIGITS = 18  # event numbers are SQLite integers (64-bit)
+
+
 def resume_point(last_event_id: str | None, after: str | None) -> int:
     """Where to resume: the ``Last-Event-ID`` header wins over ``?after=``; 0 from the start."""
     for name, raw in (("Last-Event-ID", last_event_id), ("after", after)):
         if raw is None or raw.strip() == "":
             continue
         value = raw.strip()
-        if not value.isdigit():
+        # ASCII digits only ('²'.isdigit() is true, int('²') fails), and few enough for int().
+        if not (value.isascii() and value.isdigit() and len(value) <= MAX_SEQ_DIGITS):
             message = f"{name} must be a non-negative event number, not {value!r}"
             raise ApiError(400, "invalid_request", message)
         return int(value)

@@ -160,6 +160,9 @@ class PreviewProxy:
 
         Authorizing comes before resolving so that strangers cannot probe which ids exist.
         """
+        bad_target = target_refusal(scope)
+        if bad_target is not None:
+            return bad_target
         if not SANDBOX_ID.fullmatch(label):
             msg = f"not a valid sandbox id: {label!r}"
             return Refusal(400, "invalid_sandbox_id", msg, WS_POLICY_VIOLATION)
@@ -245,6 +248,17 @@ class PreviewProxy:
             await pump_websocket(receive, send, upstream)
         finally:
             await upstream.close()
+
+
+def target_refusal(scope: Scope) -> Refusal | None:
+    """A 400 for a request target that is no path: absolute-form (``GET http://host/``, what a
+    client sends to a forward proxy) and asterisk-form cannot be forwarded to a dev server."""
+    target: bytes = scope.get("raw_path") or scope["path"].encode()
+    if target.startswith(b"/"):
+        return None
+    shown = target.decode("latin-1")
+    msg = f"the request target must be a path starting with '/', not {shown!r}"
+    return Refusal(400, "invalid_request_target", msg, WS_POLICY_VIOLATION)
 
 
 async def refuse(scope: Scope, receive: Receive, send: Send, refusal: Refusal) -> None:

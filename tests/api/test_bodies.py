@@ -12,6 +12,8 @@ from app.api.errors import ApiError
 from tests.api.conftest import Api
 
 pytestmark = pytest.mark.anyio
+# 60 KB of nested arrays: deeper than Python's recursion limit, inside the size limit.
+NESTED = b'{"title": ' + b"[" * 30_000 + b"]" * 30_000 + b"}"
 
 
 async def test_a_declared_oversized_body_is_413(api: Api) -> None:
@@ -40,6 +42,10 @@ async def test_a_streamed_oversized_body_is_413(api: Api) -> None:
         pytest.param(b"[1, 2]", "must be a JSON object, not list", id="array"),
         pytest.param(b'"text"', "must be a JSON object, not str", id="string"),
         pytest.param(b"\xff\xfe", "not valid JSON", id="not-utf8"),
+        pytest.param(NESTED, "nested deeper than", id="nested-60kb-array"),
+        pytest.param(b'{"title": ' + b"7" * 5000 + b"}", "more digits than", id="5000-digits"),
+        pytest.param(b'{"title": "\\ud800"}', "lone surrogate", id="lone-surrogate"),
+        pytest.param(b'{"t\\udfff": "x"}', "lone surrogate", id="lone-surrogate-in-a-key"),
     ],
 )
 async def test_bodies_that_are_no_json_object_are_400(api: Api, body: bytes, message: str) -> None:

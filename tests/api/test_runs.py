@@ -108,9 +108,14 @@ async def test_the_stream_resumes_after_an_event(
     [
         pytest.param({"Last-Event-ID": "x"}, "", id="header-not-a-number"),
         pytest.param({}, "?after=-1", id="negative"),
+        pytest.param({"Last-Event-ID": b"\xb2"}, "", id="header-superscript-two"),
+        pytest.param({}, "?after=%C2%B2", id="query-superscript-two"),
+        pytest.param({}, "?after=" + "9" * 5000, id="query-5000-digits"),
     ],
 )
-async def test_a_bad_resume_point_is_400(api: Api, headers: dict[str, str], query: str) -> None:
+async def test_a_bad_resume_point_is_400(
+    api: Api, headers: dict[str, str | bytes], query: str
+) -> None:
     run_id = await start_run(api)
     response = await api.alice.client.get(f"/api/runs/{run_id}/events{query}", headers=headers)
     assert response.status_code == 400

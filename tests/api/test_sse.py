@@ -49,6 +49,9 @@ def test_resume_point(header: str | None, query: str | None, expected: int) -> N
         pytest.param("abc", None, id="letters"),
         pytest.param(None, "-3", id="negative"),
         pytest.param(None, "1.5", id="fraction"),
+        pytest.param("\u00b2", None, id="superscript-two"),
+        pytest.param("\u0663", None, id="arabic-indic-three"),
+        pytest.param(None, "9" * 5000, id="5000-digits"),
     ],
 )
 def test_bad_resume_points(header: str | None, query: str | None) -> None:

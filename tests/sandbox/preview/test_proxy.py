@@ -9,6 +9,7 @@ import hashlib
 import io
 import json
 import queue
+import socket
 import tarfile
 import threading
 import time
@@ -339,6 +340,38 @@ async def test_refused_hosts(
     error = response.json()["error"]
     assert error["code"] == code
     assert repr(host.split(".")[0]) in error["message"]
+
+
+def raw_exchange(port: int, request: bytes) -> tuple[int, bytes]:
+    """Send ``request`` as written (no client normalizes it) and read the whole answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), body
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        pytest.param(b"http://abc.preview.localhost/x", id="absolute-form-own-host"),
+        pytest.param(b"http://evil.example:1/x", id="absolute-form-other-host"),
+        pytest.param(b"*", id="asterisk-form"),
+        pytest.param(b"x", id="no-leading-slash"),
+    ],
+)
+def test_a_request_target_that_is_no_path_is_a_400_in_words(
+    upstream: UvicornThread, serve_proxy: ServeProxy, target: bytes
+) -> None:
+    proxy = serve_proxy({"abc": upstream.url})
+    head = b"GET " + target + b" HTTP/1.1\r\nHost: " + HOST.encode()
+    status, body = raw_exchange(proxy.port, head + b"\r\nConnection: close\r\n\r\n")
+    assert status == 400
+    error = json.loads(body)["error"]
+    assert error["code"] == "invalid_request_target"
+    assert repr(target.decode()) in error["message"]
 
 
 @pytest.mark.anyio
