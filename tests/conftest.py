@@ -12,6 +12,12 @@ from pathlib import Path
 import pytest
 import redis
 
+REDIS_START_SECONDS = 30.0
+# Picking a free port and handing it to redis-server is a race (something else may bind it in
+# between; redis has no "pick one yourself" for TCP). So a start whose bind fails is retried on
+# another port, and a server only counts as ours when it reports our process id.
+REDIS_START_ATTEMPTS = 5
+
 
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
@@ -26,21 +32,43 @@ def _free_port() -> int:
         return port
 
 
-def _wait_for_ping(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+def _answers_as(url: str, pid: int) -> bool:
+    """Whether the server at ``url`` is up and is the process ``pid`` (not a stranger)."""
     client = redis.Redis.from_url(url)
-    deadline = time.monotonic() + 30
     try:
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                pytest.fail(f"redis-server exited at start: {log.read_text()!r}")
-            try:
-                if client.ping():
-                    return
-            except redis.exceptions.ConnectionError:
-                time.sleep(0.05)
-        pytest.fail(f"redis-server did not answer on {url!r}: {log.read_text()!r}")
+        return int(client.info("server")["process_id"]) == pid
+    except redis.exceptions.RedisError:  # not up yet, or not a Redis we can talk to
+        return False
     finally:
         client.close()
+
+
+def _start_redis(binary: str, folder: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """One attempt: a redis-server on a fresh port. Returns it once it answers, or after it
+    exited (the caller looks at ``poll()``)."""
+    port = _free_port()
+    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly"]
+    argv += ["no", "--dir", str(folder), "--logfile", str(log)]
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    url = f"redis://127.0.0.1:{port}/0"
+    deadline = time.monotonic() + REDIS_START_SECONDS
+    while time.monotonic() < deadline and process.poll() is None:
+        if _answers_as(url, process.pid):
+            return process, url
+        time.sleep(0.05)  # polling under the deadline above
+    if process.poll() is None:
+        _stop(process)
+        pytest.fail(f"redis-server did not answer on {url!r}: {log.read_text()!r}")
+    return process, url
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 @pytest.fixture(scope="session")
@@ -50,19 +78,17 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if binary is None:
         pytest.fail("redis-server is not installed; the Redis tests need the real thing")
     folder = tmp_path_factory.mktemp("redis")
-    port = _free_port()
     log = folder / "redis.log"
-    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly"]
-    argv += ["no", "--dir", str(folder), "--logfile", str(log)]
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    url = f"redis://127.0.0.1:{port}/0"
+    for _ in range(REDIS_START_ATTEMPTS):
+        log.write_text("")
+        process, url = _start_redis(binary, folder, log)
+        if process.poll() is None:
+            break
+        if "already in use" not in log.read_text():
+            pytest.fail(f"redis-server exited at start: {log.read_text()!r}")
+    else:
+        pytest.fail(f"redis-server found no free port in {REDIS_START_ATTEMPTS} attempts")
     try:
-        _wait_for_ping(url, process, log)
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        _stop(process)

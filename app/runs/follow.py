@@ -1,11 +1,13 @@
 """Following a run's events: replay from the store, then live from Redis, without gaps or
 duplicates, ending after ``run_finished``.
 
-The order that makes it exact: **subscribe first**, then replay the store after ``after_seq``,
-then take live messages, dropping those already replayed (by ``seq``). Anything published
-while the replay ran is in the subscription's buffer, and anything stored before the
-subscription is in the replay. A live message further ahead than the next expected ``seq``
-(a publish that failed, or live buffering dropped) sends the follower back to the store.
+The order that makes it exact: **subscribe first** (and wait for Redis to confirm it: SUBSCRIBE
+only sends the command, and a publish that lands before the server has processed it is lost to
+this follower), then replay the store after ``after_seq``, then take live messages, dropping
+those already replayed (by ``seq``). Anything published while the replay ran is in the
+subscription's buffer, and anything stored before the subscription is in the replay. A live
+message further ahead than the next expected ``seq`` (a publish that failed, or live buffering
+dropped) sends the follower back to the store.
 
 The live buffer is bounded (``buffer_size`` messages): when a slow consumer lets it fill, the
 follower drops it and re-reads from the store, so memory never grows with the lag. With no live
@@ -42,6 +44,9 @@ PAGE_SIZE = 500
 # A run ended without a ``run_finished`` event (only a crash at the worst moment can do it):
 # after this long, followers stop waiting for one.
 MISSING_END_GRACE_SECONDS = 5.0
+# How long entering waits for Redis to confirm the subscription. Past it the follower goes on
+# (the store poll still finds every event, only later), so a sick Redis cannot hang a client.
+SUBSCRIBE_CONFIRM_SECONDS = 5.0
 Numbered = tuple[int, dict[str, Any]]
 
 
@@ -73,12 +78,30 @@ class RunFollower:
         self._pubsub = self._redis.pubsub()
         try:
             await self._pubsub.subscribe(events_channel(self.run_id))
+            if not await self._confirmed():
+                log.warning("run %r: Redis did not confirm the subscription in time", self.run_id)
         except redis.exceptions.RedisError as exc:
             log.warning("run %r followed from the store only: %s", self.run_id, exc)
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
         self._tasks.start_soon(self._listen)
         return self
+
+    async def _confirmed(self) -> bool:
+        """Wait (at most :data:`SUBSCRIBE_CONFIRM_SECONDS`) for the ``subscribe`` reply."""
+        assert self._pubsub is not None
+        # get_message's own timeout, not a cancel scope: cancelling a read mid-reply would leave
+        # the connection out of step.
+        deadline = time.monotonic() + SUBSCRIBE_CONFIRM_SECONDS
+        while (left := deadline - time.monotonic()) > 0:
+            message = await self._pubsub.get_message(timeout=left)
+            if message is None:
+                continue
+            if message.get("type") == "subscribe":
+                return True
+            if message.get("type") == "message":  # not before the confirmation, but keep it
+                self._keep(message["data"])
+        return False
 
     async def __aexit__(
         self,

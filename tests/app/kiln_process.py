@@ -1,4 +1,8 @@
-"""``kiln`` as a real process for the CLI tests: its stdout read line by line, stopped by signal."""
+"""``kiln`` as a real process for the CLI tests: its stdout read line by line, stopped by signal.
+
+Also where the tests find kiln's console script: beside the interpreter that runs them (the
+venv's own ``bin/``), never on ``PATH``, where a stale ``kiln`` would silently test other code.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +23,16 @@ STOP_LIMIT_SECONDS = 30.0
 TIKTOKEN_CACHE = Path(__file__).resolve().parents[3] / "shared" / "tiktoken-cache"
 SHARED_RECORDINGS = Path(__file__).resolve().parents[3] / "shared" / "recordings"
 LOGIN_LINK = re.compile(r"http://\S+/login\?token=\S+")
+
+
+def kiln_script() -> Path:
+    """The ``kiln`` console script of the environment running the tests."""
+    script = Path(sys.executable).parent / "kiln"
+    assert script.is_file(), (
+        f"no kiln console script at {str(script)!r}, beside the interpreter running the tests; "
+        "install kiln into that environment (scripts/setup.sh, or pip install -e .)"
+    )
+    return script
 
 
 def free_port() -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -13,11 +12,12 @@ import pytest
 
 from app.cli import main
 from parser import EVENT_TYPES, Event, merge_adjacent
+from tests.app.kiln_process import SHARED_RECORDINGS, kiln_script
 
 TESTS = Path(__file__).parent.parent
 CAPTURES = TESTS / "data" / "captures"
 DEMO = TESTS.parent / "app" / "demos" / "todo-app.txt"
-RECORDINGS = Path("/work/shared/recordings")
+RECORDINGS = SHARED_RECORDINGS
 DEMO_FILES = [
     "src/main.jsx",
     "src/store.js",
@@ -454,9 +454,7 @@ def test_unreadable_file_exits_2(
 
 
 def kiln() -> str:
-    path = shutil.which("kiln")
-    assert path is not None, "the kiln console script is not installed (pip install -e .)"
-    return path
+    return str(kiln_script())
 
 
 def test_console_script_summarizes_the_demo_from_stdin() -> None:

@@ -9,7 +9,7 @@ import anyio
 import pytest
 import redis.asyncio
 
-from app.runs.events import persist_and_publish
+from app.runs.events import events_channel, persist_and_publish
 from app.runs.follow import RunFollower
 from app.store import Run, Store
 from tests.runs.conftest import new_chat
@@ -18,6 +18,7 @@ pytestmark = pytest.mark.anyio
 
 FINISHED = {"type": "run_finished", "status": "completed", "stop_reason": "done"}
 HANG_GUARD_SECONDS = 60
+POLL_SECONDS = 0.01
 
 
 def new_run(store: Store) -> Run:
@@ -34,6 +35,19 @@ async def follow_all(follower: RunFollower, delay: float = 0.0) -> list[tuple[in
                 seen.append(item)
                 await anyio.sleep(delay)
     return seen
+
+
+async def subscribers(client: redis.asyncio.Redis, run_id: str) -> int:
+    """How many clients Redis counts on the run's events channel."""
+    counts = await client.pubsub_numsub(events_channel(run_id))
+    return int(counts[0][1])
+
+
+async def wait_until_subscribed(client: redis.asyncio.Redis, run_id: str) -> None:
+    """Poll until a follower of ``run_id`` is subscribed."""
+    with anyio.fail_after(HANG_GUARD_SECONDS):
+        while await subscribers(client, run_id) == 0:
+            await anyio.sleep(POLL_SECONDS)
 
 
 async def produce(
@@ -85,7 +99,7 @@ async def test_a_slow_follower_drops_its_live_buffer_and_rereads_the_store(
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(consume)
-        await anyio.sleep(0.1)  # subscribed by now; the producer then outruns the consumer
+        await wait_until_subscribed(client, run.id)  # then the producer outruns the consumer
         for start in range(0, 300, 10):
             batch = [{"type": "output", "line": str(start + i)} for i in range(10)]
             await persist_and_publish(store, client, run.id, batch)
@@ -102,7 +116,9 @@ async def test_events_that_were_never_published_are_found_in_the_store(
     follower = RunFollower(store, client, run.id, poll_seconds=0.05)
 
     async def write_silently() -> None:
-        await anyio.sleep(0.2)
+        with anyio.fail_after(HANG_GUARD_SECONDS):
+            while follower.store_reads == 0:  # past its replay: only the poll can find these
+                await anyio.sleep(POLL_SECONDS)
         store.append_events(run.id, [{"type": "b"}, FINISHED])  # as if Redis lost them
 
     async with anyio.create_task_group() as tasks:
@@ -123,3 +139,15 @@ async def test_a_finished_run_is_replayed_and_the_stream_ends(
 
 async def test_an_unknown_run_ends_at_once(store: Store, client: redis.asyncio.Redis) -> None:
     assert await follow_all(RunFollower(store, client, "missing")) == []
+
+
+async def test_an_entered_follower_is_already_subscribed(
+    store: Store, client: redis.asyncio.Redis
+) -> None:
+    # Subscribe, then read the store: the order holds only once Redis has confirmed SUBSCRIBE.
+    run = new_run(store)
+    with anyio.fail_after(HANG_GUARD_SECONDS):
+        async with RunFollower(store, client, run.id):
+            assert await subscribers(client, run.id) == 1
+        while await subscribers(client, run.id) != 0:
+            await anyio.sleep(POLL_SECONDS)

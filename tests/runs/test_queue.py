@@ -12,6 +12,12 @@ from app.runs.queue import Delivery, RunQueue
 
 pytestmark = pytest.mark.anyio
 
+WAIT_LIMIT_SECONDS = 30.0
+# How long an entry is left idle before a heartbeat, and the reclaim threshold after it: the
+# heartbeat must reset the idle time, or the reclaim (asked right after) would take the entry.
+# A second is the margin a slow machine has between the heartbeat and the reclaim.
+HEARTBEAT_IDLE_SECONDS = 1.0
+
 
 @pytest.fixture(params=[pytest.param(2, id="resp2"), pytest.param(3, id="resp3")])
 async def queue(
@@ -26,6 +32,18 @@ async def queue(
     await speaker.aclose()
 
 
+async def wait_idle(
+    client: redis.asyncio.Redis, queue: RunQueue, entry: str, seconds: float
+) -> None:
+    """Poll until Redis reports ``entry`` idle (unacknowledged, untouched) for ``seconds``."""
+    with anyio.fail_after(WAIT_LIMIT_SECONDS):
+        while True:
+            pending = await client.xpending_range(queue.stream, queue.group, entry, entry, 1)
+            if pending and pending[0]["time_since_delivered"] >= seconds * 1000:
+                return
+            await anyio.sleep(0.01)
+
+
 async def test_an_entry_goes_to_one_consumer_until_acknowledged(queue: RunQueue) -> None:
     entry = await queue.enqueue("run1")
     assert await queue.read("a", block_ms=10) == [Delivery(entry, "run1", reclaimed=False)]
@@ -35,22 +53,28 @@ async def test_an_entry_goes_to_one_consumer_until_acknowledged(queue: RunQueue)
     assert await queue.pending_count() == 0
 
 
-async def test_an_idle_entry_is_reclaimed_by_another_consumer(queue: RunQueue) -> None:
+async def test_an_idle_entry_is_reclaimed_by_another_consumer(
+    queue: RunQueue, client: redis.asyncio.Redis
+) -> None:
     entry = await queue.enqueue("run1")
     await queue.read("dead", block_ms=10)
     assert await queue.reclaim("alive", min_idle_seconds=60) == []
-    await anyio.sleep(0.05)
+    await wait_idle(client, queue, entry, 0.01)
     assert await queue.reclaim("alive", min_idle_seconds=0.01) == [
         Delivery(entry, "run1", reclaimed=True)
     ]
 
 
-async def test_a_heartbeat_keeps_the_entry_from_being_reclaimed(queue: RunQueue) -> None:
+async def test_a_heartbeat_keeps_the_entry_from_being_reclaimed(
+    queue: RunQueue, client: redis.asyncio.Redis
+) -> None:
     entry = await queue.enqueue("run1")
     await queue.read("alive", block_ms=10)
-    await anyio.sleep(0.3)
+    await wait_idle(
+        client, queue, entry, HEARTBEAT_IDLE_SECONDS
+    )  # reclaimable now, but for the beat
     assert await queue.heartbeat("alive", entry)
-    assert await queue.reclaim("other", min_idle_seconds=0.25) == []
+    assert await queue.reclaim("other", min_idle_seconds=HEARTBEAT_IDLE_SECONDS) == []
 
 
 async def test_a_heartbeat_after_a_takeover_reports_it_and_steals_nothing(
@@ -58,7 +82,7 @@ async def test_a_heartbeat_after_a_takeover_reports_it_and_steals_nothing(
 ) -> None:
     entry = await queue.enqueue("run1")
     await queue.read("slow", block_ms=10)
-    await anyio.sleep(0.05)
+    await wait_idle(client, queue, entry, 0.01)
     await queue.reclaim("new", min_idle_seconds=0.01)
     assert not await queue.heartbeat("slow", entry)
     pending = await client.xpending_range(queue.stream, queue.group, "-", "+", 10)
