@@ -27,12 +27,16 @@ if [ ! -x .venv/bin/python ]; then
   log "creating .venv"
   python3 -m venv .venv
 fi
+# Exact versions with hashes from requirements.lock (runtime and test dependencies; `make lock`
+# writes it), then kiln itself without resolving anything again. The stamp holds a digest of the
+# lock and pyproject.toml, so a changed lock reinstalls even when its mtime is older (git).
 stamp=.venv/.kiln-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  log "installing kiln with its test extras"
-  .venv/bin/pip install -q --upgrade pip >/dev/null
-  .venv/bin/pip install -q -e '.[test]'
-  touch "$stamp"
+wanted=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
+  log "installing the locked dependencies (requirements.lock) and kiln"
+  .venv/bin/pip install -q --require-hashes -r requirements.lock
+  .venv/bin/pip install -q --no-deps -e .
+  echo "$wanted" >"$stamp"
 fi
 
 if ! docker info >/dev/null 2>&1; then

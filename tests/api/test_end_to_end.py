@@ -26,7 +26,7 @@ from tests.api.harness import Person, SseFrame, add_person, sse_frames
 from tests.api.stack import LiveService, copy_recordings, live_service
 from tests.sandbox.docker_support import leftovers, settings_for, sweep
 
-pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.slow, pytest.mark.npm]
 
 E2E_REDIS_DB = 4
 SECRET = "end-to-end-secret-0123456789"

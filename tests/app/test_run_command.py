@@ -27,6 +27,7 @@ def kiln_run(
     return code, result, [json.loads(line) for line in events.read_text().splitlines()]
 
 
+@pytest.mark.npm
 def test_todo_recording_builds_and_serves(
     instance: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -49,6 +50,7 @@ def test_todo_recording_builds_and_serves(
     assert events[-1]["type"] == "session_complete"
 
 
+@pytest.mark.npm
 def test_search_then_build_takes_two_turns_with_the_result_in_the_second_prompt(
     instance: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

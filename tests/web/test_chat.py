@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from playwright.sync_api import Page, expect
 
 from tests.web.conftest import RUN_LIMIT_MS, screenshot
@@ -31,6 +32,7 @@ def _assert_running(page: Page, when: str) -> None:
     assert state == "running", f"the demo run was already {state!r} {when}: nothing was tested"
 
 
+@pytest.mark.npm
 def test_a_message_streams_and_a_reload_mid_run_resumes_it(kiln_page: Page) -> None:
     page = kiln_page
     expect(page.locator("#demo-notice")).to_contain_text("Demo mode")

@@ -71,6 +71,7 @@ async def test_a_sandbox_resolves_and_reaches_nothing_outside_installs(
     assert (code, output.split()[0]) == (3, "error")
 
 
+@pytest.mark.npm
 async def test_the_npm_registry_is_reachable_during_an_install_and_not_after(
     manager: SandboxManager, sandbox: Sandbox, docker_client: docker.DockerClient
 ) -> None:
@@ -97,6 +98,7 @@ async def test_the_npm_registry_is_reachable_during_an_install_and_not_after(
     assert code == 3
 
 
+@pytest.mark.npm
 async def test_a_failing_install_still_detaches_egress(
     manager: SandboxManager, sandbox: Sandbox, docker_client: docker.DockerClient
 ) -> None:
@@ -120,6 +122,7 @@ async def test_a_cancelled_install_still_detaches_egress(
     assert await _networks(docker_client, sandbox.container_id) == {sandbox.network}
 
 
+@pytest.mark.npm
 async def test_the_egress_network_is_a_normal_bridge_without_inter_container_traffic(
     manager: SandboxManager, sandbox: Sandbox, docker_client: docker.DockerClient
 ) -> None:
