@@ -3,21 +3,31 @@ SHELL := /bin/bash
 export TIKTOKEN_CACHE_DIR ?= $(abspath ../shared/tiktoken-cache)
 PY := .venv/bin/python
 
-.PHONY: setup demo generate test lint bench
+.PHONY: setup lock demo generate test lint bench
 
 setup:
 	@scripts/setup.sh
 
+# Rewrites requirements.lock from pyproject.toml's ranges: exact versions with hashes for every
+# platform and Python >= 3.11. uv rather than pip-tools: `uv pip compile --universal` writes one
+# lock valid on every platform and Python version (pip-compile only for the interpreter it runs
+# on), in a second. uv is only needed here; installing from the lock is plain pip.
+# Versions already in the lock are kept; `make lock LOCK_FLAGS=--upgrade` takes the newest.
+lock:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && python3 -m venv "$$tmp" \
+	  && "$$tmp/bin/pip" install -q uv \
+	  && "$$tmp/bin/uv" pip compile --quiet pyproject.toml --extra test --universal --python-version 3.11 \
+	     --generate-hashes --custom-compile-command "make lock" $(LOCK_FLAGS) -o requirements.lock
+
 # The main job: the web chat at http://127.0.0.1:8000 (the login URL is printed). With no API
-# key set, runs use the replay provider and its built-in demo answer.
+# key set, runs use the replay provider and its built-in demo answer. Sandboxes trust the
+# host's system CA bundle by default (a TLS-inspecting proxy's CA included).
 demo: setup
-	KILN_SANDBOX_CA_BUNDLE=$${KILN_SANDBOX_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt} \
-	  .venv/bin/kiln serve --host 127.0.0.1 --port $${KILN_PORT:-8000}
+	.venv/bin/kiln serve --host 127.0.0.1 --port $${KILN_PORT:-8000}
 
 # One generation from the terminal, printing the preview URL at the end.
 generate: setup
-	KILN_SANDBOX_CA_BUNDLE=$${KILN_SANDBOX_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt} \
-	  .venv/bin/kiln run "make me a todo app"
+	.venv/bin/kiln run "make me a todo app"
 
 lint: setup
 	.venv/bin/ruff check .

@@ -13,7 +13,9 @@
   or longer runs, are failed by the stale-run reaper;
 - ``KILN_WORKER_CONCURRENCY`` (4): runs one worker process executes at once;
 - ``KILN_EVENT_BATCH_MS`` (100) / ``KILN_EVENT_BATCH_BYTES`` (16384): content events are stored
-  in batches, at least this often or once this many bytes are pending.
+  in batches, at least this often or once this many bytes are pending;
+- ``KILN_PROJECT_MAX_BYTES`` (50 MiB): the cap on one version of a chat's project (its source
+  files; projects are kept in ``<data dir>/projects``).
 
 **The secret key.** ``KILN_SECRET_KEY`` (any string of at least 16 characters) is the root of
 the Fernet key that encrypts users' provider keys at rest. When it is unset, a random key is
@@ -22,7 +24,8 @@ Losing that file (or changing the variable) makes the stored provider keys unrea
 then have to enter them again. Back it up with the database, and keep it out of logs: it never
 appears in this object's ``repr``.
 
-A malformed value raises :class:`~app.errors.ConfigError` naming the variable and the value.
+A malformed value raises :class:`~app.errors.ConfigError` naming the variable and the value
+(read by :class:`sandbox.EnvReader`, the one reader of kiln's settings: ranges, no ``inf``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.errors import ConfigError
+from sandbox import EnvReader
 
 SECRET_FILE = "secret.key"
 MIN_SECRET_LENGTH = 16
@@ -59,68 +63,53 @@ class ServiceSettings:
     worker_concurrency: int = 4
     event_batch_seconds: float = 0.1
     event_batch_bytes: int = 16384
+    project_max_bytes: int = 50 * 2**20
 
     @property
     def database_path(self) -> Path:
         """The SQLite file."""
         return self.data_dir / "kiln.db"
 
+    @property
+    def projects_dir(self) -> Path:
+        """Where the chats' projects (one git repository each) are kept."""
+        return self.data_dir / "projects"
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServiceSettings:
         """Settings from the environment (table in the module docstring); creates the data
         directory and, when ``KILN_SECRET_KEY`` is unset, the secret file."""
-        env = os.environ if env is None else env
-        data_dir = Path(env.get("KILN_DATA_DIR") or "~/.local/share/kiln").expanduser()
+        read = EnvReader(env, ConfigError)
+        data_dir = read.path("KILN_DATA_DIR", Path("~/.local/share/kiln").expanduser())
         return cls(
             data_dir=data_dir,
-            secret_key=_secret_key(env, data_dir),
-            redis_url=env.get("REDIS_URL") or None,
-            host=env.get("KILN_HOST") or cls.host,
-            port=_int(env, "KILN_PORT", cls.port, low=1, high=65535),
-            public_host=env.get("KILN_PUBLIC_HOST") or cls.public_host,
-            max_active_runs=_int(env, "KILN_MAX_ACTIVE_RUNS", cls.max_active_runs),
-            max_active_runs_per_user=_int(
-                env, "KILN_MAX_ACTIVE_RUNS_PER_USER", cls.max_active_runs_per_user
+            secret_key=_secret_key(read.env, data_dir),
+            redis_url=read.raw("REDIS_URL"),
+            host=read.text("KILN_HOST", cls.host),
+            port=read.integer("KILN_PORT", cls.port, low=1, high=65535),
+            public_host=read.text("KILN_PUBLIC_HOST", cls.public_host),
+            max_active_runs=_count(read, "KILN_MAX_ACTIVE_RUNS", cls.max_active_runs),
+            max_active_runs_per_user=_count(
+                read, "KILN_MAX_ACTIVE_RUNS_PER_USER", cls.max_active_runs_per_user
             ),
-            max_active_runs_per_chat=_int(
-                env, "KILN_MAX_ACTIVE_RUNS_PER_CHAT", cls.max_active_runs_per_chat
+            max_active_runs_per_chat=_count(
+                read, "KILN_MAX_ACTIVE_RUNS_PER_CHAT", cls.max_active_runs_per_chat
             ),
-            user_requests_per_minute=_int(
-                env, "KILN_USER_REQUESTS_PER_MINUTE", cls.user_requests_per_minute
+            user_requests_per_minute=_count(
+                read, "KILN_USER_REQUESTS_PER_MINUTE", cls.user_requests_per_minute
             ),
-            run_claim_idle_seconds=_float(env, "KILN_RUN_CLAIM_IDLE", cls.run_claim_idle_seconds),
-            queued_timeout_seconds=_float(env, "KILN_QUEUED_TIMEOUT", cls.queued_timeout_seconds),
-            run_deadline_seconds=_float(env, "KILN_RUN_DEADLINE", cls.run_deadline_seconds),
-            worker_concurrency=_int(env, "KILN_WORKER_CONCURRENCY", cls.worker_concurrency),
-            event_batch_seconds=_float(env, "KILN_EVENT_BATCH_MS", 100.0) / 1000.0,
-            event_batch_bytes=_int(env, "KILN_EVENT_BATCH_BYTES", cls.event_batch_bytes),
+            run_claim_idle_seconds=read.number("KILN_RUN_CLAIM_IDLE", cls.run_claim_idle_seconds),
+            queued_timeout_seconds=read.number("KILN_QUEUED_TIMEOUT", cls.queued_timeout_seconds),
+            run_deadline_seconds=read.number("KILN_RUN_DEADLINE", cls.run_deadline_seconds),
+            worker_concurrency=_count(read, "KILN_WORKER_CONCURRENCY", cls.worker_concurrency),
+            event_batch_seconds=read.number("KILN_EVENT_BATCH_MS", 100.0) / 1000.0,
+            event_batch_bytes=_count(read, "KILN_EVENT_BATCH_BYTES", cls.event_batch_bytes),
         )
 
 
-def _int(env: Mapping[str, str], name: str, default: int, low: int = 1, high: int = 10**9) -> int:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
-    if not low <= value <= high:
-        raise ConfigError(f"{name} must be between {low} and {high}, got {raw!r}")
-    return value
-
-
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise ConfigError(f"{name} must be a positive number, got {raw!r}")
-    return value
+def _count(read: EnvReader, name: str, default: int) -> int:
+    """A limit or a size: a whole number from 1 up to a billion."""
+    return read.integer(name, default, low=1, high=10**9)
 
 
 def _secret_key(env: Mapping[str, str], data_dir: Path) -> str:

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
         call,
         connect,
     )
+    from sandbox.env_settings import (
+        EnvReader,
+    )
     from sandbox.errors import (
         CommandRefused,
         FileTooLarge,
@@ -122,6 +125,7 @@ _EXPORTS: dict[str, str] = {
     "SandboxConfigError": "sandbox.errors",
     "WriteFailed": "sandbox.errors",
     "SandboxSettings": "sandbox.settings",
+    "EnvReader": "sandbox.env_settings",
     "Sandbox": "sandbox.handle",
     "WorkspaceFile": "sandbox.execution.workspace_files",
     "Record": "sandbox.session",
@@ -180,6 +184,7 @@ __all__ = [
     "BuildResult",
     "CommandRefused",
     "ContextFile",
+    "EnvReader",
     "FileTooLarge",
     "ImageBuildFailed",
     "ImageBuildSettings",

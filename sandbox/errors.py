@@ -66,7 +66,9 @@ class FileTooLarge(SandboxError):
     code = "file_too_large"
 
 
-class SandboxConfigError(SandboxError):
-    """A sandbox setting is missing or malformed; the message names the variable and value."""
+class SandboxConfigError(SandboxError, ValueError):
+    """A sandbox setting is missing or malformed; the message names the variable and value.
+
+    Also a ``ValueError``: the CLI's handlers of a bad setting catch that (exit code 2)."""
 
     code = "config_error"

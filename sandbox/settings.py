@@ -1,26 +1,37 @@
-"""Sandbox settings, read from ``KILN_*`` environment variables with safe defaults."""
+"""Sandbox settings, read from ``KILN_*`` environment variables with safe defaults.
+
+Values go through :class:`~sandbox.env_settings.EnvReader`: a malformed one raises
+:class:`~sandbox.errors.SandboxConfigError` naming the variable and the value.
+"""
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sandbox.env_settings import EnvReader
+
 LABEL = "kiln.sandbox"  # every container, network and volume kiln creates carries this label
+# Where distributions keep the system's CA bundle (Debian/Ubuntu, Fedora/RHEL, openSUSE,
+# Alpine/BSD). A machine behind a TLS-inspecting proxy has the proxy's CA in it, so sandboxes
+# given this bundle reach the npm registry with no setting at all.
+SYSTEM_CA_BUNDLES = (
+    Path("/etc/ssl/certs/ca-certificates.crt"),
+    Path("/etc/pki/tls/certs/ca-bundle.crt"),
+    Path("/etc/ssl/ca-bundle.pem"),
+    Path("/etc/ssl/cert.pem"),
+)
 
 
-def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a number, got {raw!r}") from None
+def system_ca_bundle() -> Path | None:
+    """The host's system CA bundle, if it has one of the usual ones."""
+    return next((path for path in SYSTEM_CA_BUNDLES if path.is_file()), None)
 
 
-def _env_int(name: str, default: int) -> int:
-    return int(_env_float(name, default))
+def ca_bundle(env: Mapping[str, str] | None = None) -> Path | None:
+    """``KILN_SANDBOX_CA_BUNDLE`` (a file; empty for none), else the system bundle."""
+    return EnvReader(env).optional_file("KILN_SANDBOX_CA_BUNDLE", system_ca_bundle())
 
 
 @dataclass(frozen=True)
@@ -28,7 +39,8 @@ class SandboxSettings:
     """Everything the sandbox layer can be tuned with. ``from_env()`` reads the environment."""
 
     redis_url: str = "redis://127.0.0.1:6379/0"
-    # Extra CA bundle (PEM) mounted read-only into sandboxes for TLS-inspecting proxies.
+    # CA bundle (PEM) mounted read-only into sandboxes for TLS-inspecting proxies; from_env()
+    # takes the host's system bundle unless KILN_SANDBOX_CA_BUNDLE says otherwise.
     ca_bundle: Path | None = None
     mem_limit: str = "1g"
     nano_cpus: int = 1_000_000_000
@@ -58,64 +70,49 @@ class SandboxSettings:
     proxy_env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_env(cls) -> SandboxSettings:
-        """Settings from ``KILN_*`` variables (``REDIS_URL`` for Redis)."""
-        ca = os.environ.get("KILN_SANDBOX_CA_BUNDLE") or None
-        if ca is not None and not Path(ca).is_file():
-            raise ValueError(f"KILN_SANDBOX_CA_BUNDLE names no readable file: {ca!r}")
-        defaults = cls()
+    def from_env(cls, env: Mapping[str, str] | None = None) -> SandboxSettings:
+        """Settings from ``KILN_*`` variables (``REDIS_URL`` for Redis) of ``env``
+        (``os.environ`` unless given)."""
+        read, d = EnvReader(env), cls()
         return cls(
-            redis_url=os.environ.get("REDIS_URL", defaults.redis_url),
-            ca_bundle=Path(ca) if ca else None,
-            mem_limit=os.environ.get("KILN_SANDBOX_MEMORY", defaults.mem_limit),
-            nano_cpus=int(_env_float("KILN_SANDBOX_CPUS", 1.0) * 1_000_000_000),
-            pids_limit=_env_int("KILN_SANDBOX_PIDS", defaults.pids_limit),
-            idle_ttl_seconds=_env_float("KILN_SANDBOX_IDLE_TTL", defaults.idle_ttl_seconds),
-            flush_debounce_seconds=_env_float(
-                "KILN_FLUSH_DEBOUNCE", defaults.flush_debounce_seconds
+            redis_url=read.text("REDIS_URL", d.redis_url),
+            ca_bundle=ca_bundle(read.env),
+            mem_limit=read.size("KILN_SANDBOX_MEMORY", d.mem_limit),
+            nano_cpus=round(_cpus(read) * 1_000_000_000),
+            pids_limit=read.integer("KILN_SANDBOX_PIDS", d.pids_limit, low=1),
+            idle_ttl_seconds=read.number("KILN_SANDBOX_IDLE_TTL", d.idle_ttl_seconds),
+            flush_debounce_seconds=read.number(
+                "KILN_FLUSH_DEBOUNCE", d.flush_debounce_seconds, low_open=False
             ),
-            flush_max_wait_seconds=_env_float(
-                "KILN_FLUSH_MAX_WAIT", defaults.flush_max_wait_seconds
-            ),
-            warm_pool_size=_env_int("KILN_WARM_POOL_SIZE", defaults.warm_pool_size),
-            command_timeout_seconds=_env_float(
-                "KILN_COMMAND_TIMEOUT", defaults.command_timeout_seconds
-            ),
-            install_timeout_seconds=_env_float(
-                "KILN_INSTALL_TIMEOUT", defaults.install_timeout_seconds
-            ),
-            instance=os.environ.get("KILN_INSTANCE", defaults.instance),
-            warm_pool_templates=_env_names(
-                "KILN_WARM_POOL_TEMPLATES", defaults.warm_pool_templates
-            ),
-            max_lifetime_seconds=_env_float(
-                "KILN_SANDBOX_MAX_LIFETIME", defaults.max_lifetime_seconds
-            ),
-            reap_interval_seconds=_env_float("KILN_REAP_INTERVAL", defaults.reap_interval_seconds),
-            egress_network=os.environ.get("KILN_EGRESS_NETWORK", defaults.egress_network),
-            npm_cache_volume=os.environ.get("KILN_NPM_CACHE_VOLUME", defaults.npm_cache_volume),
-            npm_registry=os.environ.get("KILN_NPM_REGISTRY")
-            or os.environ.get("npm_config_registry")  # noqa: SIM112 -- npm spells it so
-            or None,
-            proxy_env=_proxy_env(),
+            flush_max_wait_seconds=read.number("KILN_FLUSH_MAX_WAIT", d.flush_max_wait_seconds),
+            warm_pool_size=read.integer("KILN_WARM_POOL_SIZE", d.warm_pool_size, low=0),
+            command_timeout_seconds=read.number("KILN_COMMAND_TIMEOUT", d.command_timeout_seconds),
+            install_timeout_seconds=read.number("KILN_INSTALL_TIMEOUT", d.install_timeout_seconds),
+            instance=read.text("KILN_INSTANCE", d.instance),
+            warm_pool_templates=read.names("KILN_WARM_POOL_TEMPLATES", d.warm_pool_templates),
+            max_lifetime_seconds=read.number("KILN_SANDBOX_MAX_LIFETIME", d.max_lifetime_seconds),
+            reap_interval_seconds=read.number("KILN_REAP_INTERVAL", d.reap_interval_seconds),
+            egress_network=read.text("KILN_EGRESS_NETWORK", d.egress_network),
+            npm_cache_volume=read.text("KILN_NPM_CACHE_VOLUME", d.npm_cache_volume),
+            # npm itself spells the second one so.
+            npm_registry=read.raw("KILN_NPM_REGISTRY") or read.raw("npm_config_registry"),
+            proxy_env=_proxy_env(read.env),
         )
 
 
 _PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
 
 
-def _env_names(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    return tuple(part.strip() for part in raw.split(",") if part.strip())
+def _cpus(read: EnvReader) -> float:
+    """``KILN_SANDBOX_CPUS``: Docker reads a limit that rounds to 0 nano-CPUs as "no limit"."""
+    return read.number("KILN_SANDBOX_CPUS", 1.0, low=0.01, high=1024, low_open=False)
 
 
-def _proxy_env() -> dict[str, str]:
+def _proxy_env(env: Mapping[str, str]) -> dict[str, str]:
     """The host's proxy variables (either case), to forward into sandboxes for installs."""
     found: dict[str, str] = {}
     for upper in _PROXY_VARIABLES:
-        value = os.environ.get(upper) or os.environ.get(upper.lower())
+        value = env.get(upper) or env.get(upper.lower())
         if value:
             found[upper] = value
     return found

@@ -16,10 +16,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sandbox.settings import ca_bundle
+
 DEFAULT_BASE_IMAGE = "node:20-bookworm-slim"
 DEBIAN_SUITE = "bookworm"
 FALLBACK_DEBIAN_MIRROR = "http://deb.debian.org/debian"
-DEFAULT_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
 # npm's own proxy settings map onto Docker's predefined proxy build args, which npm reads too
 # and which Docker keeps out of the image history (proxy URLs may carry credentials).
@@ -66,13 +67,9 @@ def default_images_dir() -> Path:
 
 
 def build_ca_bundle(env: Mapping[str, str]) -> Path | None:
-    """``KILN_SANDBOX_CA_BUNDLE``, else the system bundle if present; ``ValueError`` if missing."""
-    named = env.get("KILN_SANDBOX_CA_BUNDLE")
-    if named:
-        if not Path(named).is_file():
-            raise ValueError(f"KILN_SANDBOX_CA_BUNDLE names no readable file: {named!r}")
-        return Path(named)
-    return DEFAULT_CA_BUNDLE if DEFAULT_CA_BUNDLE.is_file() else None
+    """The CA bundle builds trust: the sandboxes' own rule (:func:`sandbox.settings.ca_bundle`,
+    ``KILN_SANDBOX_CA_BUNDLE`` or the system bundle), so images and sandboxes agree."""
+    return ca_bundle(env)
 
 
 def proxy_env(env: Mapping[str, str]) -> dict[str, str]:

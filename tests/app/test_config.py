@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import stat
 from pathlib import Path
 
 import pytest
 
 from app.config import ServiceSettings
-from app.errors import ConfigError
+from app.errors import ConfigError, KilnError
 
 
 def test_defaults_with_a_data_dir(tmp_path: Path) -> None:
@@ -59,16 +60,53 @@ def test_the_secret_is_generated_once_with_mode_0600(tmp_path: Path) -> None:
     ("name", "value", "message"),
     [
         pytest.param(
-            "KILN_PORT", "http", "KILN_PORT must be a whole number, got 'http'", id="port"
+            "KILN_PORT",
+            "http",
+            "KILN_PORT='http' must be an integer between 1 and 65535",
+            id="port",
         ),
-        pytest.param("KILN_PORT", "70000", "KILN_PORT must be between", id="port-range"),
         pytest.param(
-            "KILN_MAX_ACTIVE_RUNS", "0", "KILN_MAX_ACTIVE_RUNS must be between", id="zero"
+            "KILN_PORT",
+            "70000",
+            "KILN_PORT='70000' must be an integer between 1 and 65535",
+            id="port-range",
         ),
         pytest.param(
-            "KILN_RUN_CLAIM_IDLE", "soon", "KILN_RUN_CLAIM_IDLE must be a number", id="idle"
+            "KILN_MAX_ACTIVE_RUNS",
+            "0",
+            "KILN_MAX_ACTIVE_RUNS='0' must be an integer between 1 and 1000000000",
+            id="zero",
         ),
-        pytest.param("KILN_RUN_DEADLINE", "-5", "KILN_RUN_DEADLINE must be a positive", id="neg"),
+        pytest.param(
+            "KILN_RUN_CLAIM_IDLE",
+            "soon",
+            "KILN_RUN_CLAIM_IDLE='soon' must be a finite number > 0",
+            id="idle",
+        ),
+        pytest.param(
+            "KILN_RUN_DEADLINE",
+            "-5",
+            "KILN_RUN_DEADLINE='-5' must be a finite number > 0",
+            id="neg",
+        ),
+        pytest.param(
+            "KILN_QUEUED_TIMEOUT",
+            "inf",
+            "KILN_QUEUED_TIMEOUT='inf' must be a finite number > 0",
+            id="inf",
+        ),
+        pytest.param(
+            "KILN_EVENT_BATCH_MS",
+            "nan",
+            "KILN_EVENT_BATCH_MS='nan' must be a finite number > 0",
+            id="nan",
+        ),
+        pytest.param(
+            "KILN_WORKER_CONCURRENCY",
+            "1e3",
+            "KILN_WORKER_CONCURRENCY='1e3' must be an integer between 1 and 1000000000",
+            id="not-whole",
+        ),
         pytest.param(
             "KILN_SECRET_KEY", "short", "KILN_SECRET_KEY must be at least 16", id="secret"
         ),
@@ -77,7 +115,7 @@ def test_the_secret_is_generated_once_with_mode_0600(tmp_path: Path) -> None:
 def test_a_malformed_value_names_its_variable(
     tmp_path: Path, name: str, value: str, message: str
 ) -> None:
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}"):
         ServiceSettings.from_env({"KILN_DATA_DIR": str(tmp_path), name: value})
 
 
@@ -85,3 +123,14 @@ def test_a_short_secret_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "secret.key").write_text("tiny\n")
     with pytest.raises(ConfigError, match="secret key file"):
         ServiceSettings.from_env({"KILN_DATA_DIR": str(tmp_path)})
+
+
+def test_blank_values_mean_the_defaults(tmp_path: Path) -> None:
+    env = {"KILN_DATA_DIR": str(tmp_path), "KILN_PORT": " ", "REDIS_URL": "", "KILN_HOST": ""}
+    settings = ServiceSettings.from_env(env)
+    assert (settings.port, settings.redis_url, settings.host) == (8000, None, "127.0.0.1")
+
+
+def test_the_config_error_is_in_the_tree_with_its_code() -> None:
+    assert issubclass(ConfigError, KilnError)
+    assert ConfigError.code == "config_error"

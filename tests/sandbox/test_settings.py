@@ -1,10 +1,15 @@
-"""Sandbox settings from the environment: the warm pool, egress and registry forwarding."""
+"""Sandbox settings from the environment: the warm pool, egress and registry forwarding, limits
+that refuse nonsense, and the CA bundle (the system's unless told otherwise)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
-from sandbox.settings import SandboxSettings
+from sandbox.errors import SandboxConfigError
+from sandbox.settings import SYSTEM_CA_BUNDLES, SandboxSettings, system_ca_bundle
 
 
 def test_defaults_pool_every_template_and_forward_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -50,5 +55,88 @@ def test_kiln_npm_registry_wins_over_npm_config_registry(monkeypatch: pytest.Mon
 
 def test_a_ca_bundle_that_is_not_a_file_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KILN_SANDBOX_CA_BUNDLE", "/no/such/bundle.pem")
-    with pytest.raises(ValueError, match=r"'/no/such/bundle\.pem'"):
+    with pytest.raises(SandboxConfigError, match=r"'/no/such/bundle\.pem'"):
         SandboxSettings.from_env()
+
+
+def test_the_ca_bundle_defaults_to_the_system_bundle() -> None:
+    # This machine has one of them (CI installs ca-certificates); which one is the system's.
+    assert system_ca_bundle() in SYSTEM_CA_BUNDLES
+    assert SandboxSettings.from_env({}).ca_bundle == system_ca_bundle()
+
+
+def test_the_ca_bundle_variable_overrides_and_empty_disables(tmp_path: Path) -> None:
+    bundle = tmp_path / "proxy-ca.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    assert SandboxSettings.from_env({"KILN_SANDBOX_CA_BUNDLE": str(bundle)}).ca_bundle == bundle
+    assert SandboxSettings.from_env({"KILN_SANDBOX_CA_BUNDLE": ""}).ca_bundle is None
+
+
+def test_limits_and_durations_are_read_with_their_types() -> None:
+    env = {
+        "KILN_SANDBOX_MEMORY": "512M",
+        "KILN_SANDBOX_CPUS": "1.5",
+        "KILN_SANDBOX_PIDS": "64",
+        "KILN_FLUSH_DEBOUNCE": "0",
+        "KILN_WARM_POOL_SIZE": "0",
+        "KILN_COMMAND_TIMEOUT": "12.5",
+    }
+    settings = SandboxSettings.from_env(env)
+    assert (settings.mem_limit, settings.nano_cpus, settings.pids_limit) == (
+        "512m",
+        1_500_000_000,
+        64,
+    )
+    assert (settings.flush_debounce_seconds, settings.warm_pool_size) == (0.0, 0)
+    assert settings.command_timeout_seconds == 12.5
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        pytest.param(
+            "KILN_SANDBOX_PIDS", "-5", "KILN_SANDBOX_PIDS='-5' must be an integer >= 1", id="pids"
+        ),
+        pytest.param(
+            "KILN_SANDBOX_PIDS", "inf", "KILN_SANDBOX_PIDS='inf' must be an integer >= 1", id="inf"
+        ),
+        pytest.param(
+            "KILN_SANDBOX_CPUS",
+            "inf",
+            "KILN_SANDBOX_CPUS='inf' must be a finite number between 0.01 and 1024",
+            id="cpus-inf",
+        ),
+        pytest.param(
+            "KILN_SANDBOX_CPUS",
+            "0.001",
+            "KILN_SANDBOX_CPUS='0.001' must be a finite number between 0.01 and 1024",
+            id="cpus-zero",
+        ),
+        pytest.param(
+            "KILN_SANDBOX_IDLE_TTL",
+            "nan",
+            "KILN_SANDBOX_IDLE_TTL='nan' must be a finite number > 0",
+            id="nan",
+        ),
+        pytest.param(
+            "KILN_COMMAND_TIMEOUT",
+            "-1",
+            "KILN_COMMAND_TIMEOUT='-1' must be a finite number > 0",
+            id="timeout",
+        ),
+        pytest.param(
+            "KILN_WARM_POOL_SIZE",
+            "-1",
+            "KILN_WARM_POOL_SIZE='-1' must be an integer >= 0",
+            id="pool",
+        ),
+        pytest.param(
+            "KILN_SANDBOX_MEMORY", "lots", "KILN_SANDBOX_MEMORY='lots' must be a size", id="memory"
+        ),
+    ],
+)
+def test_nonsense_is_refused_naming_the_variable_and_the_value(
+    name: str, value: str, message: str
+) -> None:
+    with pytest.raises(SandboxConfigError, match=f"^{re.escape(message)}"):
+        SandboxSettings.from_env({name: value})

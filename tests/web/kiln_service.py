@@ -14,10 +14,8 @@ import json
 import os
 import re
 import secrets
-import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,6 +23,7 @@ from pathlib import Path
 
 import docker
 
+from tests.app.kiln_process import kiln_script
 from tests.sandbox.docker_support import sweep
 from tests.servers import loopback_socket
 
@@ -34,7 +33,6 @@ STOP_LIMIT_SECONDS = 60.0
 SLOW_RECORDING = "slow-thinking"
 SEARCH_RECORDING = "search-then-answer"
 SEARCH_QUERY = "Intl.RelativeTimeFormat examples"
-CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 # Where the Makefile and CI point tiktoken (it cannot download its encodings here).
 TIKTOKEN_CACHE = Path(__file__).resolve().parents[3] / "shared" / "tiktoken-cache"
 
@@ -128,13 +126,10 @@ def start_kiln(folder: Path, redis_url: str) -> KilnService:
         "REDIS_URL": redis_url,
         "KILN_RECORDINGS_DIR": str(recordings),
         "KILN_PUBLIC_HOST": "localhost",
-        "KILN_SANDBOX_CA_BUNDLE": os.environ.get("KILN_SANDBOX_CA_BUNDLE", CA_BUNDLE),
         "TIKTOKEN_CACHE_DIR": os.environ.get("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_CACHE)),
         "PYTHONUNBUFFERED": "1",
     }
-    kiln = shutil.which("kiln") or sys.executable
-    prefix = [kiln] if kiln.endswith("kiln") else [kiln, "-m", "app"]
-    argv = [*prefix, "serve", "--data-dir", str(folder / "data"), "--host", "127.0.0.1"]
+    argv = [str(kiln_script()), "serve", "--data-dir", str(folder / "data"), "--host", "127.0.0.1"]
     argv += ["--port", str(port)]
     process = subprocess.Popen(
         argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
