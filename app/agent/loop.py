@@ -279,6 +279,7 @@ class AgentRun:
         except ProviderError as exc:
             fatal = str(exc)
             await self._error(error_code(exc), fatal, "fatal")
+            run_turn=turn,
         finally:
             await stream.aclose()
         for event in parser.close():

@@ -58,6 +58,9 @@ class ProviderRequest:
     messages: tuple[Message, ...]
     system: str = ""
     max_output_tokens: int = 8192
+    # Which answer of the run this is, when the caller knows it: the messages may also carry
+    # earlier runs of the chat, whose answers do not count.
+    run_turn: int | None = None
 
     def __post_init__(self) -> None:
         if not self.messages:
@@ -70,7 +73,10 @@ class ProviderRequest:
 
     @property
     def turn(self) -> int:
-        """Which answer of the run this request asks for: 1 + the assistant messages so far."""
+        """Which answer of the run this request asks for: ``run_turn`` when given, else 1 + the
+        assistant messages in the request (a request that carries only the current run)."""
+        if self.run_turn is not None:
+            return self.run_turn
         return 1 + sum(1 for message in self.messages if message.role == "assistant")
 
 

@@ -12,10 +12,12 @@ CLI's ``kiln run --recording FILE``); the model name is then ignored.
 
 **Which turn.** Recordings are read with :func:`app.recordings.stream_formats.load_turns` (plain
 text = one turn; JSONL ``{"turn": n, "text": ...}``; raw provider SSE captures). Turn *n* answers
-the *n*-th request of a run, and *n* is taken from the request itself: 1 + the assistant messages
-in it (:attr:`~app.providers.base.ProviderRequest.turn`). The provider thus keeps no state between
-requests and a resumed run gets the right turn. A request past the recording's last turn gets an
-empty answer (finish reason ``stop``), which the agent loop treats as "no output".
+the *n*-th request of a run, and *n* is taken from the request itself
+(:attr:`~app.providers.base.ProviderRequest.turn`: the loop's turn number, which counts the
+current run only, so every new message of a chat replays the recording from its first turn). The
+provider thus keeps no state between requests and a resumed run gets the right turn. A request
+past the recording's last turn gets an empty answer (finish reason ``stop``), which the agent
+loop treats as "no output".
 
 **Chunking and pacing.** By default the text is cut into real token-sized pieces
 (:mod:`app.tokens`: tiktoken's ``o200k_base`` when its file is cached, else an

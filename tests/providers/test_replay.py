@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -83,6 +84,15 @@ async def test_turn_n_answers_the_nth_request(
     stream = ReplayProvider(tmp_path, fast=True).stream(ask("two-turns", history=history))
     assert "".join(await drain(stream)) == expected
     assert stream.finish_reason is FinishReason.STOP
+
+
+async def test_a_new_message_of_a_chat_replays_from_the_first_turn(tmp_path: Path) -> None:
+    """A chat's earlier exchanges are history, not turns of this run (demo follow-ups)."""
+    two_turns(tmp_path)
+    earlier = (Message("user", "build it"), ASSISTANT, Message("user", "and more"), ASSISTANT)
+    request = replace(ask("two-turns", "change it", history=earlier), run_turn=1)
+    stream = ReplayProvider(tmp_path, fast=True).stream(request)
+    assert "".join(await drain(stream)) == "<Response>First answer</Response>"
 
 
 async def test_recordings_dir_comes_before_the_demos(tmp_path: Path) -> None:

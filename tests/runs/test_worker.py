@@ -124,6 +124,26 @@ async def test_a_run_completes_with_its_reply_and_events_in_order(
     assert await service.admission.active_runs() == set()
 
 
+async def test_a_follow_up_in_a_demo_chat_replays_from_the_first_turn(
+    settings: ServiceSettings, store: Store, client: redis.asyncio.Redis
+) -> None:
+    """The chat's first exchange is history: the replay plays turn 1 again, not "no output"."""
+    service, workspaces = RunService(store, client, settings), MemoryWorkspaces()
+    async with running_workers(settings, store, client, workspaces, replay_factory()):
+        first = await submit(service, store)
+        await events_until_finished(store, client, first.id)
+        await queue_drained(client)
+        run_id, _ = await service.submit(
+            first.user_id, first.chat_id, "now make it blue", "replay", "todo-app"
+        )
+        events = await events_until_finished(store, client, run_id)
+    assert events[-1] == {
+        "type": "run_finished",
+        "status": "completed",
+        "stop_reason": "code_written",
+    }
+
+
 async def test_content_is_stored_in_batches_not_per_token(
     settings: ServiceSettings, store: Store, client: redis.asyncio.Redis
 ) -> None:
