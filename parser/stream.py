@@ -46,7 +46,7 @@ from parser.file_body import (
 from parser.packages import parse_install_block
 from parser.paths import normalize_file_path
 from parser.shell_lines import shell_events
-from parser.tags import Partial, Tag, TagScan, match_tag, parse_attributes
+from parser.tags import Malformed, Partial, Tag, TagScan, match_tag, parse_attributes
 from parser.transitions import (
     IGNORE,
     IMPLICIT_END,
@@ -100,7 +100,7 @@ class StreamParser:
         self._return_state = State.TEXT
         self._path: str | None = None
         self._file_tag = ""
-        self._fenced = False
+        self._fence = ""
         self._tail = ""
         self._line_start = True
         self._body: list[str] = []
@@ -187,7 +187,7 @@ class StreamParser:
                 self._plain = _PLAIN_TEXT
             elif state is State.THINKING:
                 self._plain = _PLAIN_THINKING
-            elif state is State.FILE and self._path is not None and not self._fenced:
+            elif state is State.FILE and self._path is not None and not self._fence:
                 self._plain = _PLAIN_FILE
         self._emit = self._emitter(state)
 
@@ -221,6 +221,13 @@ class StreamParser:
                 continue
             if at > start:
                 self._emit(data[start:at], events)
+            if isinstance(found, Malformed):
+                # Reported, and its text stays content: the tags after it are parsed as usual.
+                events.append(
+                    Error("malformed_tag", f"{found.reason}; its text is kept as content")
+                )
+                start, pos = at, at + 1
+                continue
             if isinstance(found, Partial):
                 self._hold_partial(data[at:], found, events)
                 return end
@@ -236,14 +243,14 @@ class StreamParser:
             events.append(Error("unclosed_tag", f"the stream ended inside the tag {text!r}"))
 
     def _step_file_start(self, data: str, pos: int, events: list[Event]) -> int:
-        kind, at = classify_body_start(data, pos, self._final)
+        kind, at, fence = classify_body_start(data, pos, self._final)
         if kind is BodyStart.NEED_MORE:
             self._pending = data[pos:]
             return len(data)
         if kind is BodyStart.CDATA:
             self._set_state(State.CDATA)
         else:
-            self._fenced = kind is BodyStart.FENCED
+            self._fence = fence
             self._set_state(State.FILE)
         return at
 
@@ -370,12 +377,12 @@ class StreamParser:
             events.append(Error("invalid_attribute", message))
             return
         events.append(Error("invalid_attribute", f"{message}; its body is skipped"))
-        self._file_tag, self._fenced, self._tail, self._path = spec.name, False, "", None
+        self._file_tag, self._fence, self._tail, self._path = spec.name, "", "", None
         self._set_state(State.FILE_START)
 
     def _do_open_file(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
         assert spec is not None
-        self._file_tag, self._fenced, self._tail, self._line_start = spec.name, False, "", True
+        self._file_tag, self._fence, self._tail, self._line_start = spec.name, "", "", True
         raw = attrs.get(spec.fields["path"])
         try:
             if raw is None:
@@ -389,12 +396,12 @@ class StreamParser:
         self._set_state(State.FILE_START)
 
     def _do_close_file(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
-        path, tail = self._path, settle_fence_tail(self._tail) if self._fenced else ""
+        path, tail = self._path, settle_fence_tail(self._tail, self._fence) if self._fence else ""
         if path is not None:
             if tail:
                 events.append(FileContent(path, tail))
             events.append(FileEnd(path))
-        self._path, self._fenced, self._tail = None, False, ""
+        self._path, self._fence, self._tail = None, "", ""
         self._set_state(State.SANDBOX)
 
     def _do_open_install(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
@@ -425,9 +432,9 @@ class StreamParser:
     def _emit_file(self, text: str, events: list[Event]) -> None:
         if self._path is None:
             return
-        if self._fenced:
+        if self._fence:
             text = self._tail + text
-            cut = fence_tail_start(text, self._line_start)
+            cut = fence_tail_start(text, self._line_start, self._fence)
             self._tail, text = text[cut:], text[:cut]
             if not text:
                 return

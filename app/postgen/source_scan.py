@@ -23,10 +23,11 @@ import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
+from parser.fences import FENCE_LINE
+
 JS_EXTENSIONS = (".js", ".jsx", ".ts", ".tsx", ".mjs", ".cjs", ".mts", ".cts")
 CSS_EXTENSIONS = (".css",)
 HTML_EXTENSIONS = (".html", ".htm")
-FENCE_LINE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})[\w.+#-]*[ \t]*$", re.MULTILINE)
 
 # After these a ``/`` starts a regular expression; not after ``}`` (``<A b={c} />`` in JSX).
 _REGEX_AFTER = frozenset("(,=:[!&|?{;+-*%<>~^")

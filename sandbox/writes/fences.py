@@ -3,13 +3,12 @@
 The parser already removes such fences while it streams; this is the write path's second line of
 defence, applied to a file's complete content at ``file_end``. It only strips a fence that truly
 wraps the file: a README that merely starts and ends with separate code blocks is left alone.
+What a fence line is, is the parser's rule (:mod:`parser.fences`), so both agree.
 """
 
 from __future__ import annotations
 
-import re
-
-_OPENING = re.compile(r"^(?P<fence>`{3,}|~{3,})[\w.+#-]*$")
+from parser.fences import closes_fence, opening_fence
 
 
 def strip_wrapping_fence(text: str) -> str:
@@ -24,19 +23,11 @@ def strip_wrapping_fence(text: str) -> str:
     if len(filled) < 2:
         return text
     first, last = filled[0], filled[-1]
-    opening = _OPENING.match(lines[first].strip())
-    if opening is None:
-        return text
-    fence = opening.group("fence")
-    if not _closes(lines[last].strip(), fence):
+    fence = opening_fence(lines[first])
+    if fence is None or not closes_fence(lines[last], fence):
         return text
     body = lines[first + 1 : last]
-    if any(_closes(line.strip(), fence) for line in body):
+    if any(closes_fence(line, fence) for line in body):
         return text
     joined = "\n".join(body)
     return joined + "\n" if joined else joined
-
-
-def _closes(line: str, fence: str) -> bool:
-    """Whether ``line`` is a bare closing fence for an opening ``fence``."""
-    return len(line) >= len(fence) and line == fence[0] * len(line)

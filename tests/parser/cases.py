@@ -166,6 +166,41 @@ CASES = [
         id="fence-without-closing-keeps-body",
     ),
     pytest.param(
+        f'{SB}<file path="a.py">\n~~~python\nprint(1)\n~~~\n</file>{SB_END}',
+        [("sandbox", "p"), ("file", "a.py", "print(1)\n"), ("end_sandbox",)],
+        id="tilde-fence-wrapping-file-removed",
+    ),
+    pytest.param(
+        f'{SB}<file path="a.md">````md\n```js\nx\n```\n````\n</file>{SB_END}',
+        [("sandbox", "p"), ("file", "a.md", "```js\nx\n```\n"), ("end_sandbox",)],
+        id="longer-fence-wraps-inner-fences",
+    ),
+    pytest.param(
+        f'{SB}<file path="a.js">````js\nx\n```\n</file>{SB_END}',
+        [("sandbox", "p"), ("file", "a.js", "x\n```\n"), ("end_sandbox",)],
+        id="shorter-closing-fence-is-content",
+    ),
+    pytest.param(
+        f'{SB}<file path="a.js">```js\nx\n~~~\n</file>{SB_END}',
+        [("sandbox", "p"), ("file", "a.js", "x\n~~~\n"), ("end_sandbox",)],
+        id="other-fence-character-is-content",
+    ),
+    pytest.param(
+        f'{SB}<file path="a.md">```js x\ny\n```\n</file>{SB_END}',
+        [("sandbox", "p"), ("file", "a.md", "```js x\ny\n```\n"), ("end_sandbox",)],
+        id="fence-with-prose-info-is-not-a-fence",
+    ),
+    pytest.param(
+        f'{SB}<file path="a.js">\n\n  \n  ```js\nx\n  ```  \n</file>{SB_END}',
+        [("sandbox", "p"), ("file", "a.js", "x\n"), ("end_sandbox",)],
+        id="blank-lines-before-indented-fence-are-markup",
+    ),
+    pytest.param(
+        f'{SB}<file path="a.js">\n``x\n</file>{SB_END}',
+        [("sandbox", "p"), ("file", "a.js", "``x\n"), ("end_sandbox",)],
+        id="two-backticks-are-content",
+    ),
+    pytest.param(
         f'{SB}<file path="a.html">&lt;div&gt; &amp;amp; &quot;</file>{SB_END}',
         [("sandbox", "p"), ("file", "a.html", "&lt;div&gt; &amp;amp; &quot;"), ("end_sandbox",)],
         id="no-entity-decoding-in-bodies",
@@ -379,6 +414,90 @@ CASES = [
         "<edward_command command='ls' " + "x" * 5000 + ">",
         [("text", "<edward_command command='ls' " + "x" * 5000 + ">")],
         id="overlong-tag-is-text",
+    ),
+    pytest.param(
+        f'{SB}<edward_command command="npm"TEXT <file path="src/Kept.jsx">a</file>{SB_END}',
+        [
+            ("sandbox", "p"),
+            ("error", "malformed_tag"),
+            ("text", '<edward_command command="npm"TEXT '),
+            ("file", "src/Kept.jsx", "a"),
+            ("end_sandbox",),
+        ],
+        id="malformed-text-after-value-kept-next-tag-parsed",
+    ),
+    pytest.param(
+        f'{SB}<edward_command command="npm" args=\'["i"]\'\n<file path="a.js">a</file>{SB_END}',
+        [
+            ("sandbox", "p"),
+            ("error", "malformed_tag"),
+            ("text", '<edward_command command="npm" args=\'["i"]\'\n'),
+            ("file", "a.js", "a"),
+            ("end_sandbox",),
+        ],
+        id="malformed-lt-inside-tag-kept",
+    ),
+    pytest.param(
+        f'{SB}<file path="a.js>' + "x" * 5000 + f"</file>{SB_END}",
+        [
+            ("sandbox", "p"),
+            ("error", "malformed_tag"),
+            ("text", '<file path="a.js>' + "x" * 5000 + "</file>"),
+            ("end_sandbox",),
+        ],
+        id="malformed-quote-open-at-limit-kept",
+    ),
+    pytest.param(
+        f'{SB}<file path="a.js>x</file>\n<file path="b.js">y</file>{SB_END}',
+        [
+            ("sandbox", "p"),
+            ("error", "malformed_tag"),
+            ("text", '<file path="a.js>x</file>\n'),
+            ("file", "b.js", "y"),
+            ("end_sandbox",),
+        ],
+        id="malformed-quote-closed-by-next-tag-kept",
+    ),
+    pytest.param(
+        f'{SB}<file path="a.jsx">a </file\nb <div/></file>{SB_END}',
+        [
+            ("sandbox", "p"),
+            ("raw", {"type": "file_start", "path": "a.jsx"}),
+            ("raw", {"type": "file_content", "path": "a.jsx", "content": "a "}),
+            ("error", "malformed_tag"),
+            ("raw", {"type": "file_content", "path": "a.jsx", "content": "</file\nb <div/>"}),
+            ("raw", {"type": "file_end", "path": "a.jsx"}),
+            ("end_sandbox",),
+        ],
+        id="malformed-closing-tag-in-file-body-kept",
+    ),
+    pytest.param(
+        "<Thinking>use <edward_done now <b>x</b></Thinking>",
+        [
+            ("raw", {"type": "thinking_start"}),
+            ("raw", {"type": "thinking_content", "content": "use "}),
+            ("error", "malformed_tag"),
+            ("raw", {"type": "thinking_content", "content": "<edward_done now <b>x</b>"}),
+            ("raw", {"type": "thinking_end"}),
+        ],
+        id="malformed-tag-in-thinking-kept",
+    ),
+    pytest.param(
+        "<edward_done a=\"x\"/><edward_done a='y'\n>",
+        [("done",), ("done",)],
+        id="quoted-value-then-slash-or-space-is-well-formed",
+    ),
+    pytest.param(
+        f'{SB}<file path="{"a" * 255}/{"é" * 126}.js">1</file>'
+        f'<file path="{"a" * 256}.js">2</file><file path="d/{"é" * 128}">3</file>'
+        f'<file path="{"/".join(["é" * 100] * 21)}">4</file>{SB_END}',  # 4220 bytes
+        [
+            ("sandbox", "p"),
+            ("file", f"{'a' * 255}/{'é' * 126}.js", "1"),
+            *[("error", "invalid_file_path")] * 3,
+            ("end_sandbox",),
+        ],
+        id="path-component-and-length-limits",
     ),
     pytest.param(
         "<file path='a.js'>not in a sandbox</file>",

@@ -9,13 +9,14 @@ from collections.abc import Iterable
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from parser import ParseError, StreamParser, merge_adjacent
 from parser.events import Event, FileContent, ThinkingContent
 from parser.file_body import PRELUDE_LIMIT
 from parser.tags import MAX_TAG_LENGTH
+from tests.parser.accounting import number_markers, unaccounted
 from tests.parser.cases import BOLT_CASES, CASES, expected
 
 
@@ -122,6 +123,64 @@ def test_generated_streams_are_chunking_invariant(pieces: list[str], cuts: list[
     assert parse(text) == whole
 
 
+# For the accounting test: no bare ">" and no quote outside a complete tag or a malformed
+# tag's start, so a marker ("{m}") is never part of a well-formed tag (see accounting.py).
+ACCOUNTED_FRAGMENTS = [
+    fragment for fragment in FRAGMENTS if fragment not in (">", "'", '"', "```jsx\n")
+] + [
+    "```js\n",
+    "~~~\n",
+    '<edward_command command="npm"',
+    '<edward_command command="npm" ',
+    "<edward_command command='npm",
+    '<file path="x.js',
+    '<edward_sandbox project="p"',
+    '<edward_web_search query="q"',
+    "</file ",
+    "<edward_done ",
+    "<Thinking ",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    pieces=st.lists(st.sampled_from([*ACCOUNTED_FRAGMENTS, "{m}", "{m}"]), max_size=40),
+    cuts=st.lists(st.integers(min_value=1, max_value=600), max_size=30),
+)
+@example(  # the attack review's example
+    pieces=[
+        '<edward_sandbox project="p">',
+        '<edward_command command="npm"',
+        "{m}",
+        " ",
+        '<file path="a.js">',
+        "{m}",
+        "</file>",
+    ],
+    cuts=[],
+)
+@example(  # a fence "info string" that is not a language name is content, not markup
+    pieces=[
+        '<edward_sandbox project="p">',
+        '<file path="a.js">',
+        "```",
+        "{m}",
+        "\n",
+        "x",
+        "\n",
+        "```",
+        "</file>",
+    ],
+    cuts=[],
+)
+def test_every_character_is_accounted_for(pieces: list[str], cuts: list[int]) -> None:
+    """Malformed tags included: each marker lands in an event's fields or an error's message."""
+    text, markers = number_markers(pieces)
+    whole = parse([text])
+    assert unaccounted(markers, whole) == []
+    assert parse(split_at(text, cuts)) == whole
+
+
 @settings(max_examples=200, deadline=None)
 @given(text=st.text(alphabet=st.characters(blacklist_characters="<"), max_size=300))
 def test_text_without_markup_passes_through_unchanged(text: str) -> None:
@@ -173,6 +232,7 @@ def test_empty_feed_returns_nothing() -> None:
         pytest.param("]]", id="cdata-close-prefix-storm"),
         pytest.param("\n```\n", id="fence-line-storm"),
         pytest.param("</fil", id="close-prefix-storm"),
+        pytest.param(" " * 8, id="blank-line-storm"),
     ],
 )
 def test_held_text_stays_bounded(prefix: str, filler: str) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from parser import StreamParser
+from parser.events import FileContent
 from sandbox.writes.fences import strip_wrapping_fence
 
 
@@ -39,3 +41,26 @@ def test_wrapping_fence_is_removed(text: str, expected: str) -> None:
 )
 def test_other_text_is_left_alone(text: str) -> None:
     assert strip_wrapping_fence(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("```jsx\nconst a = 1;\n```\n", id="language"),
+        pytest.param("~~~python\nprint(1)\n~~~\n", id="tildes"),
+        pytest.param("````md\n```js\nx\n```\n````\n", id="longer-outer"),
+        pytest.param("\n\n  ```ts\nlet x\n  ```\n", id="blank-lines-and-indent"),
+        pytest.param("```js x\ny\n```\n", id="opening-with-prose"),
+        pytest.param("const a = 1;\n", id="no-fence"),
+    ],
+)
+def test_the_parser_strips_what_the_write_path_strips(text: str) -> None:
+    """One fence rule (parser.fences): the streaming parser and the write path agree.
+
+    They differ only where the parser cannot wait: it decides at the opening line, so it drops
+    an opening fence that is never closed, where the write path (seeing the whole file) keeps it.
+    """
+    parser = StreamParser()
+    events = [*parser.feed(f'<edward_sandbox><file path="a.js">{text}</file>'), *parser.close()]
+    streamed = "".join(e.content for e in events if isinstance(e, FileContent))
+    assert streamed == strip_wrapping_fence(text.removeprefix("\n"))
