@@ -269,6 +269,7 @@ class AgentRun:
             messages=tuple(messages),
             system=system,
             max_output_tokens=self.settings.max_output_tokens,
+            run_turn=turn,
         )
         stream = self._provider.stream(request, self._cancel)
         try:
@@ -279,7 +280,6 @@ class AgentRun:
         except ProviderError as exc:
             fatal = str(exc)
             await self._error(error_code(exc), fatal, "fatal")
-            run_turn=turn,
         finally:
             await stream.aclose()
         for event in parser.close():
