@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
+import anyio.abc
 import pytest
 import redis.asyncio
 
@@ -19,6 +23,7 @@ pytestmark = pytest.mark.anyio
 FINISHED = {"type": "run_finished", "status": "completed", "stop_reason": "done"}
 HANG_GUARD_SECONDS = 60
 POLL_SECONDS = 0.01
+LINK_DELAY_SECONDS = 0.2
 
 
 def new_run(store: Store) -> Run:
@@ -141,13 +146,59 @@ async def test_an_unknown_run_ends_at_once(store: Store, client: redis.asyncio.R
     assert await follow_all(RunFollower(store, client, "missing")) == []
 
 
-async def test_an_entered_follower_is_already_subscribed(
-    store: Store, client: redis.asyncio.Redis
+async def test_entering_returns_once_redis_has_the_subscription(
+    store: Store, client: redis.asyncio.Redis, runs_redis_url: str
 ) -> None:
-    # Subscribe, then read the store: the order holds only once Redis has confirmed SUBSCRIBE.
+    # Over a slow link SUBSCRIBE reaches Redis late. Subscribe-then-replay is exact only if
+    # entering waits for Redis's confirmation; otherwise this count is still 0.
     run = new_run(store)
+    async with slow_link(runs_redis_url, LINK_DELAY_SECONDS) as url:
+        slow = redis.asyncio.Redis.from_url(url)
+        try:
+            with anyio.fail_after(HANG_GUARD_SECONDS):
+                async with RunFollower(store, slow, run.id):
+                    assert await subscribers(client, run.id) == 1
+        finally:
+            await slow.aclose()
     with anyio.fail_after(HANG_GUARD_SECONDS):
-        async with RunFollower(store, client, run.id):
-            assert await subscribers(client, run.id) == 1
-        while await subscribers(client, run.id) != 0:
+        while await subscribers(client, run.id) != 0:  # leaving unsubscribes
             await anyio.sleep(POLL_SECONDS)
+
+
+@contextlib.asynccontextmanager
+async def slow_link(url: str, delay: float) -> AsyncIterator[str]:
+    """A TCP relay to the Redis at ``url`` that holds every chunk a client sends for ``delay``
+    seconds (a slow network, not a wait); yields the URL that goes through it."""
+    target = urlsplit(url)
+    host, port_there = target.hostname, target.port
+    assert host is not None
+    assert port_there is not None
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+
+    async def relay(near: anyio.abc.SocketStream) -> None:
+        far = await anyio.connect_tcp(host, port_there)
+        async with near, far, anyio.create_task_group() as tasks:
+            tasks.start_soon(pump, near, far, delay, tasks.cancel_scope)
+            tasks.start_soon(pump, far, near, 0.0, tasks.cancel_scope)
+
+    async with listener, anyio.create_task_group() as tasks:
+        tasks.start_soon(listener.serve, relay)
+        yield f"redis://127.0.0.1:{port}{target.path}"
+        tasks.cancel_scope.cancel()
+
+
+async def pump(
+    source: anyio.abc.SocketStream,
+    sink: anyio.abc.SocketStream,
+    delay: float,
+    done: anyio.CancelScope,
+) -> None:
+    """Copy ``source`` to ``sink``, each chunk ``delay`` late; either side closing ends both."""
+    try:
+        async for chunk in source:
+            await anyio.sleep(delay)
+            await sink.send(chunk)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass
+    done.cancel()
