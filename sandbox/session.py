@@ -202,7 +202,9 @@ class SandboxSession:
             self.log.installs.append(record)
             await self._on_record("install", record)
             if not result.ok:
-                await self._error("install_failed", _failure(result.result))
+                await self._error(
+                    _failure_code(result.result, "install_failed"), _failure(result.result)
+                )
         except SandboxError as exc:
             await self._error(exc.code, str(exc))
         finally:
@@ -223,7 +225,7 @@ class SandboxSession:
         self.log.commands.append(record)
         await self._on_record("command", record)
         if not result.ok:
-            await self._error("command_failed", _failure(result))
+            await self._error(_failure_code(result, "command_failed"), _failure(result))
 
     async def _wait_installs(self) -> None:
         while self._installs_pending:
@@ -245,8 +247,21 @@ class SandboxSession:
         await self._on_record("error", record)
 
 
+OUT_OF_MEMORY = "out_of_memory"
+
+
+def _failure_code(result: ExecResult, failed: str) -> str:
+    """The error code of a failed install or command: ``out_of_memory`` or ``failed``."""
+    return OUT_OF_MEMORY if result.oom_killed else failed
+
+
 def _failure(result: ExecResult) -> str:
     """A human message for a command that failed, with the tail of its output."""
-    how = "timed out" if result.timed_out else f"exited with {result.exit_code}"
+    if result.oom_killed:
+        how = "ran out of memory: the sandbox's memory limit killed it"
+    elif result.timed_out:
+        how = "timed out"
+    else:
+        how = f"exited with {result.exit_code}"
     tail = "\n".join(result.output.splitlines()[-20:])
     return f"{' '.join(result.argv)!r} {how}" + (f":\n{tail}" if tail else "")

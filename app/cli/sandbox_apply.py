@@ -47,7 +47,13 @@ from sandbox import (
 )
 
 CHUNK_SIZE = 64  # the recording is re-fed in pieces like a provider's stream deltas
-FAILURES = {"install_failed", "command_failed", "write_failed", "sandbox_unavailable"}
+FAILURES = {
+    "install_failed",
+    "command_failed",
+    "out_of_memory",
+    "write_failed",
+    "sandbox_unavailable",
+}
 BUFFER_TTL_GRACE_SECONDS = 600.0  # buffer keys outlive the sandbox's idle TTL by this much
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 

@@ -152,7 +152,9 @@ async def _run_exec(manager: SandboxManager, args: argparse.Namespace) -> int:
         print(line, flush=True)
 
     result = await manager.run_command(args.id, argv, show)
-    if result.timed_out:
+    if result.oom_killed:
+        print(f"kiln sandbox exec: out of memory (killed): {argv!r}", file=sys.stderr)
+    elif result.timed_out:
         print(f"kiln sandbox exec: timed out: {argv!r}", file=sys.stderr)
     return result.exit_code if result.exit_code >= 0 else EXIT_FAILED
 

@@ -6,12 +6,20 @@ container when the time is up; a host-side deadline a little later stops waiting
 engine never closes the stream. Output (stdout and stderr interleaved, as they arrive) is split
 into lines and handed to an async sink; past ``output_cap`` bytes it is dropped and one marker
 line says so. The exit code comes from ``exec_inspect``.
+
+Exit 137 (SIGKILL) is ambiguous: ``timeout`` killing after its grace, or the kernel's OOM killer
+at the container's memory limit. Docker does not say for an exec (``State.OOMKilled`` is about
+the container's main process), so the container's memory cgroup is asked: its ``oom_kill``
+counter (``memory.events`` on cgroup v2, ``memory.oom_control`` on v1) is read before the
+command and, after a 137, again; a rise means the command was killed for memory
+(``ExecResult.oom_killed``), which is never reported as a timeout.
 """
 
 from __future__ import annotations
 
 import codecs
 import functools
+import re
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -24,6 +32,14 @@ from sandbox.images.templates import SANDBOX_UID, WORKSPACE
 
 OutputSink = Callable[[str], Awaitable[None]]
 TIMEOUT_EXIT_CODES = (124, 137)  # coreutils timeout: TERM sent (124), KILL after grace (137)
+KILLED_EXIT_CODE = 137  # 128 + SIGKILL: timeout's KILL or the OOM killer
+# The memory cgroup's OOM kill counter, cgroup v2 then v1 (cat prints whichever exists).
+OOM_COUNTER_ARGV = (
+    "cat",
+    "/sys/fs/cgroup/memory.events",
+    "/sys/fs/cgroup/memory/memory.oom_control",
+)
+_OOM_KILL = re.compile(rb"^oom_kill (\d+)$", re.MULTILINE)
 KILL_GRACE_SECONDS = 5
 HOST_GRACE_SECONDS = 15.0
 
@@ -37,11 +53,12 @@ class ExecResult:
     output: str
     truncated: bool
     timed_out: bool
+    oom_killed: bool = False  # killed by the kernel at the sandbox's memory limit
 
     @property
     def ok(self) -> bool:
         """Whether the command exited 0 in time."""
-        return self.exit_code == 0 and not self.timed_out
+        return self.exit_code == 0 and not self.timed_out and not self.oom_killed
 
 
 class LineAssembler:
@@ -104,6 +121,7 @@ async def exec_streaming(
     on_output: OutputSink | None = None,
 ) -> ExecResult:
     """Run ``argv`` in the container as the sandbox user; stream its output lines to the sink."""
+    oom_before = await oom_kills(client, container_id)
     exec_id = await _create(client, container_id, timeout_argv(argv, timeout))
     stream = await call(client.api.exec_start, exec_id, stream=True, demux=False)
     output = CappedOutput(output_cap, on_output)
@@ -119,14 +137,33 @@ async def exec_streaming(
             await call(stream._response.close)
     info = await call(client.api.exec_inspect, exec_id)
     exit_code = info.get("ExitCode")
-    timed_out = deadline.cancelled_caught or exit_code in TIMEOUT_EXIT_CODES
+    oom_killed = (
+        exit_code == KILLED_EXIT_CODE
+        and oom_before is not None
+        and ((await oom_kills(client, container_id) or 0) > oom_before)
+    )
+    timed_out = deadline.cancelled_caught or (exit_code in TIMEOUT_EXIT_CODES and not oom_killed)
     return ExecResult(
         argv=tuple(argv),
         exit_code=-1 if exit_code is None else int(exit_code),
         output="\n".join(output.lines),
         truncated=output.truncated,
         timed_out=timed_out,
+        oom_killed=oom_killed,
     )
+
+
+async def oom_kills(client: docker.DockerClient, container_id: str) -> int | None:
+    """How many processes the container's memory cgroup has OOM-killed; None if unknown."""
+    exec_id = await _create(client, container_id, list(OOM_COUNTER_ARGV))
+    output = await call(client.api.exec_start, exec_id)
+    return parse_oom_kills(output)
+
+
+def parse_oom_kills(output: bytes) -> int | None:
+    """The ``oom_kill <n>`` count in ``memory.events`` / ``memory.oom_control`` text."""
+    found = _OOM_KILL.search(output)
+    return None if found is None else int(found.group(1))
 
 
 async def _create(client: docker.DockerClient, container_id: str, argv: list[str]) -> str:

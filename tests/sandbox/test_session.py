@@ -65,7 +65,8 @@ class FakeSandbox:
         if sink is not None:
             await sink("built")
         code = self.exit_codes.get(" ".join(argv), 0)
-        return ExecResult(tuple(argv), code, "built\nfailed" if code else "built", False, False)
+        output = "built\nfailed" if code else "built"
+        return ExecResult(tuple(argv), code, output, False, False, oom_killed=code == 137)
 
     async def read(self, path: str) -> str | None:
         content = self.files.get(path)
@@ -141,6 +142,18 @@ async def test_refusals_and_failures_become_error_records(
     assert "failed" in log.errors[3]["message"]
     assert log.commands == [{"argv": ["npm", "test"], "exit_code": 1}]
     assert ("output", {"line": "built"}) in records
+
+
+async def test_a_command_killed_for_memory_is_out_of_memory_not_a_timeout(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = session
+    sandbox.exit_codes["npm run build"] = 137
+    await running.handle(Command("npm", ["run", "build"]))
+    log = await running.finish()
+    assert [e["code"] for e in log.errors] == ["out_of_memory"]
+    assert "ran out of memory" in log.errors[0]["message"]
+    assert "timed out" not in log.errors[0]["message"]
 
 
 async def test_a_merged_package_json_installs_its_new_dependencies(

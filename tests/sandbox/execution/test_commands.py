@@ -24,6 +24,9 @@ pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 
 SPIN = "setInterval(() => {}, 1000)\n"
 CHATTY = "for (let i = 0; i < 5000; i++) console.log('line ' + i)\n"
+# Memory outside V8's heap, so the kernel (not V8's own limit) stops it at the cgroup's limit.
+HOG = "const kept = []; for (;;) kept.push(Buffer.alloc(1 << 20).fill(1))\n"
+HOG_LIMIT = "160m"
 STILL_SPINNING = (
     "const fs = require('fs');"
     "console.log(fs.readdirSync('/proc').filter(p => /^[0-9]+$/.test(p)).some(p => {"
@@ -38,7 +41,11 @@ async def sandbox(manager: SandboxManager) -> AsyncIterator[Sandbox]:
     """A sandbox of its own chat holding two scripts, destroyed afterwards."""
     acquired = await manager.acquire("chat-commands", "owner-1", "vanilla")
     container = await manager.container_for(acquired.id)
-    await call(container.put_archive, "/workspace", _tar({"spin.js": SPIN, "chatty.js": CHATTY}))
+    await call(
+        container.put_archive,
+        "/workspace",
+        _tar({"spin.js": SPIN, "chatty.js": CHATTY, "hog.js": HOG}),
+    )
     yield acquired
     await manager.destroy(acquired.id)
 
@@ -112,6 +119,19 @@ async def test_a_command_past_its_timeout_is_killed(
     container = await call(manager.client.containers.get, sandbox.container_id)
     probe = await call(container.exec_run, ["node", "-e", STILL_SPINNING], user="1000:1000")
     assert probe.output.decode().strip() == "false"
+
+
+async def test_a_command_killed_for_memory_is_out_of_memory_not_a_timeout(
+    manager: SandboxManager, sandbox: Sandbox
+) -> None:
+    container = await manager.container_for(sandbox.id)
+    # The test's own tool: a lower limit than the session's, so the hog dies quickly.
+    await call(container.update, mem_limit=HOG_LIMIT, memswap_limit=HOG_LIMIT)
+    result = await manager.run_command(sandbox.id, ["node", "hog.js"])
+    assert result.exit_code == 137
+    assert result.oom_killed
+    assert not result.timed_out
+    assert not result.ok
 
 
 async def test_output_past_the_cap_is_cut_and_says_so(

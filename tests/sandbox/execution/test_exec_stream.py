@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.execution.exec_stream import CappedOutput, ExecResult, LineAssembler, timeout_argv
+from sandbox.execution.exec_stream import (
+    CappedOutput,
+    ExecResult,
+    LineAssembler,
+    parse_oom_kills,
+    timeout_argv,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -56,13 +62,35 @@ def test_timeout_argv_wraps_the_command_in_coreutils_timeout() -> None:
 
 
 @pytest.mark.parametrize(
-    ("exit_code", "timed_out", "ok"),
+    ("exit_code", "timed_out", "oom_killed", "ok"),
     [
-        pytest.param(0, False, True, id="success"),
-        pytest.param(1, False, False, id="failure"),
-        pytest.param(0, True, False, id="timed-out"),
+        pytest.param(0, False, False, True, id="success"),
+        pytest.param(1, False, False, False, id="failure"),
+        pytest.param(0, True, False, False, id="timed-out"),
+        pytest.param(137, False, True, False, id="out-of-memory"),
     ],
 )
-def test_exec_result_ok(exit_code: int, timed_out: bool, ok: bool) -> None:
-    result = ExecResult(("ls",), exit_code, "", truncated=False, timed_out=timed_out)
+def test_exec_result_ok(exit_code: int, timed_out: bool, oom_killed: bool, ok: bool) -> None:
+    result = ExecResult(
+        ("ls",), exit_code, "", truncated=False, timed_out=timed_out, oom_killed=oom_killed
+    )
     assert result.ok is ok
+
+
+@pytest.mark.parametrize(
+    ("output", "count"),
+    [
+        pytest.param(
+            b"low 0\nhigh 0\nmax 3\noom 2\noom_kill 2\noom_group_kill 0\n", 2, id="cgroup-v2"
+        ),
+        pytest.param(
+            b"cat: /sys/fs/cgroup/memory.events: No such file or directory\n"
+            b"oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
+            1,
+            id="cgroup-v1",
+        ),
+        pytest.param(b"cat: no such file\n", None, id="unknown"),
+    ],
+)
+def test_parse_oom_kills(output: bytes, count: int | None) -> None:
+    assert parse_oom_kills(output) == count
