@@ -11,9 +11,10 @@ Which encoding counts a model's tokens:
   a provider's own "context too long" answer (``ContextTooLong``) remains the final word.
   Everything else (``replay``, unknown providers) is counted like Anthropic.
 
-tiktoken downloads encodings on first use, and kiln has no network for that: the files must
-already be in tiktoken's cache folder (``TIKTOKEN_CACHE_DIR``, else ``DATA_GYM_CACHE_DIR``, else
-``<tmp>/data-gym-cache``; the file name is the SHA-1 of the encoding's URL). Before tiktoken is
+tiktoken downloads encodings on first use, and kiln may have no network for that: kiln ships
+the two files it uses (``app/data/tiktoken``, named as tiktoken's cache names them: the SHA-1 of
+the encoding's URL) and reads them from there unless ``TIKTOKEN_CACHE_DIR`` (or
+``DATA_GYM_CACHE_DIR``) names another cache folder. Before tiktoken is
 asked, kiln checks the file is there and intact, so a missing encoding gives a clear
 :class:`~app.errors.ConfigError` naming the folder instead of a hang or a network error.
 :func:`check_tokenizer` is what ``kiln doctor`` calls.
@@ -34,13 +35,14 @@ Loading an encoding takes a moment and encoding is CPU work: call these from a w
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
 import os
 import re
-import tempfile
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -50,6 +52,8 @@ import tiktoken
 from app.errors import ConfigError
 
 O200K = "o200k_base"
+SHIPPED_ENCODINGS = Path(__file__).resolve().parent / "data" / "tiktoken"
+_TIKTOKEN_ENV_LOCK = threading.Lock()
 CL100K = "cl100k_base"
 _BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 # SHA-256 of each encoding file, as tiktoken itself checks them (tiktoken_ext.openai_public).
@@ -101,13 +105,14 @@ def is_approximate(provider: str) -> bool:
 
 
 def tiktoken_cache_dir(environ: Mapping[str, str] | None = None) -> str:
-    """The folder tiktoken reads its cache from, by tiktoken's own rules ("" disables it)."""
+    """The folder kiln loads encodings from: tiktoken's own variables when set ("" disables
+    the cache), else the files shipped with kiln."""
     env = os.environ if environ is None else environ
     if "TIKTOKEN_CACHE_DIR" in env:
         return env["TIKTOKEN_CACHE_DIR"]
     if "DATA_GYM_CACHE_DIR" in env:
         return env["DATA_GYM_CACHE_DIR"]
-    return os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    return str(SHIPPED_ENCODINGS)
 
 
 def cache_file_for(encoding: str, cache_dir: str) -> Path:
@@ -123,7 +128,10 @@ def verify_cached_encoding(encoding: str, cache_dir: str) -> Path:
     """
     if encoding not in ENCODING_SHA256:
         raise ConfigError(f"kiln does not know the tiktoken encoding {encoding!r}")
-    hint = "set TIKTOKEN_CACHE_DIR to a folder holding tiktoken's cached encoding files"
+    hint = (
+        "set TIKTOKEN_CACHE_DIR to a folder holding tiktoken's cached encoding files,"
+        " or unset it to use the files shipped with kiln"
+    )
     if cache_dir == "":
         raise ConfigError(f"TIKTOKEN_CACHE_DIR is empty, which disables tiktoken's cache; {hint}")
     path = cache_file_for(encoding, cache_dir)
@@ -147,11 +155,28 @@ def _load_encoding(encoding: str, cache_dir: str) -> tiktoken.Encoding:
     """Load ``encoding`` after checking its cache file (cached per encoding and folder)."""
     verify_cached_encoding(encoding, cache_dir)
     try:
-        return tiktoken.get_encoding(encoding)
+        with _tiktoken_cache(cache_dir):
+            return tiktoken.get_encoding(encoding)
     except Exception as exc:  # tiktoken raises anything from ValueError to requests' errors
         raise ConfigError(
             f"tiktoken could not load {encoding!r} from {cache_dir!r}: {exc}"
         ) from exc
+
+
+@contextlib.contextmanager
+def _tiktoken_cache(cache_dir: str) -> Iterator[None]:
+    """Point tiktoken at ``cache_dir`` while it loads: it reads the folder from the environment
+    only. The previous value is put back; the lock keeps two loads from mixing them up."""
+    with _TIKTOKEN_ENV_LOCK:
+        previous = os.environ.get("TIKTOKEN_CACHE_DIR")
+        os.environ["TIKTOKEN_CACHE_DIR"] = cache_dir
+        try:
+            yield
+        finally:
+            if previous is None:
+                del os.environ["TIKTOKEN_CACHE_DIR"]
+            else:
+                os.environ["TIKTOKEN_CACHE_DIR"] = previous
 
 
 def get_encoding(encoding: str) -> tiktoken.Encoding:

@@ -16,6 +16,7 @@ from app.tokens import (
     MESSAGE_OVERHEAD_TOKENS,
     O200K,
     REPLY_PRIMING_TOKENS,
+    SHIPPED_ENCODINGS,
     TokenCounter,
     cache_file_for,
     check_tokenizer,
@@ -71,7 +72,19 @@ def test_encoding_per_provider_family(provider: str, model: str, encoding: str) 
 def test_cache_dir_follows_tiktoken_rules() -> None:
     assert tiktoken_cache_dir({"TIKTOKEN_CACHE_DIR": "/a", "DATA_GYM_CACHE_DIR": "/b"}) == "/a"
     assert tiktoken_cache_dir({"DATA_GYM_CACHE_DIR": "/b"}) == "/b"
-    assert tiktoken_cache_dir({}).endswith("data-gym-cache")
+    assert tiktoken_cache_dir({}) == str(SHIPPED_ENCODINGS)
+
+
+def test_kiln_ships_both_encodings_and_loads_them_with_no_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``kiln run`` from a clone works without TIKTOKEN_CACHE_DIR (and leaves it unset)."""
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
+    monkeypatch.delenv("DATA_GYM_CACHE_DIR", raising=False)
+    found = check_tokenizer()
+    assert {path.parent for path in found.values()} == {SHIPPED_ENCODINGS}
+    assert TokenCounter.for_model("openai", "gpt-4o").count("Hello, world!") == 4
+    assert "TIKTOKEN_CACHE_DIR" not in os.environ
 
 
 def test_the_shared_cache_holds_both_encodings(cache_dir: str) -> None:
