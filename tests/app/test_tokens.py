@@ -29,13 +29,11 @@ from app.tokens import (
     verify_cached_encoding,
 )
 
-SHARED_CACHE = Path(__file__).resolve().parents[3] / "shared" / "tiktoken-cache"
-
 
 @pytest.fixture
 def cache_dir(monkeypatch: pytest.MonkeyPatch) -> str:
-    """The folder holding the real encoding files (CI and make set TIKTOKEN_CACHE_DIR)."""
-    folder = os.environ.get("TIKTOKEN_CACHE_DIR") or str(SHARED_CACHE)
+    """A folder holding the real encoding files: the variable's when set, else kiln's own."""
+    folder = os.environ.get("TIKTOKEN_CACHE_DIR") or str(SHIPPED_ENCODINGS)
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", folder)
     return folder
 
