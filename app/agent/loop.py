@@ -188,11 +188,13 @@ class AgentRun:
         while state.stop_reason is None:
             await self._turn(state, fixup=False)
             await self._save(state)
+            await self._record_version(state, "")
         if StopReason(state.stop_reason) not in _BUILDS_AFTER or not state.files:
             return
         if self._cancel.is_set():
             return
         await self._post_generate(state)
+        await self._record_version(state, "post-generation fixes")
         budget = self.settings.budgets.max_fixup_turns
         while self._postgen and not self._postgen.ok and state.fixup_turns < budget:
             state.fixup_turns += 1
@@ -200,7 +202,15 @@ class AgentRun:
             if not await self._turn(state, fixup=True):
                 break
             await self._save(state)
+            await self._record_version(state, "fix-up turn")
             await self._post_generate(state)
+            await self._record_version(state, "post-generation fixes")
+
+    async def _record_version(self, state: Checkpoint, note: str) -> None:
+        """A version of the chat's project per turn that changed files (a cancelled run's is
+        recorded when the workspace closes)."""
+        if not self._cancel.is_set():
+            await self._cancellable(self._workspace.record_version(state.turn, note))
 
     async def _post_generate(self, state: Checkpoint) -> None:
         target = await self._workspace.target(self._on_record)

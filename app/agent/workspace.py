@@ -14,6 +14,8 @@ from typing import Protocol
 import anyio
 import redis.asyncio
 
+from app.projects.store import VersionInfo
+from app.projects.sync import ProjectSync
 from parser.events import Event
 from sandbox import (
     DEFAULT_TEMPLATE,
@@ -71,6 +73,11 @@ class Workspace(Protocol):
         release the sandbox; the session's log, if one was opened."""
         ...
 
+    async def record_version(self, turn: int, note: str = "") -> None:
+        """Wait for pending installs and flushes, then record what the sandbox holds as a
+        version of the chat's project if it changed (nothing without a project or sandbox)."""
+        ...
+
 
 class SandboxWorkspace:
     """A chat's sandbox from the :class:`SandboxManager`, driven by a :class:`SandboxSession`."""
@@ -82,14 +89,21 @@ class SandboxWorkspace:
         *,
         chat: str,
         owner: str,
+        project: ProjectSync | None = None,
+        run: str = "",
     ) -> None:
-        """``template`` is the explicit choice; ``None`` lets the model's answer pick it."""
+        """``template`` is the explicit choice; ``None`` lets the model's answer pick it.
+        With a ``project``, the sandbox is restored from it on acquire and each turn that
+        changed files is recorded in it (as run ``run``)."""
         self._manager = manager
         self._explicit = template is not None
         self._template = get_template(template or DEFAULT_TEMPLATE)
         self._chat, self._owner = chat, owner
         self._stack = contextlib.AsyncExitStack()
         self._session: SandboxSession | None = None
+        self._project, self._run = project, run
+        self._on_record: RecordSink | None = None
+        self._turn = 0
         self.sandbox_id: str | None = None
         self.dev_url: str | None = None
 
@@ -111,6 +125,9 @@ class SandboxWorkspace:
         self.sandbox_id = sandbox.id
         # Told at once (not only at the end) so a client can show the live preview meanwhile.
         await on_record("sandbox_ready", {"sandbox_id": sandbox.id})
+        self._on_record = on_record
+        if self._project is not None:  # a new sandbox gets the project before any event
+            await self._project.restore_if_stale(sandbox.id, on_record)
         settings = self._manager.settings
         client = redis.asyncio.Redis.from_url(settings.redis_url)
         self._stack.push_async_callback(client.aclose)
@@ -139,6 +156,8 @@ class SandboxWorkspace:
                 log = await (self._session.abandon() if abandon else self._session.finish())
         finally:
             await self._stack.aclose()
+        # A cancelled or failed run still records what it wrote.
+        await self._record(self._turn, "cancelled" if abandon else "run ended")
         try:
             sandbox = await self._manager.wait_ready(self.sandbox_id)
             self.dev_url = f"{sandbox.dev_url}/"
@@ -146,3 +165,17 @@ class SandboxWorkspace:
             log.errors.append({"code": "dev_server_not_ready", "message": str(exc)})
         await self._manager.release(self.sandbox_id)
         return log
+
+    async def record_version(self, turn: int, note: str = "") -> None:
+        """Wait for installs and flushes, then record the sandbox's files as a version."""
+        self._turn = max(self._turn, turn)
+        if self._session is None or self._project is None:
+            return
+        await self._session.finish()
+        await self._record(turn, note)
+
+    async def _record(self, turn: int, note: str) -> None:
+        if self._project is None or self.sandbox_id is None or self._on_record is None:
+            return
+        info = VersionInfo(run=self._run, turn=turn, note=note)
+        await self._project.record(self.sandbox_id, info, self._on_record)

@@ -25,12 +25,13 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from app.api import chats, health, keys, me, runs, sandboxes
+from app.api import chats, health, keys, me, runs, sandboxes, versions
 from app.api.auth import login
 from app.api.errors import EXCEPTION_HANDLERS, RequestContext
 from app.api.ports import RunServicePort, SandboxesPort, StorePort
 from app.api.preview_access import PreviewGate, marked_authorize, sandbox_resolver
 from app.api.services import ApiServices, ApiSettings, HealthCheck
+from app.projects.sync import ProjectAccess
 from sandbox import PreviewProxy
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
@@ -71,11 +72,13 @@ def build_app(
     health_checks: Mapping[str, HealthCheck] | None = None,
     web_dir: Path | None = WEB_DIR,
     lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None,
+    projects: ProjectAccess | None = None,
 ) -> ASGIApp:
     """The whole ASGI app (see the module docstring).
 
     ``lifespan`` (an async context manager factory taking the Starlette app) is run by the
     server at start-up and shutdown; ``kiln serve`` manages its services outside of it.
+    ``projects`` serves the versions API (without it, those routes answer 503).
     """
     found = ApiServices(
         store=store,
@@ -92,6 +95,7 @@ def build_app(
         *chats.ROUTES,
         *runs.ROUTES,
         *sandboxes.ROUTES,
+        *versions.ROUTES,
         *ui_routes(web_dir),
     ]
     api = Starlette(
@@ -100,5 +104,6 @@ def build_app(
         lifespan=lifespan,
     )
     api.state.services = found
+    api.state.projects = projects
     proxy = PreviewProxy(sandbox_resolver(sandbox_manager), authorize=marked_authorize, app=api)
     return RequestContext(PreviewGate(proxy, found))

@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "app.cli.serve_command",
     "app.cli.worker_command",
     "app.cli.user_command",
+    "app.cli.project_command",
     "app.cli.doctor_command",
 )
 

@@ -21,8 +21,9 @@ import redis.asyncio
 from app.agent.web_tools import web_tools_from_env
 from app.config import ServiceSettings
 from app.errors import ConfigError
+from app.projects.workspaces import project_workspaces
 from app.runs.execution import ProviderFactory, WorkspaceFactory
-from app.runs.worker import Worker, default_provider_factory, sandbox_workspaces
+from app.runs.worker import Worker, default_provider_factory
 from app.store import Store
 from sandbox import SandboxManager, SandboxSettings
 
@@ -49,7 +50,8 @@ async def serve_worker(
         client = redis.asyncio.Redis.from_url(settings.redis_url)
         stack.push_async_callback(client.aclose)
         if workspaces is None:
-            workspaces = sandbox_workspaces(await _open_manager(stack, settings.redis_url))
+            manager = await _open_manager(stack, settings.redis_url)
+            workspaces = project_workspaces(manager, settings)
         worker = Worker(
             settings,
             store,

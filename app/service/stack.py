@@ -5,6 +5,7 @@
     async with open_stack(settings) as stack:      # settings.redis_url must be set
         stack.store, stack.redis, stack.manager    # the manager runs its warm pool and reaper
         workers = stack.workers(2)                 # run each with ``await worker.run()``
+        stack.projects                             # the chats' versioned projects
         checks = stack.health_checks()             # for /healthz
 
 The sandbox settings come from the environment (``KILN_SANDBOX_*`` and friends), with the
@@ -25,8 +26,10 @@ from app.agent.web_tools import web_tools_from_env
 from app.api.services import HealthCheck
 from app.config import ServiceSettings
 from app.errors import ConfigError
+from app.projects.store import ProjectStore
+from app.projects.workspaces import project_store, project_workspaces
 from app.runs.execution import ProviderFactory
-from app.runs.worker import Worker, default_provider_factory, sandbox_workspaces
+from app.runs.worker import Worker, default_provider_factory
 from app.store import Store
 from sandbox import SandboxManager, SandboxSettings, call
 
@@ -49,12 +52,17 @@ class ServiceStack:
                 self.settings,
                 self.store,
                 self.redis,
-                sandbox_workspaces(self.manager),
+                project_workspaces(self.manager, self.settings),
                 factory,
                 tools,
             )
             for _ in range(count)
         ]
+
+    @property
+    def projects(self) -> ProjectStore:
+        """The chats' projects (versioned source files), for the versions API."""
+        return project_store(self.settings)
 
     def health_checks(self) -> dict[str, HealthCheck]:
         """The checks of ``/healthz``: the database, Redis and the Docker engine answer."""

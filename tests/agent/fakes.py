@@ -52,6 +52,7 @@ class FakeWorkspace:
         self.dev_url: str | None = None
         self.target_: FakeTarget | None = None
         self.closed = False
+        self.versions_recorded: list[tuple[int, str]] = []
         self._exit_codes = exit_codes or {}
 
     async def target(self, on_record: RecordSink) -> FakeTarget:
@@ -66,6 +67,9 @@ class FakeWorkspace:
     async def close(self, *, abandon: bool = False) -> SessionLog | None:
         self.closed, self.abandoned = True, abandon
         return self.target_.log if self.target_ else None
+
+    async def record_version(self, turn: int, note: str = "") -> None:
+        self.versions_recorded.append((turn, note))
 
 
 class FakeTools:

@@ -1,0 +1,27 @@
+"""What the project store raises, below :class:`~app.errors.KilnError`.
+
+The versions API maps them: ``version_not_found`` 404, ``project_too_large`` 413,
+``project_error`` 503 (git failed: a server-side trouble, detail in the log).
+"""
+
+from __future__ import annotations
+
+from app.errors import KilnError
+
+
+class ProjectError(KilnError):
+    """A chat's project (its versioned source files) cannot be read or written."""
+
+    code = "project_error"
+
+
+class ProjectTooLarge(ProjectError):
+    """A version's files are over the size cap; the message names the largest files."""
+
+    code = "project_too_large"
+
+
+class VersionNotFound(ProjectError):
+    """No such version of the chat's project."""
+
+    code = "version_not_found"

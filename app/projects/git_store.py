@@ -1,0 +1,263 @@
+"""The local project store: one bare git repository per chat, driven through the ``git`` CLI.
+
+Why the ``git`` CLI (in a thread, by the caller) rather than dulwich: git is already on every
+host kiln runs on, a project is then a plain repository anyone can clone or inspect, and
+``fast-import``, ``diff`` and ``archive`` give snapshots, unified diffs and zips without kiln
+writing any of that itself; dulwich would be one more dependency doing the same more slowly.
+
+Atomicity: there is no worktree. A version is written by one ``git fast-import`` run that takes
+the whole project as a stream (``deleteall`` then every file) and ends with ``done``: a stream
+cut short writes no ref, and the objects land in a pack before ``refs/heads/main`` moves, so a
+crash mid-commit leaves the previous version intact. A repository is created under a temporary
+name and renamed into place; commits to one repository are serialised by a lock file.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from app.projects.errors import ProjectError, VersionNotFound
+from app.projects.rules import safe_path
+from app.projects.store import LATEST, Change, FileDiff, Version, VersionInfo, VersionRef
+
+BRANCH = "refs/heads/main"
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+CHAT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+IDENTITY = "kiln <kiln@localhost>"
+GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_TERMINAL_PROMPT": "0",
+    "LC_ALL": "C",
+}
+GIT_TIMEOUT_SECONDS = 120.0
+
+
+class GitProjectStore:
+    """Projects under ``root`` (``KILN_DATA_DIR/projects``): ``root/<chat id>`` is a bare repo."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def repository(self, chat: str) -> Path:
+        """Where the chat's repository is (it may not exist yet)."""
+        if not CHAT_ID.fullmatch(chat):
+            raise ProjectError(f"not a chat id: {chat!r}")
+        return self.root / chat
+
+    def commit(
+        self, chat: str, files: Mapping[str, bytes], info: VersionInfo, *, always: bool = False
+    ) -> Version | None:
+        """Record ``files`` as the next version (see :class:`app.projects.store.ProjectStore`)."""
+        repo = self._ensure(chat)
+        with _locked(repo):
+            parent = _tip(repo)
+            before = _blobs(repo, parent) if parent else {}
+            changes = _changes(before, files)
+            if not changes and not always:
+                return None
+            number = 1 + (_count(repo) if parent else 0)
+            message = _message(number, info, changes)
+            _git(repo, "fast-import", "--quiet", "--done", stdin=_stream(message, parent, files))
+        return self.version(chat, number)
+
+    def versions(self, chat: str) -> list[Version]:
+        """Every version, oldest first."""
+        repo = self.repository(chat)
+        if not (repo / "HEAD").is_file() or _tip(repo) is None:
+            return []
+        out = _git(repo, "log", "--first-parent", "--reverse", "--no-renames", "--name-status",
+                   "--format=%x1e%H%x1f%ct%x1f%B%x1f", BRANCH)  # fmt: skip
+        records = out.decode("utf-8", "replace").split("\x1e")[1:]
+        return [_parse_version(number, record) for number, record in enumerate(records, 1)]
+
+    def version(self, chat: str, ref: VersionRef) -> Version:
+        """One version by number, or the newest for ``latest``."""
+        versions = self.versions(chat)
+        if ref == LATEST and versions:
+            return versions[-1]
+        number = _number(ref)
+        if number is None or not 1 <= number <= len(versions):
+            raise VersionNotFound(f"the chat {chat!r} has no version {ref!r}")
+        return versions[number - 1]
+
+    def files(self, chat: str, ref: VersionRef) -> dict[str, bytes]:
+        """Every file of a version, read from ``git archive``."""
+        version = self.version(chat, ref)
+        data = _git(self.repository(chat), "archive", "--format=tar", version.id)
+        files: dict[str, bytes] = {}
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            for member in tar:
+                extracted = tar.extractfile(member) if member.isfile() else None
+                if extracted is not None:
+                    files[member.name] = extracted.read()
+        return files
+
+    def diff(self, chat: str, ref: VersionRef) -> list[FileDiff]:
+        """What a version changed, per file (in git's path order, as ``changes`` are)."""
+        version = self.version(chat, ref)
+        repo = self.repository(chat)
+        parent = _git(repo, "rev-parse", f"{version.id}^").strip() if version.number > 1 else b""
+        base = parent.decode() or EMPTY_TREE
+        out = _git(repo, "diff", "--no-renames", "--no-color", base, version.id)
+        chunks = re.split(r"^(?=diff --git )", out.decode("utf-8", "replace"), flags=re.M)[1:]
+        pairs = zip(version.changes, chunks, strict=True)
+        return [FileDiff(change.path, change.status, text) for change, text in pairs]
+
+    def archive(self, chat: str, ref: VersionRef) -> bytes:
+        """A zip of a version's files."""
+        version = self.version(chat, ref)
+        return _git(self.repository(chat), "archive", "--format=zip", version.id)
+
+    def _ensure(self, chat: str) -> Path:
+        """The chat's repository, created (under a temporary name, then renamed) if absent."""
+        repo = self.repository(chat)
+        if (repo / "HEAD").is_file():
+            return repo
+        self.root.mkdir(parents=True, exist_ok=True)
+        staging = self.root / f".{chat}.{os.getpid()}.{time.monotonic_ns()}"
+        _git(staging.parent, "init", "--quiet", "--bare", "--initial-branch=main", str(staging))
+        try:
+            staging.rename(repo)
+        except OSError:  # another process created it first: theirs is as good
+            shutil.rmtree(staging, ignore_errors=True)
+        return repo
+
+
+def _git(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    """Run one git command in ``repo``; its stdout, or :class:`ProjectError` with its stderr."""
+    argv = ["git", "-c", "core.quotePath=false", "-C", str(repo), *args]
+    env = {**os.environ, **GIT_ENV}
+    try:
+        done = subprocess.run(
+            argv, input=stdin, capture_output=True, env=env, timeout=GIT_TIMEOUT_SECONDS
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ProjectError(f"git {args[0]!r} failed in {str(repo)!r}: {exc}") from exc
+    if done.returncode != 0:
+        detail = done.stderr.decode("utf-8", "replace").strip()
+        raise ProjectError(f"git {args[0]!r} failed in {str(repo)!r}: {detail}")
+    return done.stdout
+
+
+@contextmanager
+def _locked(repo: Path) -> Iterator[None]:
+    """Hold the repository's commit lock (one writer at a time on this host)."""
+    with open(repo / "kiln.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _tip(repo: Path) -> str | None:
+    """The newest commit, or ``None`` for a repository without versions."""
+    try:
+        return (
+            _git(repo, "rev-parse", "--verify", "--quiet", f"{BRANCH}^{{commit}}").decode().strip()
+        )
+    except ProjectError:
+        return None
+
+
+def _count(repo: Path) -> int:
+    return int(_git(repo, "rev-list", "--count", "--first-parent", BRANCH))
+
+
+def _blobs(repo: Path, commit: str) -> dict[str, str]:
+    """``path -> blob id`` of every file of ``commit``."""
+    out = _git(repo, "ls-tree", "-r", "-z", "--full-tree", commit)
+    blobs: dict[str, str] = {}
+    for entry in out.decode("utf-8", "surrogateescape").split("\0"):
+        if entry:
+            meta, path = entry.split("\t", 1)
+            blobs[path] = meta.split()[2]
+    return blobs
+
+
+def blob_id(content: bytes) -> str:
+    """The id git gives a blob of ``content`` (so unchanged files need no git call)."""
+    return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
+
+
+def _changes(before: Mapping[str, str], files: Mapping[str, bytes]) -> tuple[Change, ...]:
+    """What turns ``before`` (path -> blob id) into ``files``, in path order."""
+    changes = [Change(path, "D") for path in before if path not in files]
+    for path, content in files.items():
+        if path not in before:
+            changes.append(Change(path, "A"))
+        elif before[path] != blob_id(content):
+            changes.append(Change(path, "M"))
+    return tuple(sorted(changes, key=lambda change: change.path.encode()))
+
+
+def summary(changes: tuple[Change, ...]) -> str:
+    """``"2 added, 1 changed, 0 removed"``."""
+    count = {status: sum(c.status == status for c in changes) for status in "AMD"}
+    return f"{count['A']} added, {count['M']} changed, {count['D']} removed"
+
+
+def _message(number: int, info: VersionInfo, changes: tuple[Change, ...]) -> bytes:
+    what = info.note or (f"turn {info.turn}" if info.turn else "snapshot")
+    run = f" of run {info.run}" if info.run else ""
+    lines = [f"Version {number}: {what}{run} ({summary(changes)})", ""]
+    for trailer, value in (
+        ("Kiln-Run", info.run),
+        ("Kiln-Turn", info.turn),
+        ("Kiln-Note", info.note),
+    ):
+        if value:
+            lines.append(f"{trailer}: {value}")
+    return "\n".join(lines).encode() + b"\n"
+
+
+def _stream(message: bytes, parent: str | None, files: Mapping[str, bytes]) -> bytes:
+    """A ``git fast-import`` stream that records ``files`` as a commit on :data:`BRANCH`."""
+    now = int(time.time())
+    out = [b"commit %s\n" % BRANCH.encode(), b"committer %s %d +0000\n" % (IDENTITY.encode(), now)]
+    out += [b"data %d\n" % len(message), message]
+    if parent:
+        out.append(b"from %s\n" % parent.encode())
+    out.append(b"deleteall\n")
+    for path in sorted(files):
+        if safe_path(path) != path:
+            raise ProjectError(f"refusing to record a path outside the workspace: {path!r}")
+        content = files[path]
+        out += [b'M 100644 inline "%s"\n' % path.encode(), b"data %d\n" % len(content), content]
+        out.append(b"\n")
+    out.append(b"\ndone\n")
+    return b"".join(out)
+
+
+def _number(ref: VersionRef) -> int | None:
+    if isinstance(ref, int):
+        return ref
+    return int(ref) if ref.isdigit() else None
+
+
+def _parse_version(number: int, record: str) -> Version:
+    """One record of :meth:`GitProjectStore.versions`' log output."""
+    commit, stamp, body, status = record.split("\x1f", 3)
+    values = dict(line.split(": ", 1) for line in body.splitlines() if ": " in line)
+    info = VersionInfo(
+        run=values.get("Kiln-Run", ""),
+        turn=int(values.get("Kiln-Turn", "0") or 0),
+        note=values.get("Kiln-Note", ""),
+    )
+    changes = tuple(
+        Change(path, kind[0]) for kind, path in
+        (line.split("\t", 1) for line in status.strip().splitlines() if "\t" in line)
+    )  # fmt: skip
+    return Version(number, commit, float(stamp), info, summary(changes), changes)

@@ -1,0 +1,64 @@
+"""Which workspace files belong to a project: a .gitignore-style rule set, kept as data.
+
+A project holds the sources of the app: not installed packages, build output, caches or logs.
+:data:`IGNORED` is the rule set (one pattern a line, as in a ``.gitignore``: a trailing ``/``
+matches a folder at any depth, anything else a file name or a path); :func:`is_source` applies
+it, :func:`safe_path` refuses what could leave the workspace.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+
+from app.projects.errors import ProjectTooLarge
+
+IGNORED: tuple[str, ...] = (
+    "node_modules/",
+    "dist/",
+    "build/",
+    ".next/",
+    ".cache/",
+    ".vite/",
+    ".turbo/",
+    ".parcel-cache/",
+    "coverage/",
+    ".git/",
+    "*.log",
+    ".DS_Store",
+    "*.tsbuildinfo",
+)
+IGNORED_DIRS: tuple[str, ...] = tuple(rule[:-1] for rule in IGNORED if rule.endswith("/"))
+IGNORED_FILES: tuple[str, ...] = tuple(rule for rule in IGNORED if not rule.endswith("/"))
+
+
+def safe_path(path: str) -> str | None:
+    """``path`` as a clean workspace-relative path (``./`` stripped), or ``None`` if it is
+    absolute, empty, climbs out (``..``) or holds a character git or a shell would mangle."""
+    clean = path[2:] if path.startswith("./") else path
+    parts = clean.split("/")
+    if not clean or clean.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        return None
+    if any(ch in clean for ch in '\n\r\t\0\\"'):
+        return None
+    return clean
+
+
+def is_source(path: str) -> bool:
+    """Whether a (clean, relative) workspace path is part of the project under :data:`IGNORED`."""
+    parts = path.split("/")
+    if any(part in IGNORED_DIRS for part in parts[:-1]):
+        return False
+    return not any(fnmatch.fnmatchcase(parts[-1], rule) for rule in IGNORED_FILES)
+
+
+def check_size(files: Mapping[str, bytes], cap: int) -> None:
+    """Refuse a version whose files add up to more than ``cap`` bytes, naming the largest."""
+    total = sum(len(content) for content in files.values())
+    if total <= cap:
+        return
+    largest = sorted(files, key=lambda path: len(files[path]), reverse=True)[:3]
+    named = ", ".join(f"{path!r} ({len(files[path])} bytes)" for path in largest)
+    raise ProjectTooLarge(
+        f"the project's files add up to {total} bytes, over the cap of {cap}; largest: {named}"
+    )

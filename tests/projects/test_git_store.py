@@ -1,0 +1,131 @@
+"""The local project store on real git: versions, diffs, files, zips, atomicity."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from app.projects.errors import ProjectError, VersionNotFound
+from app.projects.git_store import GitProjectStore, blob_id
+from app.projects.store import VersionInfo
+
+FIRST = {"package.json": b'{"name": "app"}\n', "src/App.jsx": b"export default 1;\n"}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> GitProjectStore:
+    return GitProjectStore(tmp_path / "projects")
+
+
+def test_a_chat_without_versions_lists_none(store: GitProjectStore) -> None:
+    assert store.versions("c1") == []
+    with pytest.raises(VersionNotFound, match="'latest'"):
+        store.version("c1", "latest")
+
+
+def test_each_commit_is_a_numbered_version_with_a_summary(store: GitProjectStore) -> None:
+    first = store.commit("c1", FIRST, VersionInfo("run1", 1))
+    second_files = {"package.json": FIRST["package.json"], "src/App.jsx": b"export default 2;\n"}
+    second_files["src/new.js"] = b"new\n"
+    second = store.commit("c1", second_files, VersionInfo("run1", 2, "post-generation fixes"))
+    third = store.commit("c1", {"src/new.js": b"new\n"}, VersionInfo("run2", 1))
+    assert first is not None
+    assert second is not None
+    assert third is not None
+    assert [v.number for v in store.versions("c1")] == [1, 2, 3]
+    assert first.summary == "2 added, 0 changed, 0 removed"
+    assert second.summary == "1 added, 1 changed, 0 removed"
+    assert third.summary == "0 added, 0 changed, 2 removed"
+    assert (second.info.run, second.info.turn, second.info.note) == (
+        "run1",
+        2,
+        "post-generation fixes",
+    )
+    assert [(c.path, c.status) for c in third.changes] == [
+        ("package.json", "D"),
+        ("src/App.jsx", "D"),
+    ]
+
+
+def test_an_unchanged_project_is_no_new_version(store: GitProjectStore) -> None:
+    store.commit("c1", FIRST, VersionInfo("run1", 1))
+    assert store.commit("c1", dict(FIRST), VersionInfo("run1", 2)) is None
+    forced = store.commit("c1", FIRST, VersionInfo(note="restored version 1"), always=True)
+    assert forced is not None
+    assert forced.number == 2
+    assert forced.changes == ()
+
+
+def test_files_come_back_byte_for_byte(store: GitProjectStore) -> None:
+    binary = {"logo.png": bytes(range(256)) * 4, "a b/ü.txt": "grüß\n".encode()}
+    store.commit("c1", binary, VersionInfo("r", 1))
+    assert store.files("c1", 1) == binary
+    assert store.files("c1", "latest") == binary
+
+
+def test_the_diff_shows_exactly_the_versions_changes(store: GitProjectStore) -> None:
+    store.commit("c1", FIRST, VersionInfo("r", 1))
+    store.commit("c1", {**FIRST, "src/App.jsx": b"export default 2;\n"}, VersionInfo("r", 2))
+    (diff,) = store.diff("c1", 2)
+    assert (diff.path, diff.status) == ("src/App.jsx", "M")
+    assert "-export default 1;\n+export default 2;\n" in diff.diff
+    assert [d.path for d in store.diff("c1", 1)] == ["package.json", "src/App.jsx"]
+
+
+def test_the_archive_unpacks_to_the_versions_files(store: GitProjectStore) -> None:
+    store.commit("c1", FIRST, VersionInfo("r", 1))
+    with zipfile.ZipFile(io.BytesIO(store.archive("c1", "latest"))) as archive:
+        files = {n: archive.read(n) for n in archive.namelist() if not n.endswith("/")}
+    assert files == FIRST
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [pytest.param(0, id="zero"), pytest.param(2, id="past-the-end"), pytest.param("x", id="word")],
+)
+def test_an_unknown_version_is_not_found(store: GitProjectStore, ref: int | str) -> None:
+    store.commit("c1", FIRST, VersionInfo("r", 1))
+    with pytest.raises(VersionNotFound):
+        store.version("c1", ref)
+
+
+@pytest.mark.parametrize(
+    "chat",
+    [
+        pytest.param("../x", id="climbs"),
+        pytest.param("", id="empty"),
+        pytest.param("a/b", id="slash"),
+    ],
+)
+def test_a_chat_id_that_is_no_name_is_refused(store: GitProjectStore, chat: str) -> None:
+    with pytest.raises(ProjectError, match="not a chat id"):
+        store.commit(chat, FIRST, VersionInfo())
+
+
+def test_an_unsafe_path_is_never_recorded(store: GitProjectStore) -> None:
+    with pytest.raises(ProjectError, match="outside the workspace"):
+        store.commit("c1", {"../escape.txt": b"x"}, VersionInfo())
+    assert store.versions("c1") == []
+
+
+def test_a_commit_cut_short_leaves_the_previous_version(store: GitProjectStore) -> None:
+    store.commit("c1", FIRST, VersionInfo("r", 1))
+    repo = store.repository("c1")
+    stream = b"commit refs/heads/main\ncommitter k <k@x> 1 +0000\ndata 2\nx\ndeleteall\n"
+    cut = subprocess.run(
+        ["git", "-C", str(repo), "fast-import", "--quiet", "--done"],
+        input=stream,
+        capture_output=True,
+    )
+    assert cut.returncode != 0
+    assert [v.number for v in store.versions("c1")] == [1]
+    assert store.files("c1", "latest") == FIRST
+
+
+def test_blob_ids_are_gits() -> None:
+    made = subprocess.run(["git", "hash-object", "--stdin"], input=b"hello\n", capture_output=True)
+    assert blob_id(b"hello\n") == made.stdout.decode().strip()

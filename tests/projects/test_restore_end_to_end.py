@@ -1,0 +1,274 @@
+"""Projects end to end through HTTP: real git, Redis, Docker sandboxes and workers.
+
+Alice builds the todo app (the shared recording: files, an install of zustand, a build), her
+sandbox's container and volume are then removed by hand, and a follow-up run adds a footer: its
+new sandbox must hold the latest version byte for byte with zustand installed, the user told
+("restore" events) before the run's files arrive. A third run edits the README; restoring
+version 1 then gives version 1's files, as a new version. Bob reaches none of it.
+"""
+
+from __future__ import annotations
+
+import io
+import secrets
+import zipfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import docker
+import pytest
+import redis
+
+from app.config import ServiceSettings
+from app.projects.workspace_io import read_workspace
+from sandbox import call
+from sandbox.containers.networks import remove_network
+from sandbox.containers.provisioning import remove_volume
+from tests.api.harness import Person, SseFrame, add_person, sse_frames
+from tests.api.stack import LiveService, copy_recordings, live_service
+from tests.sandbox.docker_support import leftovers, settings_for, sweep
+
+pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.slow, pytest.mark.npm]
+
+PROJECTS_REDIS_DB = 11  # others: sandbox 0, api 3, end-to-end 4, runs 7, web 9
+SECRET = "projects-end-to-end-secret-0123"
+FOOTER = "export default function Footer() {\n  return <footer>Made with kiln</footer>;\n}\n"
+README = "# Todos\n\nA todo app, now with a footer.\n"
+RECORDINGS = {
+    "footer": f'<Response>\nA footer.\n\n<edward_sandbox project="todo-app" base="vite-react">\n'
+    f'<file path="src/Footer.jsx">\n{FOOTER}</file>\n</edward_sandbox>\n</Response>\n'
+    "<edward_done />\n",
+    "readme": f'<Response>\nA new README.\n\n<edward_sandbox project="todo-app" base="vite-react">'
+    f'\n<file path="README.md">\n{README}</file>\n</edward_sandbox>\n</Response>\n'
+    "<edward_done />\n",
+}
+
+
+@pytest.fixture(scope="module")
+def instance(redis_url: str) -> Iterator[str]:
+    """This module's kiln instance; every Docker object of it must be gone at the end."""
+    name = f"test-projects-{secrets.token_hex(3)}"
+    yield name
+    client = docker.from_env()
+    try:
+        left = leftovers(client, name)
+        sweep(client, name, projects_redis_url(redis_url))
+    finally:
+        client.close()
+    assert not left, f"the projects tests left Docker objects behind: {left}"
+
+
+def projects_redis_url(session_url: str) -> str:
+    return session_url.rsplit("/", 1)[0] + f"/{PROJECTS_REDIS_DB}"
+
+
+@pytest.fixture(scope="module")
+async def live(
+    instance: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[LiveService]:
+    """One served kiln for the module."""
+    url = projects_redis_url(redis_url)
+    root = tmp_path_factory.mktemp("projects")
+    settings = ServiceSettings(root / "data", SECRET, redis_url=url)
+    sandbox_settings = settings_for(instance, url, warm_pool_size=0)
+    flusher = redis.Redis.from_url(url)
+    flusher.flushdb()
+    flusher.close()
+    recordings = copy_recordings(root / "rec")
+    for name, text in RECORDINGS.items():
+        (recordings / f"{name}.txt").write_text(text)
+    async with live_service(settings, sandbox_settings, recordings) as served:
+        yield served
+        for record in await served.stack.manager.list():
+            await served.stack.manager.destroy(record.id)
+        await remove_network(served.stack.manager.client, sandbox_settings.egress_network)
+        await remove_volume(served.stack.manager.client, sandbox_settings.npm_cache_volume)
+
+
+async def run_to_end(who: Person, chat_id: str, model: str) -> tuple[dict[str, Any], list[Any]]:
+    """Post a message, follow its events to ``run_finished``; the run and the events' data."""
+    posted = await who.client.post(
+        f"/api/chats/{chat_id}/messages", json={"content": "make it", "model": model}
+    )
+    assert posted.status_code == 202, posted.text
+    run_id = posted.json()["run_id"]
+    frames: list[SseFrame] = []
+    with anyio.fail_after(300):
+        async with who.client.stream("GET", f"/api/runs/{run_id}/events") as response:
+            async for frame in sse_frames(response):
+                if frame.comment is None:
+                    frames.append(frame)
+    run = (await who.client.get(f"/api/runs/{run_id}")).json()
+    events = [frame.data for frame in frames if frame.data]
+    assert run["status"] == "completed", "\n".join(map(repr, [run, *events]))
+    return run, events
+
+
+async def versions(who: Person, chat_id: str) -> list[dict[str, Any]]:
+    answer = await who.client.get(f"/api/chats/{chat_id}/versions")
+    assert answer.status_code == 200, answer.text
+    found: list[dict[str, Any]] = answer.json()["versions"]
+    return found
+
+
+@dataclass
+class Story:
+    """What happened to Alice's chat (see the module docstring)."""
+
+    alice: Person
+    chat_id: str
+    runs: list[dict[str, Any]]
+    events: list[list[dict[str, Any]]]
+    before_removal: list[dict[str, Any]]  # the versions after the first run
+    after_footer: list[dict[str, Any]]
+    sandbox_after_footer: dict[str, bytes]
+    zustand_installed: bool
+
+
+async def remove_by_hand(live: LiveService, sandbox_id: str) -> None:
+    """What an operator or a crash does: the container and its volume are gone."""
+    sandbox = await live.stack.manager.get(sandbox_id)
+    client = live.stack.manager.client
+    container = await call(client.containers.get, sandbox.container_id)
+    await call(container.remove, force=True)
+    volume = await call(client.volumes.get, sandbox.volume)
+    await call(volume.remove, force=True)
+
+
+async def installed(live: LiveService, sandbox_id: str, package: str) -> bool:
+    container = await live.stack.manager.container_for(sandbox_id)
+    path = f"/workspace/node_modules/{package}/package.json"
+    result = await call(container.exec_run, ["test", "-f", path])
+    return bool(result.exit_code == 0)
+
+
+@pytest.fixture(scope="module")
+async def story(live: LiveService) -> AsyncIterator[Story]:
+    alice = add_person(live.stack.store, f"alice-{secrets.token_hex(3)}", live.url)
+    chat = await alice.client.post("/api/chats", json={"title": "todos"})
+    chat_id = chat.json()["chat"]["id"]
+    first, first_events = await run_to_end(alice, chat_id, "todo")
+    before = await versions(alice, chat_id)
+    await remove_by_hand(live, first["sandbox_id"])
+    second, second_events = await run_to_end(alice, chat_id, "footer")
+    after = await versions(alice, chat_id)
+    container = await live.stack.manager.container_for(second["sandbox_id"])
+    in_sandbox = await read_workspace(container)
+    zustand = await installed(live, second["sandbox_id"], "zustand")
+    third, third_events = await run_to_end(alice, chat_id, "readme")
+    runs, events = [first, second, third], [first_events, second_events, third_events]
+    yield Story(alice, chat_id, runs, events, before, after, in_sandbox, zustand)
+    await alice.client.aclose()
+
+
+def project_files(live: LiveService, chat_id: str, version: int | str) -> dict[str, bytes]:
+    return live.stack.projects.files(chat_id, version)
+
+
+async def test_every_run_completed_and_recorded_versions(story: Story) -> None:
+    assert [run["status"] for run in story.runs] == ["completed"] * 3
+    assert story.before_removal, "the first run recorded no version"
+    first = story.before_removal[0]
+    assert (first["version"], first["run"], first["turn"]) == (1, story.runs[0]["id"], 1)
+    paths = {change["path"] for change in first["files"]}
+    assert {"src/App.jsx", "src/store.js", "package.json"} <= paths
+    assert not any(path.startswith(("node_modules/", "dist/")) for path in paths)
+    recorded = [event for event in story.events[0] if event.get("type") == "version"]
+    assert [event["version"] for event in recorded] == [v["version"] for v in story.before_removal]
+
+
+async def test_a_removed_sandbox_is_restored_byte_for_byte(story: Story, live: LiveService) -> None:
+    latest_before = story.before_removal[-1]["version"]
+    restored = project_files(live, story.chat_id, latest_before)
+    for path, content in restored.items():
+        assert story.sandbox_after_footer.get(path) == content, path
+    footer_version = story.after_footer[-1]["version"]
+    assert story.sandbox_after_footer == project_files(live, story.chat_id, footer_version)
+    assert story.sandbox_after_footer["src/Footer.jsx"] == FOOTER.encode()
+    assert story.zustand_installed
+    assert b"zustand" in restored["package.json"]
+
+
+async def test_the_user_sees_the_restore_before_the_runs_files(story: Story) -> None:
+    kinds = [event.get("type") for event in story.events[1]]
+    restores = [event for event in story.events[1] if event.get("type") == "restore"]
+    assert [event["phase"] for event in restores] == ["started", "done"]
+    assert restores[0]["version"] == story.before_removal[-1]["version"]
+    assert restores[1]["installed"] is True
+    assert kinds.index("restore") < kinds.index("file_written")
+    assert not [event for event in story.events[2] if event.get("type") == "restore"]
+
+
+async def test_versions_are_listed_in_order_with_their_summaries(story: Story) -> None:
+    listed = await versions(story.alice, story.chat_id)
+    assert [v["version"] for v in listed] == list(range(1, len(listed) + 1))
+    footer = next(v for v in listed if v["run"] == story.runs[1]["id"])
+    assert footer["summary"] == "1 added, 0 changed, 0 removed"
+    assert footer["files"] == [{"path": "src/Footer.jsx", "status": "A"}]
+    readme = next(v for v in listed if v["run"] == story.runs[2]["id"])
+    assert readme["summary"] == "0 added, 1 changed, 0 removed"
+
+
+async def test_the_diff_of_a_turn_shows_exactly_its_changes(story: Story) -> None:
+    listed = await versions(story.alice, story.chat_id)
+    readme = next(v for v in listed if v["run"] == story.runs[2]["id"])
+    answer = await story.alice.client.get(
+        f"/api/chats/{story.chat_id}/versions/{readme['version']}/diff"
+    )
+    assert answer.status_code == 200
+    files = answer.json()["files"]
+    assert [(f["path"], f["status"]) for f in files] == [("README.md", "M")]
+    lines = files[0]["diff"].splitlines()
+    assert [line for line in lines if line.startswith("+")][1:] == [
+        "+A todo app, now with a footer."
+    ]
+    removed = [line for line in lines if line.startswith("-")][1:]  # after "--- a/README.md"
+    assert removed[0].startswith("-A small todo app")
+    assert removed[-1] == "-Run `npm install` and `npm run dev`."
+
+
+async def test_restoring_version_1_makes_a_new_version(story: Story, live: LiveService) -> None:
+    before = await versions(story.alice, story.chat_id)
+    answer = await story.alice.client.post(f"/api/chats/{story.chat_id}/versions/1/restore")
+    assert answer.status_code == 201, answer.text
+    body = answer.json()
+    assert body["restored"] == 1
+    assert body["version"]["version"] == len(before) + 1
+    assert body["sandbox_id"] == story.runs[2]["sandbox_id"]
+    first = project_files(live, story.chat_id, 1)
+    assert project_files(live, story.chat_id, "latest") == first
+    container = await live.stack.manager.container_for(story.runs[2]["sandbox_id"])
+    assert await read_workspace(container) == first
+    assert len(await versions(story.alice, story.chat_id)) == len(before) + 1
+
+
+async def test_the_zip_unpacks_to_the_same_files(story: Story, live: LiveService) -> None:
+    answer = await story.alice.client.get(f"/api/chats/{story.chat_id}/versions/latest/archive")
+    assert answer.status_code == 200
+    assert answer.headers["content-type"] == "application/zip"
+    with zipfile.ZipFile(io.BytesIO(answer.content)) as archive:
+        unpacked = {
+            name: archive.read(name) for name in archive.namelist() if not name.endswith("/")
+        }
+    assert unpacked == project_files(live, story.chat_id, "latest")
+
+
+@pytest.mark.parametrize(
+    ("method", "suffix"),
+    [
+        pytest.param("GET", "", id="list"),
+        pytest.param("GET", "/1/diff", id="diff"),
+        pytest.param("POST", "/1/restore", id="restore"),
+        pytest.param("GET", "/latest/archive", id="archive"),
+    ],
+)
+async def test_another_user_gets_404(
+    story: Story, live: LiveService, method: str, suffix: str
+) -> None:
+    bob = add_person(live.stack.store, f"bob-{secrets.token_hex(3)}", live.url)
+    async with bob.client:
+        answer = await bob.client.request(method, f"/api/chats/{story.chat_id}/versions{suffix}")
+    assert answer.status_code == 404
+    assert answer.json()["error"]["code"] == "not_found"

@@ -1,0 +1,61 @@
+"""Reading a workspace tar into project files: regular files only, safe paths only, sources only.
+(Reading and writing a real sandbox is in ``test_restore_end_to_end``.)"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+import pytest
+
+from app.projects.errors import ProjectError
+from app.projects.workspace_io import tar_argv, workspace_files, write_workspace
+
+pytestmark = pytest.mark.anyio
+
+
+def workspace_tar() -> bytes:
+    """What ``tar -cf - -C /workspace .`` gives for a workspace with traps in it."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+
+        def add(
+            name: str, content: bytes = b"", kind: bytes = tarfile.REGTYPE, link: str = ""
+        ) -> None:
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname, info.size = kind, link, len(content)
+            tar.addfile(info, io.BytesIO(content) if content else None)
+
+        add("./", kind=tarfile.DIRTYPE)
+        add("./src", kind=tarfile.DIRTYPE)
+        add("./src/App.jsx", b"app")
+        add("./package.json", b"{}")
+        add("./secret", kind=tarfile.SYMTYPE, link="/etc/passwd")
+        add("./src/alias.jsx", kind=tarfile.SYMTYPE, link="App.jsx")
+        add("./hard", kind=tarfile.LNKTYPE, link="./package.json")
+        add("../escape.txt", b"x")
+        add("./node_modules/react/index.js", b"react")
+        add("./dist/index.html", b"built")
+        add("./debug.log", b"log")
+    return out.getvalue()
+
+
+def test_only_regular_source_files_at_safe_paths_are_taken() -> None:
+    assert workspace_files(workspace_tar()) == {"src/App.jsx": b"app", "package.json": b"{}"}
+
+
+def test_the_ignored_folders_never_leave_the_container() -> None:
+    argv = tar_argv()
+    assert argv[:3] == ["tar", "-cf", "-"]
+    assert {"--exclude=node_modules", "--exclude=dist", "--exclude=.next"} <= set(argv)
+    assert argv[-3:] == ["-C", "/workspace", "."]
+
+
+@pytest.mark.parametrize(
+    "path", [pytest.param("../x", id="climbs"), pytest.param("/etc/x", id="absolute")]
+)
+async def test_writing_outside_the_workspace_is_refused(path: str) -> None:
+    with pytest.raises(ProjectError, match="outside the workspace"):
+        await write_workspace(object(), {path: b"x"})
+    with pytest.raises(ProjectError, match="outside the workspace"):
+        await write_workspace(object(), {}, [path])
