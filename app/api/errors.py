@@ -43,7 +43,7 @@ REQUEST_ID_HEADER = "x-request-id"
 INTERNAL_TROUBLE = "the service failed ({code}); the server log has request {request_id!r}"
 
 
-class ApiError(Exception):
+class ApiError(KilnError):
     """An error answer: HTTP ``status``, stable ``code``, a message, optional extra fields."""
 
     def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
