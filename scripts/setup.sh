@@ -34,8 +34,8 @@ stamp=.venv/.kiln-installed
 wanted=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   log "installing the locked dependencies (requirements.lock) and kiln"
-  .venv/bin/pip install -q --require-hashes -r requirements.lock
-  .venv/bin/pip install -q --no-deps -e .
+  .venv/bin/pip install -q --disable-pip-version-check --require-hashes -r requirements.lock
+  .venv/bin/pip install -q --disable-pip-version-check --no-deps -e .
   echo "$wanted" >"$stamp"
 fi
 
