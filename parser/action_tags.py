@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from parser.dialects import TagSpec
@@ -83,11 +83,3 @@ def url_scrape_events(spec: TagSpec, attrs: Mapping[str, str]) -> list[Event]:
 def done_events(spec: TagSpec, attrs: Mapping[str, str]) -> list[Event]:
     """The model said it is finished."""
     return [Done()]
-
-
-SELF_CONTAINED: Mapping[str, Callable[[TagSpec, Mapping[str, str]], list[Event]]] = {
-    "emit_command": command_events,
-    "emit_web_search": web_search_events,
-    "emit_url_scrape": url_scrape_events,
-    "emit_done": done_events,
-}

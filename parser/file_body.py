@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from enum import Enum
 
+from parser.events import Event, FileContent, FileEnd
 from parser.fences import (
     MAX_FENCE_LINE,
     closes_fence,
@@ -118,3 +119,40 @@ def settle_fence_tail(tail: str, fence: str) -> str:
     if closes_fence(lines[0], fence) and all(not line.strip(" \t\r") for line in lines[1:]):
         return "\n" if tail.startswith("\n") else ""
     return tail
+
+
+class FileBody:
+    """The file being written: its tag, its path (``None`` while a refused body is skipped),
+    its wrapping fence and the held tail that may be that fence's closing line."""
+
+    __slots__ = ("fence", "line_start", "path", "tag", "tail")
+
+    def __init__(self) -> None:
+        self.start("", None)
+
+    def start(self, tag: str, path: str | None) -> None:
+        """Begin a body: ``path`` is ``None`` when its content is to be skipped."""
+        self.tag, self.path, self.fence, self.tail, self.line_start = tag, path, "", "", True
+
+    def emit(self, text: str, events: list[Event]) -> None:
+        """Content of the body; a fenced body holds back what may be its closing fence."""
+        if self.path is None:
+            return
+        if self.fence:
+            text = self.tail + text
+            cut = fence_tail_start(text, self.line_start, self.fence)
+            self.tail, text = text[cut:], text[:cut]
+            if not text:
+                return
+            self.line_start = text[-1] == "\n"
+        if text:
+            events.append(FileContent(self.path, text))
+
+    def end(self, events: list[Event]) -> None:
+        """The body ended: settle the held tail, emit ``file_end``, forget the file."""
+        if self.path is not None:
+            tail = settle_fence_tail(self.tail, self.fence) if self.fence else ""
+            if tail:
+                events.append(FileContent(self.path, tail))
+            events.append(FileEnd(self.path))
+        self.start("", None)

@@ -3,56 +3,35 @@
 ``StreamParser(dialect).feed(chunk) -> list[Event]`` and ``close() -> list[Event]``; no I/O,
 no asyncio, no clock. Between calls it holds only what might still become a tag (at most
 ``tags.MAX_TAG_LENGTH`` characters) or the start of a file body it has not classified yet (at
-most ``file_body.PRELUDE_LIMIT``); content is emitted as soon as it cannot be markup, so a
-100 MB file streams through in constant memory.
+most ``file_body.PRELUDE_LIMIT`` and a fence line); content is emitted as soon as it cannot be
+markup, so a 100 MB file streams through in constant memory.
 
-Each state has a *step* that consumes text from an offset and returns the next offset. Tag
-states search for the next ``<`` (or ``</`` where only closing tags matter) with ``str.find``,
-so every character is examined a constant number of times; what a recognised tag does comes
-from ``transitions.TRANSITIONS``, keyed by (state, role, closing).
+Each state has a *step* (:attr:`StreamParser._steps`) that consumes text from an offset and
+returns the next offset. Tag states search for the next ``<`` (or ``</`` where only closing tags
+matter) with ``str.find``, so every character is examined a constant number of times. What a
+recognised tag does, and the state that follows, come from ``transitions.TRANSITIONS``; the
+handlers that carry the actions out are ``constructs.HANDLERS``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from parser.action_tags import SELF_CONTAINED, field_value
+from parser.constructs import HANDLERS, Attrs, Constructs
 from parser.dialects import DIALECTS, Dialect, Role, TagSpec
-from parser.errors import ParseError, UnsafePathError
-from parser.events import (
-    Error,
-    Event,
-    FileContent,
-    FileEnd,
-    FileStart,
-    InstallContent,
-    InstallEnd,
-    InstallStart,
-    SandboxEnd,
-    SandboxStart,
-    Text,
-    ThinkingContent,
-    ThinkingEnd,
-    ThinkingStart,
-)
-from parser.file_body import (
-    CDATA_CLOSE,
-    PRELUDE_LIMIT,
-    BodyStart,
-    classify_body_start,
-    fence_tail_start,
-    settle_fence_tail,
-)
-from parser.packages import parse_install_block
-from parser.paths import normalize_file_path
-from parser.shell_lines import shell_events
+from parser.errors import ParseError
+from parser.events import Error, Event, FileContent, Text, ThinkingContent
+from parser.file_body import CDATA_CLOSE, PRELUDE_LIMIT, BodyStart, classify_body_start
 from parser.tags import Malformed, Partial, Tag, TagScan, match_tag, parse_attributes
 from parser.transitions import (
-    IGNORE,
-    IMPLICIT_END,
+    CLOSERS,
+    PREVIOUS,
     TRANSITIONS,
+    Action,
+    Back,
     Listening,
     State,
+    Transition,
     listened_names,
     role_of,
 )
@@ -66,10 +45,15 @@ _CONSTRUCT_NAMES = {
 _FILE_STATES = (State.FILE_START, State.FILE, State.CDATA, State.AFTER_CDATA)
 # Fast paths: content states whose chunk needs no scanning when it holds no markup.
 _PLAIN_TEXT, _PLAIN_THINKING, _PLAIN_FILE = 1, 2, 3
+_PLAIN: Mapping[State, int] = {
+    State.TEXT: _PLAIN_TEXT,
+    State.SANDBOX: _PLAIN_TEXT,
+    State.THINKING: _PLAIN_THINKING,
+    State.FILE: _PLAIN_FILE,  # unless the body is skipped or fenced (see _set_state)
+}
 
 Step = Callable[[str, int, list[Event]], int]
-Spec = TagSpec | None
-Attrs = dict[str, str]
+Emit = Callable[[str, list[Event]], None]
 
 
 class StreamParser:
@@ -86,10 +70,16 @@ class StreamParser:
                 raise ParseError(f"unknown dialect {dialect!r}; known: {', '.join(DIALECTS)}")
             dialect = DIALECTS[dialect]
         self.dialect = dialect
-        self._actions: dict[str, Callable[[Spec, Attrs, list[Event]], None]] = {
-            name.removeprefix("_do_"): getattr(self, name)
-            for name in dir(self)
-            if name.startswith("_do_")
+        self._steps: Mapping[State, Step] = {
+            State.TEXT: self._step_tags,
+            State.THINKING: self._step_tags,
+            State.SANDBOX: self._step_tags,
+            State.FILE_START: self._step_file_start,
+            State.FILE: self._step_tags,
+            State.CDATA: self._step_cdata,
+            State.AFTER_CDATA: self._step_after_cdata,
+            State.INSTALL: self._step_tags,
+            State.SHELL: self._step_tags,
         }
         self._reset()
 
@@ -98,12 +88,16 @@ class StreamParser:
         self._scan: TagScan | None = None
         self._final = False
         self._return_state = State.TEXT
-        self._path: str | None = None
-        self._file_tag = ""
-        self._fence = ""
-        self._tail = ""
-        self._line_start = True
-        self._body: list[str] = []
+        self._open = Constructs(self.dialect)
+        file, body = self._open.file, self._open.add_body
+        self._emitters: Mapping[State, Emit] = {
+            **dict.fromkeys(_FILE_STATES, file.emit),
+            State.TEXT: _emit_text,
+            State.SANDBOX: _emit_text,
+            State.THINKING: _emit_thinking,
+            State.INSTALL: body,
+            State.SHELL: body,
+        }
         self._set_state(State.TEXT)
 
     # -- public API -----------------------------------------------------------------------
@@ -119,14 +113,15 @@ class StreamParser:
             # Fast paths: text that cannot hold a tag this state listens for is one event.
             plain = self._plain
             if plain == _PLAIN_FILE:
+                path: str = self._open.file.path  # type: ignore[assignment]
                 if "<" not in data:
-                    return [FileContent(self._path, data)] if data else []  # type: ignore[arg-type]
+                    return [FileContent(path, data)] if data else []
                 tag_at = self._possible_close_tag(data)
                 if tag_at < 0:
-                    return [FileContent(self._path, data)]  # type: ignore[arg-type]
+                    return [FileContent(path, data)]
                 if self._held_back(data, tag_at):  # a possible tag ends the chunk: keep it
                     self._pending = data[tag_at:]
-                    return [FileContent(self._path, data[:tag_at])] if tag_at else []  # type: ignore[arg-type]
+                    return [FileContent(path, data[:tag_at])] if tag_at else []
             elif plain and "<" not in data:
                 if not data:
                     return []
@@ -171,34 +166,27 @@ class StreamParser:
 
     def _set_state(self, state: State) -> None:
         self._state = state
-        self._plain = 0
-        if state is State.FILE_START:
-            self._step: Step = self._step_file_start
-        elif state is State.CDATA:
-            self._step = self._step_cdata
-        elif state is State.AFTER_CDATA:
-            self._step = self._step_after_cdata
-        else:
-            self._step = self._step_tags
-            self._listening: Listening = listened_names(self.dialect, state)
-            self._needle = self._listening.needle
-            self._initials = self._listening.initials
-            if state is State.TEXT or state is State.SANDBOX:
-                self._plain = _PLAIN_TEXT
-            elif state is State.THINKING:
-                self._plain = _PLAIN_THINKING
-            elif state is State.FILE and self._path is not None and not self._fence:
-                self._plain = _PLAIN_FILE
-        self._emit = self._emitter(state)
+        self._step = self._steps[state]
+        self._emit = self._emitters[state]
+        self._listening: Listening = listened_names(self.dialect, state)
+        self._needle = self._listening.needle
+        self._initials = self._listening.initials
+        self._plain = _PLAIN.get(state, 0)
+        if state is State.FILE and (self._open.file.path is None or self._open.file.fence):
+            self._plain = 0
 
-    def _emitter(self, state: State) -> Callable[[str, list[Event]], None]:
-        if state in _FILE_STATES:
-            return self._emit_file
-        if state is State.THINKING:
-            return _emit_thinking
-        if state is State.INSTALL or state is State.SHELL:
-            return self._emit_body
-        return _emit_text
+    def _enter(self, target: State | Back) -> None:
+        """Go to ``target``; remember where a construct that goes back was opened."""
+        if target is PREVIOUS:
+            self._set_state(self._return_state)
+            return
+        assert isinstance(target, State)
+        if target is self._state:
+            return
+        closer = CLOSERS.get(target)
+        if closer is not None and closer.next is PREVIOUS:
+            self._return_state = self._state
+        self._set_state(target)
 
     def _step_tags(self, data: str, pos: int, events: list[Event]) -> int:
         needle, listening, start, end = self._needle, self._listening, pos, len(data)
@@ -250,21 +238,21 @@ class StreamParser:
         if kind is BodyStart.CDATA:
             self._set_state(State.CDATA)
         else:
-            self._fence = fence
+            self._open.file.fence = fence
             self._set_state(State.FILE)
         return at
 
     def _step_cdata(self, data: str, pos: int, events: list[Event]) -> int:
         at = data.find(CDATA_CLOSE, pos)
         if at >= 0:
-            self._emit_file(data[pos:at], events)
+            self._emit(data[pos:at], events)
             self._set_state(State.AFTER_CDATA)
             return at + len(CDATA_CLOSE)
         cut = len(data)
         if not self._final:
             cut -= 2 if data.endswith("]]") else 1 if data.endswith("]") else 0
         cut = max(cut, pos)
-        self._emit_file(data[pos:cut], events)
+        self._emit(data[pos:cut], events)
         self._pending = data[cut:]
         return len(data)
 
@@ -283,7 +271,7 @@ class StreamParser:
             if isinstance(found, Partial) and not self._final:
                 self._hold(State.AFTER_CDATA, data[pos:])
                 return end
-            if isinstance(found, Tag) and found.name == self._file_tag:
+            if isinstance(found, Tag) and found.name == self._open.file.tag:
                 return at
         return pos
 
@@ -303,70 +291,37 @@ class StreamParser:
             if role is None:
                 self._refuse_unknown_kind(spec, attrs, events)
                 return tag.end
-        action = TRANSITIONS.get((self._state, role, tag.closing)) if role else None
-        if action is None:
+        transition = TRANSITIONS.get((self._state, role, tag.closing)) if role else None
+        if transition is None:
             self._emit(data[at : tag.end], events)
-        elif action == IMPLICIT_END:
+        elif transition.action is Action.END_OPEN:
             self._end_construct(events, f"before {data[at : tag.end][:80]!r}")
             return at  # the state that follows handles this tag
-        elif action in SELF_CONTAINED:
-            events.extend(SELF_CONTAINED[action](spec, attrs))
-        elif action != IGNORE:
+        else:
             before = self._state
-            self._actions[action](spec, attrs, events)
+            self._apply(transition, spec, attrs, events)
             if tag.self_closing and self._state is not before and self._state is not State.TEXT:
                 self._end_construct(events, None)
         return tag.end
+
+    def _apply(
+        self, transition: Transition, spec: TagSpec | None, attrs: Attrs, events: list[Event]
+    ) -> None:
+        HANDLERS[transition.action](self._open, spec, attrs, events)
+        self._enter(transition.next)
 
     def _end_construct(self, events: list[Event], cause: str | None) -> None:
         """End whatever is open; ``cause`` (when given) is reported as ``unclosed_tag``."""
         state = self._state
         if cause is not None:
+            file = self._open.file
             what = (
-                f"<{self._file_tag}> for {self._path!r}"
+                f"<{file.tag}> for {file.path!r}"
                 if state in _FILE_STATES
                 else _CONSTRUCT_NAMES[state]
             )
             events.append(Error("unclosed_tag", f"{what} was not closed {cause}"))
-        if state in _FILE_STATES:
-            self._do_close_file(None, {}, events)
-        elif state is State.THINKING:
-            self._do_close_thinking(None, {}, events)
-        elif state is State.SANDBOX:
-            self._do_close_sandbox(None, {}, events)
-        elif state is State.INSTALL:
-            self._do_close_install(None, {}, events)
-        elif state is State.SHELL:
-            self._do_close_shell(None, {}, events)
-
-    # -- actions (named in the transition table) ------------------------------------------
-
-    def _do_open_thinking(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
-        events.append(ThinkingStart())
-        self._return_state = self._state
-        self._set_state(State.THINKING)
-
-    def _do_close_thinking(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
-        events.append(ThinkingEnd())
-        self._set_state(self._return_state)
-
-    def _do_open_sandbox(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
-        assert spec is not None
-        project = field_value(spec, attrs, "project") or field_value(spec, attrs, "title")
-        events.append(SandboxStart(project, field_value(spec, attrs, "base")))
-        self._set_state(State.SANDBOX)
-
-    def _do_close_sandbox(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
-        events.append(SandboxEnd())
-        self._set_state(State.TEXT)
-
-    def _do_reject_nested(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
-        events.append(
-            Error(
-                "unexpected_tag",
-                "a sandbox block is already open; the nested opening tag is ignored",
-            )
-        )
+        self._apply(CLOSERS[state], None, {}, events)
 
     def _refuse_unknown_kind(self, spec: TagSpec, attrs: Attrs, events: list[Event]) -> None:
         """A discriminated tag of a kind the dialect does not know: report it, skip its body."""
@@ -377,73 +332,8 @@ class StreamParser:
             events.append(Error("invalid_attribute", message))
             return
         events.append(Error("invalid_attribute", f"{message}; its body is skipped"))
-        self._file_tag, self._fence, self._tail, self._path = spec.name, "", "", None
+        self._open.file.start(spec.name, None)
         self._set_state(State.FILE_START)
-
-    def _do_open_file(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
-        assert spec is not None
-        self._file_tag, self._fence, self._tail, self._line_start = spec.name, "", "", True
-        raw = attrs.get(spec.fields["path"])
-        try:
-            if raw is None:
-                raise UnsafePathError(f"<{spec.name}> has no {spec.fields['path']!r} attribute")
-            self._path = normalize_file_path(_strip_root(raw, self.dialect.path_roots))
-        except UnsafePathError as exc:
-            self._path = None
-            events.append(Error("invalid_file_path", f"{exc}; the file's content is skipped"))
-        else:
-            events.append(FileStart(self._path))
-        self._set_state(State.FILE_START)
-
-    def _do_close_file(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
-        path, tail = self._path, settle_fence_tail(self._tail, self._fence) if self._fence else ""
-        if path is not None:
-            if tail:
-                events.append(FileContent(path, tail))
-            events.append(FileEnd(path))
-        self._path, self._fence, self._tail = None, "", ""
-        self._set_state(State.SANDBOX)
-
-    def _do_open_install(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
-        events.append(InstallStart())
-        self._body = []
-        self._return_state = self._state
-        self._set_state(State.INSTALL)
-
-    def _do_close_install(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
-        block = parse_install_block("".join(self._body))
-        self._body = []
-        events.extend(Error(code, message) for code, message in block.rejected)
-        events.append(InstallContent(block.dependencies, block.framework))
-        events.append(InstallEnd())
-        self._set_state(self._return_state)
-
-    def _do_open_shell(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
-        self._body = []
-        self._set_state(State.SHELL)
-
-    def _do_close_shell(self, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
-        events.extend(shell_events("".join(self._body)))
-        self._body = []
-        self._set_state(State.SANDBOX)
-
-    # -- content --------------------------------------------------------------------------
-
-    def _emit_file(self, text: str, events: list[Event]) -> None:
-        if self._path is None:
-            return
-        if self._fence:
-            text = self._tail + text
-            cut = fence_tail_start(text, self._line_start, self._fence)
-            self._tail, text = text[cut:], text[:cut]
-            if not text:
-                return
-            self._line_start = text[-1] == "\n"
-        if text:
-            events.append(FileContent(self._path, text))
-
-    def _emit_body(self, text: str, events: list[Event]) -> None:
-        self._body.append(text)
 
 
 def _emit_text(text: str, events: list[Event]) -> None:
@@ -452,14 +342,6 @@ def _emit_text(text: str, events: list[Event]) -> None:
 
 def _emit_thinking(text: str, events: list[Event]) -> None:
     events.append(ThinkingContent(text))
-
-
-def _strip_root(raw: str, roots: tuple[str, ...]) -> str:
-    """Drop the first of a dialect's project-root prefixes that ``raw`` starts with."""
-    for root in roots:
-        if raw.startswith(root):
-            return raw[len(root) :]
-    return raw
 
 
 __all__ = ["Role", "StreamParser"]

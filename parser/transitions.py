@@ -1,9 +1,11 @@
-"""The state machine's transition table, keyed by (state, role, closing).
+"""The state machine's transition table: (state, role, closing) -> (action, next state).
 
-Each entry names the parser action a recognised tag triggers in that state. A tag whose
-(state, role, closing) has no entry is not listened for in that state: its text is content.
-``IMPLICIT_END`` ends the construct that is open (reporting it as unclosed) and hands the same
-tag to the state that follows, so a model that forgets a closing tag loses nothing.
+Each entry names the :class:`Action` a recognised tag triggers in that state and the state the
+parser is in afterwards. A tag whose (state, role, closing) has no entry is not listened for in
+that state: its text is content. ``Action.END_OPEN`` ends the construct that is open (reporting it
+as unclosed) and hands the same tag to the state that follows, so a model that forgets a closing
+tag loses nothing. :data:`CLOSERS` says how each open construct ends, and where to: thinking and
+install blocks go back to the state they were opened in (:data:`PREVIOUS`).
 
 Which tag *names* are listened for in a state follows from this table and the dialect
 (:func:`listened_names`); the parser precomputes them once per dialect.
@@ -15,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from functools import cache
+from typing import NamedTuple
 
 from parser.dialects import Dialect, Role
 
@@ -33,19 +36,64 @@ class State(Enum):
     SHELL = "shell"
 
 
-IGNORE = "ignore"
-IMPLICIT_END = "implicit_end"
+class Action(Enum):
+    """What a recognised tag does (``parser.constructs.HANDLERS`` carries each out)."""
+
+    OPEN_THINKING = "open_thinking"
+    CLOSE_THINKING = "close_thinking"
+    OPEN_SANDBOX = "open_sandbox"
+    CLOSE_SANDBOX = "close_sandbox"
+    REJECT_NESTED = "reject_nested"
+    OPEN_FILE = "open_file"
+    CLOSE_FILE = "close_file"
+    OPEN_INSTALL = "open_install"
+    CLOSE_INSTALL = "close_install"
+    OPEN_SHELL = "open_shell"
+    CLOSE_SHELL = "close_shell"
+    EMIT_COMMAND = "emit_command"
+    EMIT_WEB_SEARCH = "emit_web_search"
+    EMIT_URL_SCRAPE = "emit_url_scrape"
+    EMIT_DONE = "emit_done"
+    IGNORE = "ignore"  # markup that means nothing here (a wrapper, a stray closer)
+    END_OPEN = "end_open"  # end the open construct; the next state handles the same tag
+
+
+class Back(Enum):
+    """A next state that depends on the path taken: the state a construct was opened in."""
+
+    PREVIOUS = "previous"
+
+
+PREVIOUS = Back.PREVIOUS
+
+
+class Transition(NamedTuple):
+    """What a tag does and where the parser is afterwards."""
+
+    action: Action
+    next: State | Back
+
 
 OPEN, CLOSE = False, True
+_FILE_STATES = (State.FILE_START, State.FILE, State.CDATA, State.AFTER_CDATA)
+
+# How each open construct ends, explicitly or implicitly.
+CLOSERS: Mapping[State, Transition] = {
+    State.THINKING: Transition(Action.CLOSE_THINKING, PREVIOUS),
+    State.SANDBOX: Transition(Action.CLOSE_SANDBOX, State.TEXT),
+    **{state: Transition(Action.CLOSE_FILE, State.SANDBOX) for state in _FILE_STATES},
+    State.INSTALL: Transition(Action.CLOSE_INSTALL, PREVIOUS),
+    State.SHELL: Transition(Action.CLOSE_SHELL, State.SANDBOX),
+}
 
 # Tags that act on their own, wherever prose or a sandbox's gaps are.
 _SELF_CONTAINED = (Role.COMMAND, Role.WEB_SEARCH, Role.URL_SCRAPE, Role.DONE)
 _STANDALONE_OPENS = {
-    Role.THINKING: "open_thinking",
-    Role.INSTALL: "open_install",
-    Role.COMMAND: "emit_command",
-    Role.WEB_SEARCH: "emit_web_search",
-    Role.URL_SCRAPE: "emit_url_scrape",
+    Role.THINKING: (Action.OPEN_THINKING, State.THINKING),
+    Role.INSTALL: (Action.OPEN_INSTALL, State.INSTALL),
+    Role.COMMAND: (Action.EMIT_COMMAND, None),
+    Role.WEB_SEARCH: (Action.EMIT_WEB_SEARCH, None),
+    Role.URL_SCRAPE: (Action.EMIT_URL_SCRAPE, None),
 }
 # Structural tags that end a forgotten thinking or install block.
 _INTERRUPTERS = (
@@ -59,44 +107,48 @@ _INTERRUPTERS = (
     Role.THINKING,
 )
 
+Table = dict[tuple[State, Role, bool], Transition]
 
-def _build() -> dict[tuple[State, Role, bool], str]:
-    table: dict[tuple[State, Role, bool], str] = {}
+
+def _build() -> Table:
+    table: Table = {}
     for state in (State.TEXT, State.SANDBOX):
-        for role, action in _STANDALONE_OPENS.items():
-            table[state, role, OPEN] = action
-        for role in _SELF_CONTAINED:
-            table[state, role, CLOSE] = IGNORE  # models sometimes close self-contained tags
-    table[State.TEXT, Role.RESPONSE, OPEN] = IGNORE
-    table[State.TEXT, Role.RESPONSE, CLOSE] = IGNORE
-    table[State.TEXT, Role.SANDBOX, OPEN] = "open_sandbox"
-    table[State.TEXT, Role.DONE, OPEN] = "emit_done"
+        for role, (action, target) in _STANDALONE_OPENS.items():
+            table[state, role, OPEN] = Transition(action, target or state)
+        for role in _SELF_CONTAINED:  # models sometimes close self-contained tags
+            table[state, role, CLOSE] = Transition(Action.IGNORE, state)
+        table[state, Role.RESPONSE, OPEN] = Transition(Action.IGNORE, state)
+    table[State.TEXT, Role.RESPONSE, CLOSE] = Transition(Action.IGNORE, State.TEXT)
+    table[State.TEXT, Role.SANDBOX, OPEN] = Transition(Action.OPEN_SANDBOX, State.SANDBOX)
+    table[State.TEXT, Role.DONE, OPEN] = Transition(Action.EMIT_DONE, State.TEXT)
 
-    table[State.SANDBOX, Role.FILE, OPEN] = "open_file"
-    table[State.SANDBOX, Role.SHELL, OPEN] = "open_shell"
-    table[State.SANDBOX, Role.SANDBOX, OPEN] = "reject_nested"
-    table[State.SANDBOX, Role.SANDBOX, CLOSE] = "close_sandbox"
-    table[State.SANDBOX, Role.RESPONSE, OPEN] = IGNORE
-    table[State.SANDBOX, Role.DONE, OPEN] = IMPLICIT_END
-    table[State.SANDBOX, Role.RESPONSE, CLOSE] = IMPLICIT_END
+    table[State.SANDBOX, Role.FILE, OPEN] = Transition(Action.OPEN_FILE, State.FILE_START)
+    table[State.SANDBOX, Role.SHELL, OPEN] = Transition(Action.OPEN_SHELL, State.SHELL)
+    table[State.SANDBOX, Role.SANDBOX, OPEN] = Transition(Action.REJECT_NESTED, State.SANDBOX)
+    table[State.SANDBOX, Role.SANDBOX, CLOSE] = CLOSERS[State.SANDBOX]
+    _end_open(table, State.SANDBOX, (Role.DONE, OPEN), (Role.RESPONSE, CLOSE))
 
     for state in (State.THINKING, State.INSTALL):
-        for role in _INTERRUPTERS:
-            table[state, role, OPEN] = IMPLICIT_END
-        table[state, Role.RESPONSE, CLOSE] = IMPLICIT_END
-        table[state, Role.SANDBOX, CLOSE] = IMPLICIT_END
+        _end_open(table, state, *((role, OPEN) for role in _INTERRUPTERS))
+        _end_open(table, state, (Role.RESPONSE, CLOSE), (Role.SANDBOX, CLOSE))
     del table[State.THINKING, Role.THINKING, OPEN]  # a nested opener is just thinking text
-    table[State.THINKING, Role.THINKING, CLOSE] = "close_thinking"
-    table[State.INSTALL, Role.INSTALL, CLOSE] = "close_install"
+    table[State.THINKING, Role.THINKING, CLOSE] = CLOSERS[State.THINKING]
+    table[State.INSTALL, Role.INSTALL, CLOSE] = CLOSERS[State.INSTALL]
 
-    table[State.FILE, Role.FILE, CLOSE] = "close_file"
-    table[State.FILE, Role.SANDBOX, CLOSE] = IMPLICIT_END
-    table[State.SHELL, Role.SHELL, CLOSE] = "close_shell"
-    table[State.SHELL, Role.SANDBOX, CLOSE] = IMPLICIT_END
+    table[State.FILE, Role.FILE, CLOSE] = CLOSERS[State.FILE]
+    _end_open(table, State.FILE, (Role.SANDBOX, CLOSE))
+    table[State.SHELL, Role.SHELL, CLOSE] = CLOSERS[State.SHELL]
+    _end_open(table, State.SHELL, (Role.SANDBOX, CLOSE))
     return table
 
 
-TRANSITIONS: Mapping[tuple[State, Role, bool], str] = _build()
+def _end_open(table: Table, state: State, *tags: tuple[Role, bool]) -> None:
+    """These tags end the construct open in ``state`` (its closer says where to)."""
+    for role, closing in tags:
+        table[state, role, closing] = Transition(Action.END_OPEN, CLOSERS[state].next)
+
+
+TRANSITIONS: Mapping[tuple[State, Role, bool], Transition] = _build()
 
 # The role of the construct each body state holds open (closing tags of discriminated specs,
 # such as bolt's ``</boltAction>``, play the role of what they close).

@@ -242,7 +242,7 @@ def test_held_text_stays_bounded(prefix: str, filler: str) -> None:
     bound = max(MAX_TAG_LENGTH, PRELUDE_LIMIT) + len(filler)
     for _ in range(3000):
         parser.feed(filler)
-        held = len(parser._pending) + len(parser._tail)
+        held = len(parser._pending) + len(parser._open.file.tail)
         assert held <= bound
     parser.close()
 
