@@ -57,7 +57,7 @@ async def cancel_while_waiting(stream: ProviderStream, cancel: anyio.Event) -> l
     async with anyio.create_task_group() as group:
 
         async def cancel_soon() -> None:
-            await anyio.sleep(0.05)  # let the reader block on the network first
+            await anyio.wait_all_tasks_blocked()  # the reader waits on the network now
             cancel.set()
 
         async for delta in stream:
