@@ -38,7 +38,7 @@ from sandbox.execution.install_queue import InstallResult
 from sandbox.images.templates import Template
 from sandbox.lifecycle.manager import SandboxManager
 from sandbox.writes.file_events import FileEventWriter, WorkspaceReader, WriteNotice
-from sandbox.writes.flush import ContainerResolver, Flusher, FlushScheduler
+from sandbox.writes.flush import ContainerResolver, FailedWrite, Flusher, FlushScheduler
 from sandbox.writes.write_buffer import WriteBuffer
 
 Record = dict[str, Any]
@@ -111,7 +111,9 @@ class SandboxSession:
         self.ports = ports
         self.log = SessionLog()
         self._on_record = on_record
-        self.scheduler = FlushScheduler(Flusher(buffer, ports.resolve), debounce, max_wait)
+        self.scheduler = FlushScheduler(
+            Flusher(buffer, ports.resolve), debounce, max_wait, self._write_failed
+        )
         self.writer = FileEventWriter(buffer, self.scheduler, template, ports.read_workspace)
         self._installs_pending = 0
         self._installs_idle = anyio.Event()
@@ -237,6 +239,11 @@ class SandboxSession:
             await self.scheduler.wait_flushed()
         except SandboxError as exc:
             await self._error(exc.code, str(exc))
+
+    async def _write_failed(self, failed: FailedWrite) -> None:
+        if failed.path in self.log.files:
+            self.log.files.remove(failed.path)
+        await self._error("write_failed", f"{failed.path!r} could not be written: {failed.reason}")
 
     async def _output(self, line: str) -> None:
         await self._on_record("output", {"line": line})

@@ -4,11 +4,16 @@
 ``put_archive`` into ``/workspace``, clear the marks of what was written. The tar carries whole
 files, so a flush is idempotent and can be replayed; when the resolver hands back a different
 container than the last flush used (the old one died), every file of the run is written again.
+One bad file never sinks the others: when Docker refuses an archive (a name the filesystem
+cannot hold, say), the files are written one by one and only the refused ones are reported
+(:attr:`FlushReport.failed`); a lost container or engine is not a bad file and is retried.
 
 :class:`FlushScheduler` decides when: after ``debounce`` seconds without writes, but never later
 than ``max_wait`` after the first unflushed write, so steady streaming cannot postpone a flush
 forever; :meth:`FlushScheduler.request_now` (``file_end``) and :meth:`FlushScheduler.wait_flushed`
 (before a command) skip the wait. One flush runs at a time; requests made meanwhile coalesce.
+A failed flush is retried after a delay that doubles up to :data:`RETRY_MAX_SECONDS`, so an
+outage (Redis restarting, Docker away) never turns the scheduler into a busy loop.
 """
 
 from __future__ import annotations
@@ -27,12 +32,16 @@ import anyio
 import redis.exceptions
 
 from sandbox.containers.docker_boundary import call
-from sandbox.errors import SandboxError, WriteFailed
+from sandbox.errors import SandboxError, SandboxNotFound, SandboxUnavailable, WriteFailed
 from sandbox.images.templates import SANDBOX_UID, WORKSPACE
 from sandbox.writes.write_buffer import BufferedFile, WriteBuffer, redis_errors
 
 FILE_MODE = 0o644
 DIR_MODE = 0o755
+RETRY_FIRST_SECONDS = 0.25
+RETRY_MAX_SECONDS = 5.0
+# The container or the engine is gone: another container may take the files, so not a bad file.
+_GONE = (SandboxNotFound, SandboxUnavailable)
 
 
 class ArchiveTarget(Protocol):
@@ -98,12 +107,22 @@ def _entry(name: str, kind: bytes, mode: int, mtime: float) -> tarfile.TarInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class FailedWrite:
+    """A file Docker refused to write, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class FlushReport:
-    """What one flush wrote: the paths, into which container, and whether it was a replay."""
+    """What one flush wrote: the paths, into which container, whether it was a replay, and the
+    files that could not be written (not retried: the same content would be refused again)."""
 
     paths: tuple[str, ...]
     container_id: str
     replayed: bool
+    failed: tuple[FailedWrite, ...] = ()
 
 
 class Flusher:
@@ -159,13 +178,36 @@ class Flusher:
         container = await self._resolve(self.buffer.sandbox_id)
         replay = container.id != await self.buffer.last_container()
         files = await (self.buffer.all_files() if replay else self.buffer.dirty_files())
-        if files:
-            await self._put(container, files)
+        failed = await self._put(container, files) if files else ()
         if files or replay:
             await self.buffer.clear_flushed(files, container.id)
-        return FlushReport(tuple(f.path for f in files), container.id, replay)
+        refused = {f.path for f in failed}
+        written = tuple(f.path for f in files if f.path not in refused)
+        return FlushReport(written, container.id, replay, failed)
 
-    async def _put(self, container: ArchiveTarget, files: Sequence[BufferedFile]) -> None:
+    async def _put(
+        self, container: ArchiveTarget, files: Sequence[BufferedFile]
+    ) -> tuple[FailedWrite, ...]:
+        """Write ``files`` in one archive; if Docker refuses it, one by one (see module doc)."""
+        try:
+            await self._put_archive(container, files)
+            return ()
+        except _GONE:
+            raise
+        except SandboxError as exc:
+            if len(files) == 1:
+                return (FailedWrite(files[0].path, str(exc)),)
+        failed = []
+        for file in files:
+            try:
+                await self._put_archive(container, [file])
+            except _GONE:
+                raise
+            except SandboxError as exc:
+                failed.append(FailedWrite(file.path, str(exc)))
+        return tuple(failed)
+
+    async def _put_archive(self, container: ArchiveTarget, files: Sequence[BufferedFile]) -> None:
         archive = build_workspace_tar((f.path, f.content) for f in files)
         self.archives_written += 1
         if not await call(container.put_archive, WORKSPACE, archive):
@@ -180,9 +222,19 @@ class FlushScheduler:
     :meth:`note_write` after every buffered write.
     """
 
-    def __init__(self, flusher: Flusher, debounce: float, max_wait: float) -> None:
-        """Flush through ``flusher`` ``debounce`` s after writes stop, at most ``max_wait`` late."""
+    def __init__(
+        self,
+        flusher: Flusher,
+        debounce: float,
+        max_wait: float,
+        on_failed: Callable[[FailedWrite], Awaitable[None]] | None = None,
+    ) -> None:
+        """Flush through ``flusher`` ``debounce`` s after writes stop, at most ``max_wait`` late;
+        ``on_failed`` hears of every file that could not be written."""
         self.flusher = flusher
+        self._on_failed = on_failed
+        self._retry_at = 0.0  # no flush before this (after failures)
+        self._failures = 0  # failed flushes in a row
         self._debounce = debounce
         self._max_wait = max_wait
         self._written = 0  # writes noted so far
@@ -247,8 +299,9 @@ class FlushScheduler:
             await self._sleep_until_woken(None)
 
     async def _until_due(self) -> None:
-        while not self._urgent:
+        while True:
             due = min(self._last_write + self._debounce, self._first_pending + self._max_wait)
+            due = max(self._retry_at, anyio.current_time() if self._urgent else due)
             delay = due - anyio.current_time()
             if delay <= 0:
                 return
@@ -263,13 +316,20 @@ class FlushScheduler:
     async def _flush_once(self) -> None:
         target, self._started, self._urgent = self._written, self._written, False
         try:
-            self.reports.append(await self.flusher.flush())
+            report = await self.flusher.flush()
         except SandboxError as exc:
             self.last_error = exc
-            self._started = self._flushed  # still pending: retried after the max wait
+            self._started = self._flushed  # still pending: retried after a growing delay
             self._first_pending = anyio.current_time()
+            self._failures += 1
+            delay = RETRY_FIRST_SECONDS * 2 ** (self._failures - 1)
+            self._retry_at = anyio.current_time() + min(delay, RETRY_MAX_SECONDS)
         else:
-            self.last_error = None
+            self.reports.append(report)
+            self.last_error, self._failures, self._retry_at = None, 0, 0.0
             self._flushed = target
+            if self._on_failed is not None:
+                for failed in report.failed:
+                    await self._on_failed(failed)
         progress, self._progress = self._progress, anyio.Event()
         progress.set()

@@ -6,6 +6,7 @@ Unit tests use a fake container (real Redis); the tests marked ``docker`` stream
 from __future__ import annotations
 
 import io
+import itertools
 import random
 import string
 import tarfile
@@ -21,10 +22,17 @@ import redis.asyncio
 from docker.models.containers import Container
 
 from sandbox.containers.docker_boundary import call, connect
-from sandbox.errors import SandboxUnavailable, WriteFailed
+from sandbox.errors import SandboxError, SandboxUnavailable, WriteFailed
 from sandbox.images.templates import WORKSPACE
 from sandbox.settings import LABEL
-from sandbox.writes.flush import ArchiveTarget, Flusher, FlushScheduler, build_workspace_tar
+from sandbox.writes.flush import (
+    RETRY_FIRST_SECONDS,
+    ArchiveTarget,
+    FailedWrite,
+    Flusher,
+    FlushScheduler,
+    build_workspace_tar,
+)
 from sandbox.writes.write_buffer import WriteBuffer
 
 pytestmark = pytest.mark.anyio
@@ -277,6 +285,78 @@ async def test_wait_flushed_raises_the_flush_error_and_keeps_the_writes(
     assert container.files == {"a.txt": b"kept"}
 
 
+class RefusingContainer(FakeContainer):
+    """Refuses any archive holding ``refused`` (like Docker refusing a name too long)."""
+
+    def __init__(self, name: str, refused: str) -> None:
+        super().__init__(name)
+        self.refused = refused
+
+    def put_archive(self, path: str, data: bytes) -> bool:
+        if self.refused in _regular_files(data):
+            raise SandboxError(f"docker: put_archive failed: file name too long: {self.refused!r}")
+        return super().put_archive(path, data)
+
+
+async def test_a_refused_file_is_reported_and_every_other_file_written(
+    buffer: WriteBuffer,
+) -> None:
+    container = RefusingContainer("c1", "bad.js")
+    for path in ("a.js", "bad.js", "c.js"):
+        await _write(buffer, path, path)
+    report = await Flusher(buffer, FakeResolver(container)).flush()
+    assert container.files == {"a.js": b"a.js", "c.js": b"c.js"}
+    assert report.paths == ("a.js", "c.js")
+    assert [f.path for f in report.failed] == ["bad.js"]
+    assert "file name too long" in report.failed[0].reason
+    assert await buffer.dirty_files() == []  # the refused file is not retried forever
+
+
+async def test_the_scheduler_tells_which_file_failed(buffer: WriteBuffer) -> None:
+    heard: list[FailedWrite] = []
+
+    async def on_failed(failed: FailedWrite) -> None:
+        heard.append(failed)
+
+    flusher = Flusher(buffer, FakeResolver(RefusingContainer("c1", "bad.js")))
+    async with FlushScheduler(flusher, 60.0, 60.0, on_failed) as scheduler:
+        await _write(buffer, "bad.js", "x")
+        await _write(buffer, "ok.js", "y")
+        scheduler.note_write()
+        await scheduler.wait_flushed()
+    assert [f.path for f in heard] == ["bad.js"]
+
+
+class CountingResolver(FakeResolver):
+    """A resolver that is always broken and remembers when it was asked."""
+
+    def __init__(self) -> None:
+        super().__init__(FakeContainer("never"))
+        self.broken = SandboxUnavailable("redis unreachable while flushing")
+        self.calls: list[float] = []
+
+    async def __call__(self, sandbox_id: str) -> ArchiveTarget:
+        self.calls.append(anyio.current_time())
+        return await super().__call__(sandbox_id)
+
+
+async def test_failed_flushes_are_retried_after_a_growing_delay_not_at_once(
+    buffer: WriteBuffer,
+) -> None:
+    """An outage must not turn the scheduler into a busy loop (it wedged kiln serve)."""
+    resolver = CountingResolver()
+    async with FlushScheduler(Flusher(buffer, resolver), 0.01, 0.02) as scheduler:
+        await _write(buffer, "a.js", "a")
+        scheduler.note_write()
+        with anyio.fail_after(30):
+            while len(resolver.calls) < 5:  # each attempt resolves twice (the replay retry)
+                await anyio.sleep(0.05)
+    attempts = resolver.calls[::2]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(attempts)]
+    assert gaps[0] >= RETRY_FIRST_SECONDS * 0.9
+    assert gaps[1] >= 2 * RETRY_FIRST_SECONDS * 0.9
+
+
 # --- real Docker: streaming into a container, and replacing a container that died ---
 
 BASE_IMAGE = "node:20-bookworm-slim"  # any image with sleep and stat; templates build on it
@@ -441,3 +521,17 @@ async def test_racing_flushers_lose_nothing_in_a_real_container(
         await rival_client.aclose()
     assert rival.archives_written > 0
     assert await call(_read_tree, container, "gen") == {p: t.encode() for p, t in files.items()}
+
+
+@pytest.mark.docker
+async def test_a_name_too_long_for_the_filesystem_sinks_no_other_file(
+    buffer: WriteBuffer, docker_sandbox: DockerSandbox
+) -> None:
+    container = await call(docker_sandbox.create)
+    long_name = "x" * 260 + ".js"  # over the 255-byte limit of a name on Linux filesystems
+    for path in ("src/a.js", f"src/{long_name}", "src/c.js"):
+        await _write(buffer, path, "export default 1\n")
+    report = await Flusher(buffer, docker_sandbox.resolve).flush()
+    assert [f.path for f in report.failed] == [f"src/{long_name}"]
+    tree = await call(_read_tree, container, "src")
+    assert sorted(tree) == ["src/a.js", "src/c.js"]
