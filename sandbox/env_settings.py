@@ -26,7 +26,8 @@ from pathlib import Path
 
 from sandbox.errors import SandboxConfigError
 
-_SIZE = re.compile(r"(?P<amount>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>[bkmg]?)", re.IGNORECASE)
+_SIZE = re.compile(r"(?P<amount>[0-9]+(?:\.[0-9]+)?)(?P<unit>[bkmg]?)")
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
@@ -91,15 +92,15 @@ class EnvReader:
             raise self._refuse(name, raw, want)
         return value
 
-    def size(self, name: str, default: str) -> str:
-        """A Docker size (``<number>[b|k|m|g]``, more than zero), lower-cased: ``"1g"``."""
+    def size(self, name: str, default: str, *, low: str = "1b") -> str:
+        """A Docker size (``<number>[b|k|m|g]``) of at least ``low``, lower-cased: ``"1g"``."""
         raw = self.raw(name)
         if raw is None:
             return default
-        found = _SIZE.fullmatch(raw.strip())
-        if found is None or float(found["amount"]) <= 0:
-            raise self._refuse(name, raw, "a size like 512m or 1g (b, k, m, g), more than 0")
-        return f"{found['amount']}{found['unit'].lower()}"
+        value = raw.strip().lower()
+        if _bytes(value) < (_bytes(low) or 1):
+            raise self._refuse(name, raw, f"a size like 512m or 1g (b, k, m, g), at least {low}")
+        return value
 
     def boolean(self, name: str, default: bool) -> bool:
         """``1/true/yes/on`` or ``0/false/no/off`` (any case)."""
@@ -150,6 +151,12 @@ def _bounds(low: float | None, high: float | None, low_open: bool = False) -> st
     if high is not None:
         return f" <= {_plain(high)}"
     return ""
+
+
+def _bytes(size: str) -> int:
+    """The bytes of a lower-case Docker size; 0 for anything that is not one."""
+    found = _SIZE.fullmatch(size)
+    return int(float(found["amount"]) * _UNITS[found["unit"]]) if found else 0
 
 
 def _plain(bound: float) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from sandbox.env_settings import EnvReader
 
 LABEL = "kiln.sandbox"  # every container, network and volume kiln creates carries this label
+DOCKER_MIN_MEMORY = "6m"  # Docker refuses to start a container with a smaller memory limit
 # Where distributions keep the system's CA bundle (Debian/Ubuntu, Fedora/RHEL, openSUSE,
 # Alpine/BSD). A machine behind a TLS-inspecting proxy has the proxy's CA in it, so sandboxes
 # given this bundle reach the npm registry with no setting at all.
@@ -77,7 +78,7 @@ class SandboxSettings:
         return cls(
             redis_url=read.text("REDIS_URL", d.redis_url),
             ca_bundle=ca_bundle(read.env),
-            mem_limit=read.size("KILN_SANDBOX_MEMORY", d.mem_limit),
+            mem_limit=read.size("KILN_SANDBOX_MEMORY", d.mem_limit, low=DOCKER_MIN_MEMORY),
             nano_cpus=round(_cpus(read) * 1_000_000_000),
             pids_limit=read.integer("KILN_SANDBOX_PIDS", d.pids_limit, low=1),
             idle_ttl_seconds=read.number("KILN_SANDBOX_IDLE_TTL", d.idle_ttl_seconds),

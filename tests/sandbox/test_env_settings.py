@@ -97,11 +97,18 @@ def test_zero_is_allowed_when_the_low_bound_is_closed() -> None:
         pytest.param("-1g", id="negative"),
         pytest.param("g", id="no-amount"),
         pytest.param("infm", id="inf"),
+        pytest.param("1 g", id="space"),
     ],
 )
 def test_a_bad_size_is_refused(value: str) -> None:
     with pytest.raises(SandboxConfigError, match=f"^X={re.escape(repr(value))} must be a size"):
         read(X=value).size("X", "1g")
+
+
+def test_a_size_below_the_floor_is_refused() -> None:
+    assert read(X="6M").size("X", "1g", low="6m") == "6m"
+    with pytest.raises(SandboxConfigError, match=r"^X='5m' must be a size .*, at least 6m$"):
+        read(X="5m").size("X", "1g", low="6m")
 
 
 def test_a_bad_boolean_is_refused() -> None:

@@ -133,6 +133,9 @@ def test_limits_and_durations_are_read_with_their_types() -> None:
         pytest.param(
             "KILN_SANDBOX_MEMORY", "lots", "KILN_SANDBOX_MEMORY='lots' must be a size", id="memory"
         ),
+        pytest.param(
+            "KILN_SANDBOX_MEMORY", "1k", "KILN_SANDBOX_MEMORY='1k' must be a size", id="tiny"
+        ),
     ],
 )
 def test_nonsense_is_refused_naming_the_variable_and_the_value(
