@@ -25,6 +25,7 @@ from parser.file_body import CDATA_CLOSE, PRELUDE_LIMIT, BodyStart, classify_bod
 from parser.tags import Malformed, Partial, Tag, TagScan, match_tag, parse_attributes
 from parser.transitions import (
     CLOSERS,
+    FILE_STATES,
     PREVIOUS,
     TRANSITIONS,
     Action,
@@ -42,7 +43,6 @@ _CONSTRUCT_NAMES = {
     State.INSTALL: "install block",
     State.SHELL: "shell action",
 }
-_FILE_STATES = (State.FILE_START, State.FILE, State.CDATA, State.AFTER_CDATA)
 # Fast paths: content states whose chunk needs no scanning when it holds no markup.
 _PLAIN_TEXT, _PLAIN_THINKING, _PLAIN_FILE = 1, 2, 3
 _PLAIN: Mapping[State, int] = {
@@ -91,7 +91,7 @@ class StreamParser:
         self._open = Constructs(self.dialect)
         file, body = self._open.file, self._open.add_body
         self._emitters: Mapping[State, Emit] = {
-            **dict.fromkeys(_FILE_STATES, file.emit),
+            **dict.fromkeys(FILE_STATES, file.emit),
             State.TEXT: _emit_text,
             State.SANDBOX: _emit_text,
             State.THINKING: _emit_thinking,
@@ -317,7 +317,7 @@ class StreamParser:
             file = self._open.file
             what = (
                 f"<{file.tag}> for {file.path!r}"
-                if state in _FILE_STATES
+                if state in FILE_STATES
                 else _CONSTRUCT_NAMES[state]
             )
             events.append(Error("unclosed_tag", f"{what} was not closed {cause}"))

@@ -75,13 +75,14 @@ class Transition(NamedTuple):
 
 
 OPEN, CLOSE = False, True
-_FILE_STATES = (State.FILE_START, State.FILE, State.CDATA, State.AFTER_CDATA)
+# The states of a file body (all end the same way).
+FILE_STATES = (State.FILE_START, State.FILE, State.CDATA, State.AFTER_CDATA)
 
 # How each open construct ends, explicitly or implicitly.
 CLOSERS: Mapping[State, Transition] = {
     State.THINKING: Transition(Action.CLOSE_THINKING, PREVIOUS),
     State.SANDBOX: Transition(Action.CLOSE_SANDBOX, State.TEXT),
-    **{state: Transition(Action.CLOSE_FILE, State.SANDBOX) for state in _FILE_STATES},
+    **{state: Transition(Action.CLOSE_FILE, State.SANDBOX) for state in FILE_STATES},
     State.INSTALL: Transition(Action.CLOSE_INSTALL, PREVIOUS),
     State.SHELL: Transition(Action.CLOSE_SHELL, State.SANDBOX),
 }

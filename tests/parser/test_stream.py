@@ -222,6 +222,7 @@ def test_empty_feed_returns_nothing() -> None:
         pytest.param('<edward_sandbox><file path="a.js">', id="file"),
         pytest.param('<edward_sandbox><file path="a.js"><![CDATA[', id="cdata"),
         pytest.param('<edward_sandbox><file path="a.js">```js\n', id="fenced-file"),
+        pytest.param("<edward_command args='", id="open-quote-in-tag"),
     ],
 )
 @pytest.mark.parametrize(
