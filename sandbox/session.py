@@ -65,6 +65,15 @@ class SessionLog:
     commands: list[Record] = field(default_factory=list)
     errors: list[Record] = field(default_factory=list)
     warnings: list[Record] = field(default_factory=list)
+    # The workspace's state, as a count of what may have changed it (file events, installs,
+    # commands), and the state each command last succeeded in: a caller can tell that a build
+    # already passed on exactly the files there are now, and skip building them again.
+    workspace_state: int = 0
+    succeeded_in: dict[tuple[str, ...], int] = field(default_factory=dict)
+
+    def succeeded_on_current_files(self, argv: Sequence[str]) -> bool:
+        """Whether ``argv`` last exited 0 with the workspace as it is now."""
+        return self.succeeded_in.get(tuple(argv)) == self.workspace_state
 
 
 def manager_ports(manager: SandboxManager, sandbox_id: str) -> SandboxPorts:
@@ -156,6 +165,8 @@ class SandboxSession:
         return self.log
 
     async def _dispatch(self, event: Event) -> None:
+        if isinstance(event, FileStart | FileContent | FileEnd | InstallContent | Command):
+            self.log.workspace_state += 1
         if isinstance(event, FileContent):
             await self.writer.append(event.path, event.content)
         elif isinstance(event, FileStart):
@@ -224,6 +235,9 @@ class SandboxSession:
             await self._error("command_refused", str(exc))
             return
         record = {"argv": argv, "exit_code": result.exit_code}
+        self.log.workspace_state += 1  # the command may have changed files too
+        if result.ok:
+            self.log.succeeded_in[tuple(argv)] = self.log.workspace_state
         self.log.commands.append(record)
         await self._on_record("command", record)
         if not result.ok:

@@ -19,6 +19,7 @@ from parser.events import Command, FileContent, FileEnd, FileStart, InstallConte
 from sandbox import Template
 
 BUILD_ARGV = ("npm", "run", "build")
+REUSED_BUILD = "the build already passed on these files; not run again"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +92,13 @@ async def post_generate(
 
 
 async def run_build(target: EventTarget, take_output: Callable[[], str]) -> BuildReport:
-    """Run the template's build and report it (a refused or missing build counts as failed)."""
+    """Run the template's build and report it (a refused or missing build counts as failed).
+
+    A build that already passed on exactly the files there are now (the model's own
+    ``npm run build`` at the end of its answer, with no fix applied since) is not run again.
+    """
+    if target.log.succeeded_on_current_files(BUILD_ARGV):
+        return BuildReport(True, 0, REUSED_BUILD)
     take_output()  # drop output of earlier commands
     ran_before = len(target.log.commands)
     await target.handle(Command(BUILD_ARGV[0], BUILD_ARGV[1:]))

@@ -13,7 +13,7 @@ import pytest
 import redis.asyncio
 
 from parser import StreamParser
-from parser.events import Command, Error, FileContent, FileEnd, FileStart, InstallContent
+from parser.events import Command, Error, Event, FileContent, FileEnd, FileStart, InstallContent
 from sandbox.errors import CommandRefused, InstallRefused
 from sandbox.execution.exec_stream import ExecResult, OutputSink
 from sandbox.execution.install_queue import InstallResult
@@ -117,6 +117,41 @@ async def test_a_command_waits_for_installs_and_flushed_files(
     assert log.installs == [{"packages": ["zustand"], "exit_code": 0}]
     assert log.commands == [{"argv": ["npm", "run", "build"], "exit_code": 0}]
     assert log.errors == []
+
+
+@pytest.mark.parametrize(
+    ("after", "still_current"),
+    [
+        pytest.param([], True, id="nothing-since"),
+        pytest.param([FileStart("src/B.jsx"), FileEnd("src/B.jsx")], False, id="a-file-since"),
+        pytest.param([InstallContent(["zod"], None)], False, id="an-install-since"),
+        pytest.param([Command("ls", [])], False, id="another-command-since"),
+    ],
+)
+async def test_the_log_knows_whether_a_build_passed_on_the_current_files(
+    session: tuple[SandboxSession, list[tuple[str, Record]]],
+    after: list[Event],
+    still_current: bool,
+) -> None:
+    running, _ = session
+    build = ["npm", "run", "build"]
+    await running.handle(FileStart("src/App.jsx"))
+    await running.handle(FileEnd("src/App.jsx"))
+    assert not running.log.succeeded_on_current_files(build)
+    await running.handle(Command("npm", ["run", "build"]))
+    assert running.log.succeeded_on_current_files(build)
+    for event in after:
+        await running.handle(event)
+    assert running.log.succeeded_on_current_files(build) is still_current
+
+
+async def test_a_failed_build_is_never_taken_as_passed(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = session
+    sandbox.exit_codes["npm run build"] = 1
+    await running.handle(Command("npm", ["run", "build"]))
+    assert not running.log.succeeded_on_current_files(["npm", "run", "build"])
 
 
 async def test_refusals_and_failures_become_error_records(
