@@ -156,8 +156,10 @@ class SandboxWorkspace:
                 log = await (self._session.abandon() if abandon else self._session.finish())
         finally:
             await self._stack.aclose()
-        # A cancelled or failed run still records what it wrote.
-        await self._record(self._turn, "cancelled" if abandon else "run ended")
+            # A cancelled or failed run still records what it wrote. Here, because a session
+            # abandoned cancels the task that closes it (its task group's scope is this task's).
+            with anyio.CancelScope(shield=True):
+                await self._record(self._turn, "cancelled" if abandon else "run ended")
         try:
             sandbox = await self._manager.wait_ready(self.sandbox_id)
             self.dev_url = f"{sandbox.dev_url}/"

@@ -272,3 +272,28 @@ async def test_another_user_gets_404(
         answer = await bob.client.request(method, f"/api/chats/{story.chat_id}/versions{suffix}")
     assert answer.status_code == 404
     assert answer.json()["error"]["code"] == "not_found"
+
+
+async def test_a_cancelled_run_still_records_what_it_wrote(live: LiveService) -> None:
+    carol = add_person(live.stack.store, f"carol-{secrets.token_hex(3)}", live.url)
+    async with carol.client:
+        chat = await carol.client.post("/api/chats", json={"title": "slow"})
+        chat_id = chat.json()["chat"]["id"]
+        posted = await carol.client.post(
+            f"/api/chats/{chat_id}/messages", json={"content": "make it", "model": "slow-todo"}
+        )
+        run_id = posted.json()["run_id"]
+        written: list[str] = []
+        with anyio.fail_after(300):
+            async with carol.client.stream("GET", f"/api/runs/{run_id}/events") as response:
+                async for frame in sse_frames(response):
+                    if frame.event == "file_written" and frame.data:
+                        written.append(frame.data["path"])
+                        if len(written) == 1:
+                            await carol.client.post(f"/api/runs/{run_id}/cancel")
+        run = (await carol.client.get(f"/api/runs/{run_id}")).json()
+        listed = await versions(carol, chat_id)
+    assert run["status"] == "cancelled"
+    assert [(v["run"], v["note"]) for v in listed] == [(run_id, "cancelled")]
+    recorded = project_files(live, chat_id, 1)
+    assert set(written) <= set(recorded)
