@@ -89,6 +89,7 @@ class StreamParser:
         self._final = False
         self._return_state = State.TEXT
         self._open = Constructs(self.dialect)
+        self._file_path = ""
         file, body = self._open.file, self._open.add_body
         self._emitters: Mapping[State, Emit] = {
             **dict.fromkeys(FILE_STATES, file.emit),
@@ -113,10 +114,12 @@ class StreamParser:
             # Fast paths: text that cannot hold a tag this state listens for is one event.
             plain = self._plain
             if plain == _PLAIN_FILE:
-                path: str = self._open.file.path  # type: ignore[assignment]
+                path = self._file_path
                 if "<" not in data:
                     return [FileContent(path, data)] if data else []
-                tag_at = self._possible_close_tag(data)
+                tag_at = data.find("</")
+                if tag_at >= 0 or data[-1] == "<":  # JSX has other closing tags: look closer
+                    tag_at = self._possible_close_tag(data, tag_at)
                 if tag_at < 0:
                     return [FileContent(path, data)]
                 if self._held_back(data, tag_at):  # a possible tag ends the chunk: keep it
@@ -144,9 +147,11 @@ class StreamParser:
             return True
         return tail.startswith("</") and tail[2:].lower() in self._listening.prefixes[True]
 
-    def _possible_close_tag(self, data: str) -> int:
-        """Where file text may hold a listened closing tag, else -1 (JSX is full of others)."""
-        at, initials, size = data.find("</"), self._initials, len(data)
+    def _possible_close_tag(self, data: str, at: int) -> int:
+        """Where file text may hold a listened closing tag, else -1 (JSX is full of others).
+
+        ``at`` is where the first ``</`` is (-1 if none)."""
+        initials, size = self._initials, len(data)
         while at >= 0 and at + 2 < size and data[at + 2] not in initials:
             at = data.find("</", at + 2)
         if at < 0 and data[-1] == "<":
@@ -172,8 +177,12 @@ class StreamParser:
         self._needle = self._listening.needle
         self._initials = self._listening.initials
         self._plain = _PLAIN.get(state, 0)
-        if state is State.FILE and (self._open.file.path is None or self._open.file.fence):
-            self._plain = 0
+        if state is State.FILE:
+            file = self._open.file
+            if file.path is None or file.fence:
+                self._plain = 0
+            else:
+                self._file_path = file.path  # the fast path's, constant while the body streams
 
     def _enter(self, target: State | Back) -> None:
         """Go to ``target``; remember where a construct that goes back was opened."""
