@@ -2,7 +2,7 @@
 
 A dialect maps the tag names a model writes onto *roles* the state machine knows (``FILE``,
 ``SANDBOX``, ``COMMAND``, ...) and names the attributes that carry each role's fields. The
-transition table in ``parser.machine`` is keyed by state and role, so adding a dialect never
+transition table in ``parser.transitions`` is keyed by state and role, so adding a dialect never
 touches the state machine: write a :class:`Dialect` and register it in :data:`DIALECTS`.
 
 Tag and attribute names are matched case-insensitively and on whole names; they are stored here

@@ -32,6 +32,7 @@ const ERROR_TITLES = {
   unclosed_tag: "The model's answer ended abruptly",
   missing_attribute: "The model's answer was malformed",
   invalid_attribute: "The model's answer was malformed",
+  malformed_tag: "The model's answer was malformed",
   internal_error: "Something went wrong inside kiln",
 };
 
