@@ -181,6 +181,39 @@ def test_every_character_is_accounted_for(pieces: list[str], cuts: list[int]) ->
     assert parse(split_at(text, cuts)) == whole
 
 
+BOLT_ACCOUNTED_FRAGMENTS = [
+    '<boltArtifact id="a" title="T">',
+    "</boltArtifact>",
+    '<boltAction type="file" filePath="/home/project/src/a.js">',
+    "<boltAction type='shell'>",
+    "</boltAction>",
+    '<boltAction type="file" filePath="x.js',
+    '<boltAction type="shell"',
+    '<boltArtifact id="a"',
+    "<![CDATA[",
+    "]]>",
+    "```js\n",
+    "\n",
+    " ",
+    "<",
+    "</",
+    "npm install react && ",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(st.sampled_from([*BOLT_ACCOUNTED_FRAGMENTS, "{m}", "{m}"]), max_size=40),
+    cuts=st.lists(st.integers(min_value=1, max_value=600), max_size=30),
+)
+def test_every_character_is_accounted_for_in_bolt(pieces: list[str], cuts: list[int]) -> None:
+    """The same accounting for the bolt dialect (shell bodies, discriminated actions)."""
+    text, markers = number_markers(pieces)
+    whole = parse([text], "bolt")
+    assert unaccounted(markers, whole) == []
+    assert parse(split_at(text, cuts), "bolt") == whole
+
+
 @settings(max_examples=200, deadline=None)
 @given(text=st.text(alphabet=st.characters(blacklist_characters="<"), max_size=300))
 def test_text_without_markup_passes_through_unchanged(text: str) -> None:
