@@ -16,13 +16,13 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from app.errors import BudgetExceeded, ConfigError
 from app.tokens import MessageLike
+from sandbox import EnvReader
 
 TOOL_CALLS_PER_TURN = "tool_calls_per_turn"
 TOOL_CALLS_PER_RUN = "tool_calls_per_run"
@@ -64,22 +64,19 @@ class Budgets:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Budgets:
         """The defaults, overridden by any ``KILN_*`` variable of :data:`ENV_NAMES` that is set.
 
-        Raises :class:`ConfigError` naming the variable and its value when one is malformed.
+        Raises :class:`ConfigError` naming the variable and its value when one is malformed
+        (read by kiln's one environment reader, :class:`sandbox.EnvReader`).
         """
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for name, variable in ENV_NAMES.items():
-            raw = env.get(variable, "").strip()
-            if not raw:
-                continue
-            try:
-                values[name] = int(raw)
-            except ValueError:
-                raise ConfigError(f"{variable} must be a whole number, got {raw!r}") from None
-        try:
-            return cls(**values)
-        except ConfigError as exc:
-            raise ConfigError(f"{exc} (from the environment)") from None
+        read = EnvReader(environ, ConfigError)
+        defaults = cls()
+        return cls(
+            **{
+                name: read.integer(
+                    variable, getattr(defaults, name), low=0 if name in _ZERO_ALLOWED else 1
+                )
+                for name, variable in ENV_NAMES.items()
+            }
+        )
 
 
 @dataclass(slots=True)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from parser.events import Event, InstallContent, SandboxStart
 from sandbox import (
     DEFAULT_TEMPLATE,
     TEMPLATES,
+    EnvReader,
     ImageBuilder,
     ImageBuildSettings,
     Record,
@@ -132,8 +132,9 @@ async def apply_events(
     except SandboxError as exc:
         log.errors.append({"code": "dev_server_not_ready", "message": str(exc)})
     await manager.release(sandbox.id)
-    host = os.environ.get("KILN_PUBLIC_HOST", "localhost")
-    port = int(os.environ.get("KILN_PUBLIC_PORT", "8000"))
+    read = EnvReader()
+    host = read.text("KILN_PUBLIC_HOST", "localhost")
+    port = read.integer("KILN_PUBLIC_PORT", 8000, low=1, high=65535)
     return {
         "sandbox_id": sandbox.id,
         "template": template,

@@ -60,9 +60,13 @@ def test_from_env_keeps_defaults_for_unset_and_blank() -> None:
     ("variable", "value", "expected"),
     [
         pytest.param("KILN_MAX_TURNS", "twelve", "KILN_MAX_TURNS.*'twelve'", id="not-a-number"),
-        pytest.param("KILN_MAX_TURNS", "0", "max_turns.*>= 1.*0", id="zero-turns"),
-        pytest.param("KILN_MAX_TOOL_CALLS_PER_RUN", "-1", "max_tool_calls_per_run", id="negative"),
-        pytest.param("KILN_MAX_RUN_TOKENS", "-5", "max_run_tokens.*>= 0", id="negative-tokens"),
+        pytest.param("KILN_MAX_TURNS", "0", "KILN_MAX_TURNS='0'.*>= 1", id="zero-turns"),
+        pytest.param(
+            "KILN_MAX_TOOL_CALLS_PER_RUN", "-1", "KILN_MAX_TOOL_CALLS_PER_RUN", id="negative"
+        ),
+        pytest.param(
+            "KILN_MAX_RUN_TOKENS", "-5", "KILN_MAX_RUN_TOKENS='-5'.*>= 0", id="negative-tokens"
+        ),
     ],
 )
 def test_from_env_refuses_bad_values(variable: str, value: str, expected: str) -> None:
