@@ -39,13 +39,14 @@ from app.postgen.module_resolution import (
     load_json_object,
     spec_name,
 )
-from app.postgen.source_scan import FENCE_LINE, HTML_EXTENSIONS, ImportRef, imports_and_comments
+from app.postgen.source_scan import HTML_EXTENSIONS, ImportRef, imports_and_comments
 from app.postgen.validation import (
     FENCE_CHECKED_EXTENSIONS,
     IGNORED_DIRS,
     ROOT_COMPONENTS,
     entrypoint_present,
 )
+from parser.fences import FENCE_LINE
 from sandbox import Template, strip_wrapping_fence
 
 _SCRIPT_EXTENSIONS = frozenset({".js", ".jsx", ".ts", ".tsx", ".mjs", ".mts"})

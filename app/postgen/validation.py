@@ -37,7 +37,6 @@ from typing import Any
 from app.postgen.module_resolution import Kind, Project, declared_packages, spec_name
 from app.postgen.source_scan import (
     CSS_EXTENSIONS,
-    FENCE_LINE,
     HTML_EXTENSIONS,
     JS_EXTENSIONS,
     Comment,
@@ -46,6 +45,7 @@ from app.postgen.source_scan import (
     scan_js,
 )
 from app.postgen.stub_comments import stub_pattern
+from parser.fences import FENCE_LINE
 from sandbox import Template
 
 SCRIPT_VARIANTS = (".jsx", ".tsx", ".js", ".ts")
