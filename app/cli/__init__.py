@@ -11,40 +11,38 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMAND_MODULES = (
-    "app.cli.parse_command",
-    "app.cli.images_command",
-    "app.cli.sandbox_command",
-    "app.cli.run_command",
-    "app.cli.serve_command",
-    "app.cli.worker_command",
-    "app.cli.user_command",
-    "app.cli.project_command",
-    "app.cli.doctor_command",
-)
+from app.cli.commands import COMMANDS
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every available subcommand registered."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser: every subcommand listed, only ``command``'s module imported.
+
+    The other subcommands get a placeholder with their help (see :mod:`app.cli.commands`), so
+    ``kiln --help`` imports no command at all.
+    """
     parser = argparse.ArgumentParser(prog="kiln", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            continue  # a subcommand whose module has not landed yet
-        module.register(subparsers)
+    for name, spec in COMMANDS.items():
+        if name == command:
+            importlib.import_module(spec.module).register(subparsers)
+        else:
+            subparsers.add_parser(name, help=spec.help, add_help=False)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``kiln``; returns the exit code (also used by the console script)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_command_in(args_in))
+    args = parser.parse_args(args_in)
     code: int = args.handler(args)
     return code
+
+
+def _command_in(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names: its first argument that is not an option."""
+    first = next((arg for arg in argv if not arg.startswith("-")), None)
+    return first if first in COMMANDS else None
 
 
 if __name__ == "__main__":

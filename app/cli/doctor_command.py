@@ -22,6 +22,7 @@ import docker
 import redis
 import redis.exceptions
 
+from app.cli.commands import COMMANDS
 from app.errors import ConfigError
 from app.tokens import check_tokenizer
 from sandbox import ImageBuilder, ImageBuildSettings, SandboxError, call, connect
@@ -43,9 +44,7 @@ class CheckResult:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``doctor`` subcommand."""
-    command = subparsers.add_parser(
-        "doctor", help="check Docker, Redis, images and tokenizer files", description=__doc__
-    )
+    command = subparsers.add_parser("doctor", help=COMMANDS["doctor"].help, description=__doc__)
     command.add_argument("--data-dir", type=Path, help="the data directory to check")
     command.add_argument("--json", action="store_true", help="print the results as JSON")
     command.set_defaults(handler=handle_doctor)

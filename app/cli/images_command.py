@@ -17,6 +17,7 @@ import anyio
 import anyio.to_thread
 import docker
 
+from app.cli.commands import COMMANDS
 from app.deploy.service_images import ServiceImageBuilder, ServiceImageSettings
 from sandbox import (
     TEMPLATES,
@@ -31,9 +32,7 @@ from sandbox import (
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``images build`` and ``images ls`` to the ``kiln`` command line."""
-    parser = subparsers.add_parser(
-        "images", help="build or list the sandbox images", description=__doc__
-    )
+    parser = subparsers.add_parser("images", help=COMMANDS["images"].help, description=__doc__)
     actions = parser.add_subparsers(dest="images_action", required=True, metavar="ACTION")
     build = actions.add_parser("build", help="build the base and template images")
     build.add_argument(

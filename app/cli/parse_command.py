@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from app.cli.commands import COMMANDS
 from app.recordings.materialize import MaterializeError, MaterializeReport, materialize
 from app.recordings.stream_formats import StreamFormatError, Turn, load_turns
 from parser import StreamParser
@@ -34,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add the ``parse`` subcommand."""
     command = subparsers.add_parser(
         "parse",
-        help="run the stream parser on a recorded LLM answer",
+        help=COMMANDS["parse"].help,
         description="Run the stream parser on a recorded LLM answer (plain text, JSONL, or an "
         "Anthropic, OpenAI or Gemini SSE capture; detected from content) and show what it made.",
     )

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from app.cli.commands import COMMANDS
 from app.config import ServiceSettings
 from app.errors import ConfigError
 from app.projects.errors import ProjectError
@@ -33,9 +34,7 @@ Action = Callable[[ProjectStore, argparse.Namespace], int]
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``project log|diff|restore|export``."""
-    command = subparsers.add_parser(
-        "project", help="a chat's project versions", description=__doc__
-    )
+    command = subparsers.add_parser("project", help=COMMANDS["project"].help, description=__doc__)
     actions = command.add_subparsers(dest="action", required=True, metavar="ACTION")
     for name, handler, text, version in (
         ("log", show_log, "list the versions of a chat's project", None),

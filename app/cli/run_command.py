@@ -28,11 +28,11 @@ from app.agent.budgets import Budgets
 from app.agent.loop import AgentRun, Emit, RunResult, RunSettings
 from app.agent.web_tools import web_tools_from_env
 from app.agent.workspace import SandboxWorkspace
+from app.cli.commands import COMMANDS
 from app.cli.run_progress import ProgressPrinter
 from app.cli.sandbox_apply import load_recording, recorded_framework
 from app.errors import ConfigError, KilnError, ModelRefused
-from app.providers import PROVIDER_NAMES, Provider, resolve_provider
-from app.providers.models import context_window
+from app.providers import PROVIDER_NAMES, Provider, model_limits, resolve_provider
 from app.providers.replay import ReplayProvider
 from app.recordings.stream_formats import StreamFormatError
 from sandbox import (
@@ -45,13 +45,12 @@ from sandbox import (
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
-REPLAY_CONTEXT_WINDOW = 200_000  # recordings are not a model; any roomy window will do
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``run`` subcommand."""
     command = subparsers.add_parser(
-        "run", help="generate an app from a prompt", description=__doc__.splitlines()[0]
+        "run", help=COMMANDS["run"].help, description=__doc__.splitlines()[0]
     )
     command.add_argument("prompt", help="what to build")
     command.add_argument("--provider", choices=PROVIDER_NAMES, help="the LLM provider")
@@ -95,21 +94,22 @@ def _choose(args: argparse.Namespace) -> tuple[Provider, RunSettings]:
     if args.recording is not None:
         template = template or recorded_framework(load_recording(args.recording))
         provider: Provider = ReplayProvider(recording_file=args.recording, fast=args.fast)
-        name, model, window = "replay", "recording", REPLAY_CONTEXT_WINDOW
+        name, model = "replay", "recording"
     else:
         choice = resolve_provider(args.provider, args.model, os.environ)
         name, model = choice.provider, choice.model
         if name == "replay":
             folder = os.environ.get("KILN_RECORDINGS_DIR")
             provider = ReplayProvider(Path(folder) if folder else None, fast=args.fast)
-            window = REPLAY_CONTEXT_WINDOW
         else:
-            provider, window = choice.build(), context_window(model)
+            provider = choice.build()
+    limits = model_limits(name, model, os.environ)  # openai-compatible: from its settings
     settings = RunSettings(
         model=model,
         template=template or "vite-react",
         provider_name=name,
-        context_window=window,
+        context_window=limits.context_window,
+        max_output_tokens=limits.max_output_tokens,
         budgets=Budgets.from_env(),
     )
     args.explicit_template = template

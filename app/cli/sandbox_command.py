@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 
 import anyio
 
+from app.cli.commands import COMMANDS
 from app.cli.sandbox_apply import configure_apply, run_apply
 from sandbox import (
     TEMPLATES,
@@ -45,9 +46,7 @@ class Subcommand:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``sandbox`` and its subcommands (one per :data:`SUBCOMMANDS` entry)."""
-    command = subparsers.add_parser(
-        "sandbox", help="list, remove and reap sandboxes; run commands in them"
-    )
+    command = subparsers.add_parser("sandbox", help=COMMANDS["sandbox"].help)
     actions = command.add_subparsers(dest="sandbox_command", required=True, metavar="ACTION")
     for name, subcommand in SUBCOMMANDS.items():
         parser = actions.add_parser(name, help=subcommand.help, description=subcommand.help)

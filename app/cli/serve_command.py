@@ -35,6 +35,7 @@ from starlette.types import ASGIApp
 
 from app.api.app import build_app
 from app.api.services import ApiSettings
+from app.cli.commands import COMMANDS
 from app.cli.local_user import local_login_url
 from app.config import ServiceSettings
 from app.errors import ConfigError
@@ -53,9 +54,7 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``serve`` subcommand."""
-    command = subparsers.add_parser(
-        "serve", help="run the API, the web UI and workers", description=__doc__
-    )
+    command = subparsers.add_parser("serve", help=COMMANDS["serve"].help, description=__doc__)
     command.add_argument("--host", help="the address to listen on (KILN_HOST, 127.0.0.1)")
     command.add_argument("--port", type=int, help="the port to listen on (KILN_PORT, 8000)")
     command.add_argument("--data-dir", type=Path, help="the data directory (KILN_DATA_DIR)")

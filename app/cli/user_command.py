@@ -15,6 +15,7 @@ import re
 import sys
 from pathlib import Path
 
+from app.cli.commands import COMMANDS
 from app.config import ServiceSettings
 from app.errors import ConfigError
 from app.store import Store, StoreConflict, StoreError
@@ -25,7 +26,7 @@ USER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``user create`` and ``user token``."""
-    command = subparsers.add_parser("user", help="manage users", description=__doc__)
+    command = subparsers.add_parser("user", help=COMMANDS["user"].help, description=__doc__)
     actions = command.add_subparsers(dest="action", required=True, metavar="ACTION")
     for name, handler, text in (
         ("create", handle_create, "create a user and print an API token"),

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import anyio
 
+from app.cli.commands import COMMANDS
 from app.cli.serve_command import settings_from
 from app.config import ServiceSettings
 from app.errors import ConfigError
@@ -35,9 +36,7 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``worker`` subcommand."""
-    command = subparsers.add_parser(
-        "worker", help="run workers for a kiln serve's queue", description=__doc__
-    )
+    command = subparsers.add_parser("worker", help=COMMANDS["worker"].help, description=__doc__)
     command.add_argument("--data-dir", type=Path, help="the data directory (KILN_DATA_DIR)")
     command.add_argument("--workers", type=int, default=1, metavar="N", help="how many workers")
     command.add_argument("--log-level", default="info", help="debug, info, warning, error")
