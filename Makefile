@@ -1,6 +1,5 @@
 # The two commands of the README: `make demo` runs kiln, `make test` runs every test.
 SHELL := /bin/bash
-export TIKTOKEN_CACHE_DIR ?= $(abspath ../shared/tiktoken-cache)
 PY := .venv/bin/python
 
 .PHONY: setup lock demo generate test lint bench
