@@ -13,6 +13,7 @@ import { LogPanel } from "./logpanel.js";
 import { PreviewPanel } from "./preview.js";
 import { PROVIDERS, Settings } from "./settings.js";
 import { renderChatList } from "./sidebar.js";
+import { VersionsPanel } from "./versions.js";
 
 const $ = (id) => document.getElementById(id);
 const TERMINAL = new Set(["completed", "failed", "cancelled"]);
@@ -33,6 +34,9 @@ const preview = new PreviewPanel({
   frame: $("preview-frame"), overlay: $("preview-overlay"), state: $("preview-state"),
   address: $("preview-address"), reload: $("preview-reload"), open: $("preview-open"),
 }, api.previewLogin);
+const versions = new VersionsPanel({
+  list: $("versions-list"), status: $("versions-status"), title: $("diff-title"), diff: $("diff-view"), count: $("versions-count"),
+}, () => afterRestore());
 const tabs = new Tabs($("workspace-tabs"), (name) => name === "log" && log.seen());
 const narrow = { menu: $("menu-button"), scrim: $("scrim"), sidebar: $("sidebar"), switchButtons: [...document.querySelectorAll("[data-view]")] };
 const settings = new Settings({
@@ -167,6 +171,7 @@ function resetWorkspace() {
   files.reset();
   log.reset();
   preview.reset();
+  versions.reset();
   tabs.auto = true;
   tabs.show("preview");
   setRunning(false);
@@ -198,6 +203,8 @@ async function openChat(chatId) {
   }
   if (generation !== state.generation) return;
   document.title = `${data.chat.title} · kiln`;
+  versions.reset(chatId);
+  versions.load();
   await replayChat(data, generation);
 }
 
@@ -279,13 +286,22 @@ const ACTIVITY = {
   install_started: () => "Installing packages…",
   command_started: (e) => `Running ${(e.argv || []).join(" ")}…`,
   postgen: () => "Checking the app…",
+  restore: (e) => e.phase === "started" ? `Restoring your project (version ${e.version})…` : "Project restored.",
 };
+
+/** A version was restored into the sandbox: show its files and reload the preview. */
+function afterRestore() {
+  const sandboxId = preview.sandboxId;
+  if (sandboxId) mergeWorkspace(sandboxId, state.generation);
+  if (preview.url) preview.reload();
+}
 
 function handleEvent(view, event, live) {
   view.apply(event);
   const path = files.apply(event);
   log.apply(event);
   if (!live) return;
+  versions.apply(event);
   const activity = ACTIVITY[event.type];
   if (activity) announce(activity(event));
   if (path && event.type === "file_start") tabs.follow("files");
@@ -330,6 +346,7 @@ async function send() {
       renderChatList($("chat-list"), state.chats, chatId);
       document.title = `${created.title} · kiln`;
       chat.clear();
+      versions.reset(chatId);
     }
     const body = { content, provider: choice.provider, model: choice.model };
     const { run_id: runId } = await api.sendMessage(chatId, body);

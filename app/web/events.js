@@ -16,7 +16,7 @@ export const EVENT_TYPES = [
   "file_start", "file_content", "file_end", "file_written", "install_start", "install_content",
   "install_end", "install_started", "install_finished", "command", "command_started",
   "command_finished", "output", "web_search", "url_scrape", "tool_result", "done", "warning",
-  "error", "postgen", "session_complete", "message",
+  "error", "postgen", "session_complete", "message", "restore", "version",
 ];
 
 const BACKOFF_MS = [250, 1000, 2000, 4000, 8000];

@@ -33,6 +33,8 @@ STOP_LIMIT_SECONDS = 60.0
 SLOW_RECORDING = "slow-thinking"
 SEARCH_RECORDING = "search-then-answer"
 SEARCH_QUERY = "Intl.RelativeTimeFormat examples"
+FOOTER_RECORDING = "add-footer"  # a follow-up to the demo: one new file (tests/web/test_versions)
+FOOTER = "export default function Footer() {\n  return <footer>Made with kiln</footer>;\n}\n"
 # Where the Makefile and CI point tiktoken (it cannot download its encodings here).
 TIKTOKEN_CACHE = Path(__file__).resolve().parents[3] / "shared" / "tiktoken-cache"
 
@@ -56,6 +58,15 @@ def search_recording() -> str:
     second = "<Response>\nIntl.RelativeTimeFormat is built into every browser.\n</Response>\n"
     turns = [{"turn": 1, "text": first}, {"turn": 2, "text": second}]
     return "".join(json.dumps(turn) + "\n" for turn in turns)
+
+
+def footer_recording() -> str:
+    """A change to the demo app: it adds ``src/Footer.jsx``."""
+    return (
+        '<Response>\nA footer.\n<edward_sandbox project="todo-app" base="vite-react">\n'
+        f'<file path="src/Footer.jsx">\n{FOOTER}</file>\n</edward_sandbox>\n</Response>\n'
+        "<edward_done />\n"
+    )
 
 
 @dataclass
@@ -116,6 +127,7 @@ def start_kiln(folder: Path, redis_url: str) -> KilnService:
     recordings.mkdir()
     (recordings / f"{SLOW_RECORDING}.txt").write_text(slow_recording())
     (recordings / f"{SEARCH_RECORDING}.jsonl").write_text(search_recording())
+    (recordings / f"{FOOTER_RECORDING}.txt").write_text(footer_recording())
     sock = loopback_socket()
     port = sock.getsockname()[1]
     sock.close()  # kiln binds it itself; the race with another process is negligible on loopback
