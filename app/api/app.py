@@ -3,9 +3,10 @@
 From the outside in::
 
     RequestContext          request ids, JSON 500 for anything unhandled (app.api.errors)
-    └── PreviewGate         <id>.preview.<host>: sign-in link, owner check (app.api.preview_access)
-        └── PreviewProxy    forwards preview hosts to the dev server (sandbox.preview.proxy)
-            └── Starlette   every other host: /api/..., /healthz, /login, the UI
+    └── FramingHeaders      frame-ancestors: the UI unframeable, previews framed by the UI only
+        └── PreviewGate     <id>.preview.<host>: sign-in link, owner check (app.api.preview_access)
+            └── PreviewProxy  forwards preview hosts to the dev server (sandbox.preview.proxy)
+                └── Starlette every other host: /api/..., /healthz, /login, the UI
 
 The UI is the static folder ``app/web``: ``/`` serves its ``index.html`` and every file is
 reachable both at ``/<name>`` and ``/static/<name>`` (a placeholder page stands in while the
@@ -28,8 +29,14 @@ from starlette.types import ASGIApp
 from app.api import chats, health, keys, me, runs, sandboxes, versions
 from app.api.auth import login
 from app.api.errors import EXCEPTION_HANDLERS, RequestContext
+from app.api.framing import FramingHeaders
 from app.api.ports import RunServicePort, SandboxesPort, StorePort
-from app.api.preview_access import PreviewGate, marked_authorize, sandbox_resolver
+from app.api.preview_access import (
+    PRIVATE_COOKIES,
+    PreviewGate,
+    marked_authorize,
+    sandbox_resolver,
+)
 from app.api.services import ApiServices, ApiSettings, HealthCheck
 from app.projects.sync import ProjectAccess
 from sandbox import PreviewProxy
@@ -105,5 +112,10 @@ def build_app(
     )
     api.state.services = found
     api.state.projects = projects
-    proxy = PreviewProxy(sandbox_resolver(sandbox_manager), authorize=marked_authorize, app=api)
-    return RequestContext(PreviewGate(proxy, found))
+    proxy = PreviewProxy(
+        sandbox_resolver(sandbox_manager),
+        authorize=marked_authorize,
+        app=api,
+        private_cookies=PRIVATE_COOKIES,
+    )
+    return RequestContext(FramingHeaders(PreviewGate(proxy, found), found.settings))

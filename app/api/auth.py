@@ -91,9 +91,15 @@ async def require_user(connection: HTTPConnection) -> UserRow:
 
 
 def set_session_cookie(
-    response: Response, token: str, max_age: float, secure: bool, *, embedded: bool = False
+    response: Response,
+    token: str,
+    max_age: float,
+    secure: bool,
+    *,
+    embedded: bool = False,
+    name: str = SESSION_COOKIE,
 ) -> None:
-    """Put a session token in the ``HttpOnly``, ``SameSite=Lax`` cookie on ``response``.
+    """Put a session credential in the ``HttpOnly``, ``SameSite=Lax`` cookie ``name``.
 
     ``embedded``: ``SameSite=None; Secure; Partitioned`` instead, for a host the UI shows in an
     iframe (the preview: ``<id>.preview.localhost`` is another *site* than ``localhost``; a Lax
@@ -103,28 +109,15 @@ def set_session_cookie(
     if embedded:
         # Written by hand: http.cookies (so Starlette) knows ``Partitioned`` only from 3.14.
         attributes = f"Max-Age={int(max_age)}; Path=/; HttpOnly; SameSite=None; Secure; Partitioned"
-        response.headers.append("set-cookie", f"{SESSION_COOKIE}={token}; {attributes}")
+        response.headers.append("set-cookie", f"{name}={token}; {attributes}")
         return
     response.set_cookie(
-        SESSION_COOKIE,
-        token,
-        max_age=int(max_age),
-        path="/",
-        httponly=True,
-        samesite="lax",
-        secure=secure,
+        name, token, max_age=int(max_age), path="/", httponly=True, samesite="lax", secure=secure
     )
 
 
-async def exchange_login_token(
-    found: ApiServices, connection: HTTPConnection, redirect_to: str, *, embedded: bool = False
-) -> Response:
-    """Trade ``?token=`` (one-time) for a session cookie and a redirect; 401 if it is spent.
-
-    The cookie is host-only: it belongs to the host the request came to (``embedded``: see
-    :func:`set_session_cookie`).
-    """
-    token = connection.query_params.get("token", "")
+async def consume_login(found: ApiServices, token: str | None) -> UserRow:
+    """The user of the one-time login ``token``, which is spent now; 401 if it is not valid."""
     user = None
     if token and len(token) <= MAX_TOKEN_LENGTH:
         user = await in_thread(found.store.consume_login_token, token)
@@ -135,12 +128,28 @@ async def exchange_login_token(
             "this login link is unknown, expired or already used; run `kiln serve` again "
             "or ask for a new link",
         )
-    ttl = found.settings.session_ttl
-    session = await in_thread(found.store.create_token, user.id, "session", ttl)
+    return user
+
+
+async def new_session(found: ApiServices, user: UserRow) -> str:
+    """A fresh session token of ``user``, valid for the configured session lifetime."""
+    return await in_thread(found.store.create_token, user.id, "session", found.settings.session_ttl)
+
+
+def signed_in(redirect_to: str) -> Response:
+    """The redirect that ends a sign-in (the caller adds the cookie); never cached."""
     response = RedirectResponse(redirect_to, status_code=303)
-    secure = connection.url.scheme == "https"
-    set_session_cookie(response, session, ttl, secure, embedded=embedded)
     response.headers["cache-control"] = "no-store"
+    return response
+
+
+async def exchange_login_token(found: ApiServices, connection: HTTPConnection) -> Response:
+    """Trade the UI's ``?token=`` (one-time) for a ``kiln_session`` cookie and a redirect to
+    ``/``; 401 if it is spent. The cookie is host-only: the UI's host."""
+    user = await consume_login(found, connection.query_params.get("token"))
+    response = signed_in("/")
+    secure = connection.url.scheme == "https"
+    set_session_cookie(response, await new_session(found, user), found.settings.session_ttl, secure)
     return response
 
 
@@ -150,7 +159,7 @@ async def login(request: Request) -> Response:
     A browser that opens a spent link gets a page in words; API clients get the JSON error.
     """
     try:
-        return await exchange_login_token(services(request), request, "/")
+        return await exchange_login_token(services(request), request)
     except ApiError as exc:
         if "text/html" not in request.headers.get("accept", ""):
             raise

@@ -3,18 +3,21 @@
 :class:`PreviewGate` wraps :class:`~sandbox.preview.proxy.PreviewProxy` (which wraps the API app).
 For a request to ``<id>.preview.<host>`` it:
 
-1. answers ``GET /__kiln/login?token=<one-time login token>`` itself: the token (from
-   ``POST /api/sandboxes/{id}/preview-login``) is exchanged for a session cookie on *this* host
-   and the browser is redirected to ``/``. A cookie of the UI's host is never sent to a preview
-   host (``localhost`` is a top-level domain to browsers, so ``Domain=`` cannot share it);
-2. checks the caller (bearer token or ``kiln_session`` cookie) owns the sandbox's chat. No
+1. answers ``GET /__kiln/login?token=<sealed login token>`` itself: the link (from
+   ``POST /api/sandboxes/{id}/preview-login``) is exchanged for a ``kiln_preview`` cookie on
+   *this* host and the browser is redirected to ``/``. A cookie of the UI's host is never sent
+   to a preview host (``localhost`` is a top-level domain to browsers, so ``Domain=`` cannot
+   share it). The link's token and the cookie's session are sealed to this sandbox
+   (:mod:`app.api.preview_seal`): the link signs in nothing else (not the UI: a generated app
+   could send the top window there), and the cookie is no API credential;
+2. checks the caller (bearer token or ``kiln_preview`` cookie) owns the sandbox's chat. No
    credentials: 401; someone else's or an unknown sandbox: 404, as everywhere in the API (the
    proxy itself would say 403). An admitted connection is marked in its scope, and the proxy's
    ``authorize`` (:func:`marked_authorize`) accepts exactly the marked sandbox;
-3. lets the proxy forward it, resolving the dev server with :func:`sandbox_resolver`. Neither
-   kiln credential reaches the dev server (it runs generated code): the proxy strips the
-   ``kiln_session`` cookie, and this gate the ``Authorization`` header when it carried kiln's
-   bearer token.
+3. lets the proxy forward it, resolving the dev server with :func:`sandbox_resolver`. No kiln
+   credential reaches the dev server (it runs generated code): the proxy strips kiln's cookies
+   (:data:`PRIVATE_COOKIES`) from requests and refuses to pass on a ``Set-Cookie`` of theirs,
+   and this gate drops the ``Authorization`` header when it carried kiln's bearer token.
 """
 
 from __future__ import annotations
@@ -22,11 +25,19 @@ from __future__ import annotations
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.auth import bearer_token, exchange_login_token, user_of
+from app.api.auth import (
+    SESSION_COOKIE,
+    bearer_token,
+    consume_login,
+    new_session,
+    set_session_cookie,
+    signed_in,
+)
 from app.api.errors import ApiError, error_response
 from app.api.ownership import find_owned_sandbox
-from app.api.ports import SandboxesPort
-from app.api.services import ApiServices
+from app.api.ports import SandboxesPort, UserRow
+from app.api.preview_seal import LOGIN, SESSION
+from app.api.services import ApiServices, in_thread
 from sandbox import (
     SANDBOX_ID,
     WS_NOT_FOUND,
@@ -40,6 +51,10 @@ from sandbox import (
 
 PREVIEW_LOGIN_PATH = "/__kiln/login"
 SCOPE_MARK = "kiln.preview_sandbox"
+PREVIEW_COOKIE = "kiln_preview"
+# Kiln's cookies: never sent to a dev server, never set by one.
+PRIVATE_COOKIES = (SESSION_COOKIE, PREVIEW_COOKIE)
+MAX_SEALED_LENGTH = 512
 
 
 def sandbox_resolver(sandboxes: SandboxesPort) -> Resolve:
@@ -86,7 +101,7 @@ class PreviewGate:
             await self.proxy(scope, receive, send)  # the proxy answers malformed labels
             return
         if scope["type"] == "http" and scope["path"] == PREVIEW_LOGIN_PATH:
-            await self._login(scope, receive, send)
+            await self._login(scope, receive, send, label)
             return
         refusal = await self._check(connection, label)
         if refusal is not None:
@@ -101,7 +116,7 @@ class PreviewGate:
         await self.proxy(scope, receive, send)
 
     async def _check(self, connection: HTTPConnection, sandbox_id: str) -> Refusal | None:
-        user = await user_of(self.services.store, connection)
+        user = await self._user(connection, sandbox_id)
         if user is None:
             message = f"sign in to see the preview of sandbox {sandbox_id!r}"
             return Refusal(401, "unauthenticated", message, WS_POLICY_VIOLATION)
@@ -112,12 +127,34 @@ class PreviewGate:
             return Refusal(404, "not_found", f"no sandbox {sandbox_id!r}", WS_NOT_FOUND)
         return None
 
-    async def _login(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _user(self, connection: HTTPConnection, sandbox_id: str) -> UserRow | None:
+        """The user of kiln's bearer token, else of this sandbox's sealed preview cookie."""
+        store = self.services.store
+        bearer = bearer_token(connection)
+        if bearer is not None:
+            return await in_thread(store.user_for_token, bearer, "api")
+        session = self._open(SESSION, sandbox_id, connection.cookies.get(PREVIEW_COOKIE))
+        return (
+            None if session is None else await in_thread(store.user_for_token, session, "session")
+        )
+
+    async def _login(self, scope: Scope, receive: Receive, send: Send, sandbox_id: str) -> None:
+        connection = HTTPConnection(scope)
+        found = self.services
         try:
-            connection = HTTPConnection(scope)
-            response = await exchange_login_token(
-                self.services, connection, "/", embedded=embeddable(connection)
-            )
+            token = self._open(LOGIN, sandbox_id, connection.query_params.get("token"))
+            user = await consume_login(found, token)
         except ApiError as exc:
-            response = error_response(exc.status, exc.code, exc.message)
+            await error_response(exc.status, exc.code, exc.message)(scope, receive, send)
+            return
+        cookie = found.seal.seal(SESSION, sandbox_id, await new_session(found, user))
+        response = signed_in("/")
+        secure, embedded = connection.url.scheme == "https", embeddable(connection)
+        ttl = found.settings.session_ttl
+        set_session_cookie(response, cookie, ttl, secure, embedded=embedded, name=PREVIEW_COOKIE)
         await response(scope, receive, send)
+
+    def _open(self, purpose: str, sandbox_id: str, sealed: str | None) -> str | None:
+        if not sealed or len(sealed) > MAX_SEALED_LENGTH:
+            return None
+        return self.services.seal.open(purpose, sandbox_id, sealed)

@@ -8,7 +8,8 @@ sandbox user, see :mod:`sandbox.execution.workspace_files`); nothing here talks 
 
 ``POST /api/sandboxes/{id}/preview-login`` gives the owner a one-time link that signs the
 browser in on the sandbox's preview host (see :mod:`app.api.preview_access`): a cookie set
-for the UI's host is never sent to ``<id>.preview.<host>``.
+for the UI's host is never sent to ``<id>.preview.<host>``. The link's token is sealed to that
+sandbox (:mod:`app.api.preview_seal`): it does not sign in the UI.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from app.api.auth import require_user
 from app.api.errors import ApiError, not_found
 from app.api.ownership import owned_sandbox
 from app.api.preview_access import PREVIEW_LOGIN_PATH
+from app.api.preview_seal import LOGIN
 from app.api.services import PREVIEW_LOGIN_TTL_SECONDS, in_thread, services
 from parser.errors import UnsafePathError
 from parser.paths import normalize_file_path
@@ -68,6 +70,7 @@ async def preview_login(request: Request) -> Response:
     found = services(request)
     sandbox = await owned_sandbox(found.store, found.sandboxes, user.id, request.path_params["id"])
     token = await in_thread(found.store.create_token, user.id, "login", PREVIEW_LOGIN_TTL_SECONDS)
+    token = found.seal.seal(LOGIN, sandbox.id, token)  # signs in this preview, nothing else
     settings = found.settings
     base = preview_url(sandbox.id, settings.public_host, settings.public_port)
     return JSONResponse({"url": f"{base}{PREVIEW_LOGIN_PATH[1:]}?{urlencode({'token': token})}"})

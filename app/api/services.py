@@ -7,6 +7,8 @@ Store calls block (SQLite), so handlers go through :func:`in_thread`.
 
 from __future__ import annotations
 
+import functools
+import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -17,6 +19,7 @@ import anyio.to_thread
 from starlette.requests import HTTPConnection
 
 from app.api.ports import RunServicePort, SandboxesPort, StorePort
+from app.api.preview_seal import PreviewSeal
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -37,6 +40,9 @@ class ApiSettings:
     recordings_dir: Path | None = None
     # The environment the provider choice sees (server-wide keys, base URLs).
     provider_env: Mapping[str, str] = field(default_factory=dict)
+    # Seals preview credentials (app.api.preview_seal). The service's secret makes them valid
+    # in every process of a deployment; the default, a random one, in this process only.
+    secret_key: str = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,16 @@ class ApiServices:
     sandboxes: SandboxesPort
     settings: ApiSettings = field(default_factory=ApiSettings)
     health_checks: Mapping[str, HealthCheck] = field(default_factory=dict)
+
+    @property
+    def seal(self) -> PreviewSeal:
+        """Seals and opens preview credentials with the settings' secret."""
+        return _seal(self.settings.secret_key)
+
+
+@functools.lru_cache(maxsize=4)
+def _seal(secret: str) -> PreviewSeal:
+    return PreviewSeal(secret)  # deriving the key costs an HKDF: once per secret
 
 
 def services(connection: HTTPConnection) -> ApiServices:

@@ -229,7 +229,7 @@ class PreviewProxy:
             await refuse(scope, receive, send, transport_refusal(exc, sandbox_id))
             return
         try:
-            await send_response(scope, receive, send, response, base_url)
+            await send_response(scope, receive, send, response, base_url, self.private_cookies)
         finally:
             await response.aclose()
 

@@ -1,8 +1,9 @@
 """Forwarding to a sandbox's dev server: the preview proxy's HTTP streaming and WebSocket pump.
 
-Header rules (hop-by-hop headers dropped, private cookies stripped, ``X-Forwarded-*`` set,
-``Host`` left to the client so it names the dev server) and the two directions of each
-protocol. Routing, authorization and error pages live in :mod:`sandbox.preview.proxy`.
+Header rules (hop-by-hop headers dropped, private cookies stripped both ways: not sent to the
+dev server, and a ``Set-Cookie`` of one from it dropped; ``X-Forwarded-*`` set, ``Host`` left
+to the client so it names the dev server) and the two directions of each protocol. Routing,
+authorization and error pages live in :mod:`sandbox.preview.proxy`.
 """
 
 from __future__ import annotations
@@ -118,10 +119,20 @@ async def request_body(receive: Receive) -> AsyncIterator[bytes]:
             return
 
 
+def sets_private_cookie(set_cookie: bytes, private_cookies: frozenset[str]) -> bool:
+    """Whether a ``Set-Cookie`` value sets one of the private cookies (kiln's session)."""
+    name = set_cookie.split(b";", 1)[0].partition(b"=")[0].strip().decode("latin-1")
+    return name.lower() in {cookie.lower() for cookie in private_cookies}
+
+
 def response_headers(
-    response: httpx.Response, base_url: str, origin: str
+    response: httpx.Response,
+    base_url: str,
+    origin: str,
+    private_cookies: frozenset[str] = frozenset(),
 ) -> list[tuple[bytes, bytes]]:
-    """The dev server's response headers minus hop-by-hop ones, with ``Location`` made public."""
+    """The dev server's response headers minus hop-by-hop ones and ``Set-Cookie`` of private
+    cookies (generated code must not plant kiln's session), with ``Location`` made public."""
     raw = [(k.lower(), v) for k, v in response.headers.raw]
     drop = HOP_BY_HOP | connection_tokens(
         (k.decode("latin-1"), v.decode("latin-1")) for k, v in raw
@@ -130,6 +141,8 @@ def response_headers(
     headers = []
     for name, value in raw:
         if name.decode("latin-1") in drop:
+            continue
+        if name == b"set-cookie" and sets_private_cookie(value, private_cookies):
             continue
         if name == b"location" and value.startswith(upstream_origin):
             value = origin.encode() + value[len(upstream_origin) :]
@@ -144,14 +157,19 @@ def public_origin(scope: Scope) -> str:
 
 
 async def send_response(
-    scope: Scope, receive: Receive, send: Send, response: httpx.Response, base_url: str
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    response: httpx.Response,
+    base_url: str,
+    private_cookies: frozenset[str] = frozenset(),
 ) -> None:
     """Stream the dev server's response to the browser; stop when the browser leaves.
 
     A dev server failing mid-body raises ``SandboxUnavailable``, so the server drops the
     connection and the browser sees a truncated response rather than a complete-looking one.
     """
-    headers = response_headers(response, base_url, public_origin(scope))
+    headers = response_headers(response, base_url, public_origin(scope), private_cookies)
     failure: Exception | None = None  # stays None when the browser's leaving cancels the relay
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(cancel_on_disconnect, receive, tasks.cancel_scope)

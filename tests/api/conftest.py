@@ -76,7 +76,9 @@ async def api(
 ) -> AsyncIterator[Api]:
     """The API with the real run service (no workers) and fake sandboxes, on loopback."""
     runs, sandboxes = RunService(store, api_redis, service_settings, env={}), FakeSandboxes()
-    settings = ApiSettings(public_host="localhost", public_port=8000, sse_ping_interval=0.2)
+    settings = ApiSettings(
+        public_host="localhost", public_port=8000, sse_ping_interval=0.2, secret_key=SECRET
+    )
     app = build_app(store, runs, sandboxes, settings=settings, health_checks=health_checks)
     async with serving(app) as url:
         alice, bob = add_person(store, "alice", url), add_person(store, "bob", url)

@@ -18,12 +18,22 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from app.api.auth import SESSION_COOKIE
+from app.api.preview_access import PREVIEW_COOKIE
 from tests.api.conftest import Api
 from tests.api.harness import serving
 
 pytestmark = pytest.mark.anyio
 SANDBOX = "abc123"
 HOST = f"{SANDBOX}.preview.localhost:8000"
+
+
+async def plant_cookies(request: Request) -> Response:
+    """A generated app's attempt to set kiln's own cookies for the preview host."""
+    response = JSONResponse({"planted": True})
+    for cookie in (f"{SESSION_COOKIE}=forged", f"{PREVIEW_COOKIE}=forged", "KILN_SESSION=x"):
+        response.headers.append("set-cookie", f"{cookie}; Path=/")
+    response.headers.append("set-cookie", "theme=dark; Path=/")
+    return response
 
 
 async def echo(request: Request) -> Response:
@@ -39,7 +49,7 @@ async def echo(request: Request) -> Response:
 @pytest.fixture
 async def dev_server(api: Api) -> AsyncIterator[str]:
     """An echoing upstream registered as alice's sandbox ``abc123``."""
-    app = Starlette(routes=[Route("/{path:path}", echo)])
+    app = Starlette(routes=[Route("/plant", plant_cookies), Route("/{path:path}", echo)])
     async with serving(app) as url:
         port = int(url.rsplit(":", 1)[1])
         chat = api.store.create_chat(api.alice.user.id, "previewed")
@@ -81,8 +91,8 @@ async def test_the_login_link_signs_the_browser_in_on_the_preview_host(
         login = await browser.get(path)
         assert login.status_code == 303
         assert login.headers["location"] == "/"
-        session = login.cookies[SESSION_COOKIE]
-        page = await browser.get("/", headers={"Cookie": f"{SESSION_COOKIE}={session}; theme=dark"})
+        session = login.cookies[PREVIEW_COOKIE]
+        page = await browser.get("/", headers={"Cookie": f"{PREVIEW_COOKIE}={session}; theme=dark"})
         again = await browser.get(path)
     assert page.status_code == 200
     assert page.json()["cookie"] == "theme=dark"
@@ -90,18 +100,50 @@ async def test_the_login_link_signs_the_browser_in_on_the_preview_host(
     assert again.json()["error"]["code"] == "invalid_login_token"
 
 
-async def test_a_login_link_does_not_open_another_users_sandbox(api: Api, dev_server: str) -> None:
+async def test_a_login_link_signs_in_on_its_own_preview_host_only(
+    api: Api, dev_server: str
+) -> None:
     link = (await api.alice.client.post(f"/api/sandboxes/{SANDBOX}/preview-login")).json()["url"]
     token = link.split("token=", 1)[1]
-    bob_chat = api.store.create_chat(api.bob.user.id, "bob's")
-    api.sandboxes.add("bbb222", bob_chat.id, ip="127.0.0.1", port=1)
+    alice_chat = api.store.create_chat(api.alice.user.id, "alice's second")
+    api.sandboxes.add("bbb222", alice_chat.id, ip="127.0.0.1", port=1)
     other = "bbb222.preview.localhost:8000"
     async with httpx.AsyncClient(base_url=api.url, headers={"Host": other}) as browser:
         login = await browser.get(f"/__kiln/login?token={token}")
-        session = login.cookies[SESSION_COOKIE]
-        response = await browser.get("/", headers={"Cookie": f"{SESSION_COOKIE}={session}"})
-    assert login.status_code == 303
-    assert response.status_code == 404
+    assert login.status_code == 401
+    assert login.json()["error"]["code"] == "invalid_login_token"
+    assert PREVIEW_COOKIE not in login.cookies
+
+
+async def test_a_preview_login_link_cannot_sign_in_the_ui(api: Api, dev_server: str) -> None:
+    """The login CSRF: a generated app sent the top window to ``/login?token=<the attacker's
+    preview link token>``, signing the victim's UI in as the attacker."""
+    link = (await api.alice.client.post(f"/api/sandboxes/{SANDBOX}/preview-login")).json()["url"]
+    token = link.split("token=", 1)[1]
+    async with httpx.AsyncClient(base_url=api.url) as browser:
+        ui_login = await browser.get(f"/login?token={token}")
+        preview_login = await browser.get(f"/__kiln/login?token={token}", headers={"Host": HOST})
+    assert ui_login.status_code == 401
+    assert ui_login.json()["error"]["code"] == "invalid_login_token"
+    assert SESSION_COOKIE not in ui_login.cookies
+    assert preview_login.status_code == 303  # still good where it belongs
+
+
+async def test_the_preview_cookie_is_no_api_credential(api: Api, dev_server: str) -> None:
+    link = (await api.alice.client.post(f"/api/sandboxes/{SANDBOX}/preview-login")).json()["url"]
+    async with httpx.AsyncClient(base_url=api.url, headers={"Host": HOST}) as browser:
+        login = await browser.get(link.split(HOST, 1)[1])
+    value = login.cookies[PREVIEW_COOKIE]
+    async with httpx.AsyncClient(base_url=api.url) as ui:
+        for name in (SESSION_COOKIE, PREVIEW_COOKIE):
+            me = await ui.get("/api/me", headers={"Cookie": f"{name}={value}"})
+            assert me.status_code == 401, name
+
+
+async def test_the_dev_server_cannot_set_kilns_cookies(api: Api, dev_server: str) -> None:
+    response = await api.alice.client.get("/plant", headers={"Host": HOST})
+    assert response.status_code == 200
+    assert response.headers.get_list("set-cookie") == ["theme=dark; Path=/"]
 
 
 @pytest.mark.parametrize(

@@ -12,12 +12,14 @@ import secrets
 import tarfile
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import unquote
 
 import docker
 import pytest
 
+from app.api.preview_seal import LOGIN, PreviewSeal
 from sandbox.images.templates import get_template
-from tests.api.conftest import Api
+from tests.api.conftest import SECRET, Api
 
 TEST_LABEL = "kiln.test.api"
 BIG_FILE_BYTES = 2 * 1024 * 1024 + 1
@@ -181,4 +183,8 @@ async def test_preview_login_gives_a_one_time_link_on_the_preview_host(
     url = response.json()["url"]
     prefix = f"http://{sandbox_id}.preview.localhost:8000/__kiln/login?token="
     assert url.startswith(prefix)
-    assert api.store.consume_login_token(url.removeprefix(prefix)) is not None
+    sealed = unquote(url.removeprefix(prefix))
+    assert api.store.consume_login_token(sealed) is None  # no login token in the clear
+    token = PreviewSeal(SECRET).open(LOGIN, sandbox_id, sealed)
+    assert token is not None
+    assert api.store.consume_login_token(token) is not None

@@ -12,6 +12,7 @@ from sandbox.preview.upstream import (
     connection_tokens,
     response_headers,
     sendable_close_code,
+    sets_private_cookie,
     strip_cookies,
     upstream_headers,
     upstream_url,
@@ -38,6 +39,20 @@ def scope(headers: list[tuple[str, str]], **extra: Any) -> dict[str, Any]:
 )
 def test_strip_cookies(cookie: str, expected: str) -> None:
     assert strip_cookies(cookie, frozenset({"kiln_session"})) == expected
+
+
+@pytest.mark.parametrize(
+    ("set_cookie", "private"),
+    [
+        pytest.param(b"kiln_session=forged; Path=/", True, id="session"),
+        pytest.param(b" kiln_preview = forged", True, id="spaced"),
+        pytest.param(b"KILN_SESSION=forged", True, id="other-case"),
+        pytest.param(b"kiln_session_x=1; Path=/", False, id="prefix-is-not-name"),
+        pytest.param(b"theme=dark; Path=/", False, id="the-apps-own"),
+    ],
+)
+def test_sets_private_cookie(set_cookie: bytes, private: bool) -> None:
+    assert sets_private_cookie(set_cookie, frozenset({"kiln_session", "kiln_preview"})) is private
 
 
 def test_connection_tokens() -> None:
