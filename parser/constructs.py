@@ -17,14 +17,17 @@ from parser.action_tags import (
     web_search_events,
 )
 from parser.dialects import Dialect, TagSpec
+from parser.edit_body import EditBody
 from parser.errors import UnsafePathError
 from parser.events import (
+    EditStart,
     Error,
     Event,
     FileStart,
     InstallContent,
     InstallEnd,
     InstallStart,
+    Read,
     SandboxEnd,
     SandboxStart,
     ThinkingEnd,
@@ -41,13 +44,15 @@ Attrs = Mapping[str, str]
 
 
 class Constructs:
-    """What the open constructs hold: the file being written and an install or shell body."""
+    """What the open constructs hold: the file being written or edited, an install or shell
+    body."""
 
-    __slots__ = ("body", "dialect", "file")
+    __slots__ = ("body", "dialect", "edit", "file")
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
         self.file = FileBody()
+        self.edit = EditBody()
         self.body: list[str] = []
 
     def add_body(self, text: str, events: list[Event]) -> None:
@@ -91,20 +96,50 @@ def reject_nested(c: Constructs, spec: Spec, attrs: Attrs, events: list[Event]) 
     events.append(Error("unexpected_tag", message))
 
 
-def open_file(c: Constructs, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
-    """A file opens; an unsafe or missing path is reported and its content skipped."""
-    assert spec is not None
+def tag_path(
+    c: Constructs, spec: TagSpec, attrs: Attrs, events: list[Event], skip: str
+) -> str | None:
+    """The tag's normalized path; an unsafe or missing one is reported (``skip`` says what is
+    skipped because of it) and gives ``None``."""
     raw = attrs.get(spec.fields["path"])
     try:
         if raw is None:
             raise UnsafePathError(f"<{spec.name}> has no {spec.fields['path']!r} attribute")
-        path = normalize_file_path(_strip_root(raw, c.dialect.path_roots))
+        return normalize_file_path(_strip_root(raw, c.dialect.path_roots))
     except UnsafePathError as exc:
-        events.append(Error("invalid_file_path", f"{exc}; the file's content is skipped"))
-        c.file.start(spec.name, None)
-    else:
+        events.append(Error("invalid_file_path", f"{exc}; {skip}"))
+        return None
+
+
+def open_file(c: Constructs, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
+    """A file opens; an unsafe or missing path is reported and its content skipped."""
+    assert spec is not None
+    path = tag_path(c, spec, attrs, events, "the file's content is skipped")
+    if path is not None:
         events.append(FileStart(path))
-        c.file.start(spec.name, path)
+    c.file.start(spec.name, path)
+
+
+def open_edit(c: Constructs, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
+    """An edit of an existing file opens; an unsafe or missing path skips its blocks."""
+    assert spec is not None
+    path = tag_path(c, spec, attrs, events, "the edit's blocks are skipped")
+    if path is not None:
+        events.append(EditStart(path))
+    c.edit.start(path)
+
+
+def close_edit(c: Constructs, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
+    """The edit ends: its last block is read, what is unfinished reported."""
+    c.edit.end(events)
+
+
+def emit_read(c: Constructs, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
+    """``<edward_read path="..."/>``: the model asks for a file's current content."""
+    assert spec is not None
+    path = tag_path(c, spec, attrs, events, "nothing is read")
+    if path is not None:
+        events.append(Read(path))
 
 
 def close_file(c: Constructs, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
@@ -175,5 +210,8 @@ HANDLERS: Mapping[Action, Handler] = {
     Action.EMIT_WEB_SEARCH: _emitting(web_search_events),
     Action.EMIT_URL_SCRAPE: _emitting(url_scrape_events),
     Action.EMIT_DONE: _emitting(done_events),
+    Action.OPEN_EDIT: open_edit,
+    Action.CLOSE_EDIT: close_edit,
+    Action.EMIT_READ: emit_read,
     Action.IGNORE: ignore,
 }

@@ -29,6 +29,8 @@ class Role(Enum):
     WEB_SEARCH = "web_search"
     URL_SCRAPE = "url_scrape"
     DONE = "done"
+    EDIT = "edit"  # search/replace blocks for an existing file
+    READ = "read"  # the model asks for a file's current content
     SHELL = "shell"  # a body of shell lines, turned into install/command events (bolt)
 
 
@@ -85,6 +87,8 @@ EDWARD = Dialect.of(
     TagSpec("response", Role.RESPONSE),
     TagSpec("edward_sandbox", Role.SANDBOX, {"project": "project", "base": "base"}),
     TagSpec("file", Role.FILE, {"path": "path"}),
+    TagSpec("edward_edit", Role.EDIT, {"path": "path"}),
+    TagSpec("edward_read", Role.READ, {"path": "path"}),
     TagSpec("edward_install", Role.INSTALL),
     TagSpec("edward_command", Role.COMMAND, {"command": "command", "args": "args"}),
     TagSpec("edward_web_search", Role.WEB_SEARCH, {"query": "query", "max_results": "max_results"}),

@@ -12,6 +12,7 @@ JSON shapes (``to_dict()``), as DESIGN.md fixes them::
     file_start{path}  file_content{path, content}  file_end{path}
     install_start  install_content{dependencies, framework}  install_end
     command{command, args}  web_search{query, max_results}  url_scrape{url}  done
+    edit_start{path}  edit_block{path, search, replace}  edit_end{path}  read{path}
     error{code, message, severity}
 """
 
@@ -197,6 +198,48 @@ class Done(Event):
     type = "done"
 
 
+class EditStart(Event):
+    """An edit of an existing file begins: search/replace blocks for ``path`` follow."""
+
+    __slots__ = ("path",)
+    type = "edit_start"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+
+class EditBlock(Event):
+    """One complete search/replace block: replace the one place ``search`` matches."""
+
+    __slots__ = ("path", "replace", "search")
+    type = "edit_block"
+
+    def __init__(self, path: str, search: str, replace: str) -> None:
+        self.path = path
+        self.search = search
+        self.replace = replace
+
+
+class EditEnd(Event):
+    """The edit of ``path`` is complete (every block of it has been emitted)."""
+
+    __slots__ = ("path",)
+    type = "edit_end"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+
+class Read(Event):
+    """The model asked to see a project file's current content."""
+
+    __slots__ = ("path",)
+    type = "read"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+
 class Error(Event):
     """Something in the stream was refused or malformed; ``code`` is stable, ``message`` human."""
 
@@ -228,6 +271,10 @@ EVENT_TYPES: dict[str, type[Event]] = {
         WebSearch,
         UrlScrape,
         Done,
+        EditStart,
+        EditBlock,
+        EditEnd,
+        Read,
         Error,
     )
 }

@@ -42,6 +42,7 @@ _CONSTRUCT_NAMES = {
     State.SANDBOX: "sandbox block",
     State.INSTALL: "install block",
     State.SHELL: "shell action",
+    State.EDIT: "edit",
 }
 # Fast paths: content states whose chunk needs no scanning when it holds no markup.
 _PLAIN_TEXT, _PLAIN_THINKING, _PLAIN_FILE = 1, 2, 3
@@ -80,6 +81,7 @@ class StreamParser:
             State.AFTER_CDATA: self._step_after_cdata,
             State.INSTALL: self._step_tags,
             State.SHELL: self._step_tags,
+            State.EDIT: self._step_tags,
         }
         self._reset()
 
@@ -98,6 +100,7 @@ class StreamParser:
             State.THINKING: _emit_thinking,
             State.INSTALL: body,
             State.SHELL: body,
+            State.EDIT: self._open.edit.emit,
         }
         self._set_state(State.TEXT)
 

@@ -34,6 +34,7 @@ class State(Enum):
     AFTER_CDATA = "after_cdata"  # between ``]]>`` and the closing tag
     INSTALL = "install"
     SHELL = "shell"
+    EDIT = "edit"
 
 
 class Action(Enum):
@@ -54,6 +55,9 @@ class Action(Enum):
     EMIT_WEB_SEARCH = "emit_web_search"
     EMIT_URL_SCRAPE = "emit_url_scrape"
     EMIT_DONE = "emit_done"
+    OPEN_EDIT = "open_edit"
+    CLOSE_EDIT = "close_edit"
+    EMIT_READ = "emit_read"
     IGNORE = "ignore"  # markup that means nothing here (a wrapper, a stray closer)
     END_OPEN = "end_open"  # end the open construct; the next state handles the same tag
 
@@ -85,16 +89,18 @@ CLOSERS: Mapping[State, Transition] = {
     **{state: Transition(Action.CLOSE_FILE, State.SANDBOX) for state in FILE_STATES},
     State.INSTALL: Transition(Action.CLOSE_INSTALL, PREVIOUS),
     State.SHELL: Transition(Action.CLOSE_SHELL, State.SANDBOX),
+    State.EDIT: Transition(Action.CLOSE_EDIT, State.SANDBOX),
 }
 
 # Tags that act on their own, wherever prose or a sandbox's gaps are.
-_SELF_CONTAINED = (Role.COMMAND, Role.WEB_SEARCH, Role.URL_SCRAPE, Role.DONE)
+_SELF_CONTAINED = (Role.COMMAND, Role.WEB_SEARCH, Role.URL_SCRAPE, Role.READ, Role.DONE)
 _STANDALONE_OPENS = {
     Role.THINKING: (Action.OPEN_THINKING, State.THINKING),
     Role.INSTALL: (Action.OPEN_INSTALL, State.INSTALL),
     Role.COMMAND: (Action.EMIT_COMMAND, None),
     Role.WEB_SEARCH: (Action.EMIT_WEB_SEARCH, None),
     Role.URL_SCRAPE: (Action.EMIT_URL_SCRAPE, None),
+    Role.READ: (Action.EMIT_READ, None),
 }
 # Structural tags that end a forgotten thinking or install block.
 _INTERRUPTERS = (
@@ -103,6 +109,7 @@ _INTERRUPTERS = (
     Role.COMMAND,
     Role.WEB_SEARCH,
     Role.URL_SCRAPE,
+    Role.READ,
     Role.DONE,
     Role.RESPONSE,
     Role.THINKING,
@@ -125,6 +132,7 @@ def _build() -> Table:
 
     table[State.SANDBOX, Role.FILE, OPEN] = Transition(Action.OPEN_FILE, State.FILE_START)
     table[State.SANDBOX, Role.SHELL, OPEN] = Transition(Action.OPEN_SHELL, State.SHELL)
+    table[State.SANDBOX, Role.EDIT, OPEN] = Transition(Action.OPEN_EDIT, State.EDIT)
     table[State.SANDBOX, Role.SANDBOX, OPEN] = Transition(Action.REJECT_NESTED, State.SANDBOX)
     table[State.SANDBOX, Role.SANDBOX, CLOSE] = CLOSERS[State.SANDBOX]
     _end_open(table, State.SANDBOX, (Role.DONE, OPEN), (Role.RESPONSE, CLOSE))
@@ -140,6 +148,8 @@ def _build() -> Table:
     _end_open(table, State.FILE, (Role.SANDBOX, CLOSE))
     table[State.SHELL, Role.SHELL, CLOSE] = CLOSERS[State.SHELL]
     _end_open(table, State.SHELL, (Role.SANDBOX, CLOSE))
+    table[State.EDIT, Role.EDIT, CLOSE] = CLOSERS[State.EDIT]
+    _end_open(table, State.EDIT, (Role.SANDBOX, CLOSE))
     return table
 
 
@@ -159,6 +169,7 @@ STATE_ROLE: Mapping[State, Role] = {
     State.FILE: Role.FILE,
     State.INSTALL: Role.INSTALL,
     State.SHELL: Role.SHELL,
+    State.EDIT: Role.EDIT,
 }
 
 

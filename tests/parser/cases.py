@@ -30,6 +30,21 @@ def _file(path: str, body: str | None) -> list[dict[str, Any]]:
     return events
 
 
+def _edit(path: str, *blocks: tuple[str, str] | str) -> list[dict[str, Any]]:
+    """An edit: ``(search, replace)`` blocks, or an error code where the parser reports one."""
+    events: list[dict[str, Any]] = [{"type": "edit_start", "path": path}]
+    for block in blocks:
+        if isinstance(block, str):
+            events.append({"type": "error", "code": block})
+        else:
+            search, replace = block
+            events.append(
+                {"type": "edit_block", "path": path, "search": search, "replace": replace}
+            )
+    events.append({"type": "edit_end", "path": path})
+    return events
+
+
 def _error(code: str, _message_part: str = "") -> list[dict[str, Any]]:
     return [{"type": "error", "code": code}]
 
@@ -55,6 +70,8 @@ _EXPAND: dict[str, Any] = {
     "search": lambda q, n=5: [{"type": "web_search", "query": q, "max_results": n}],
     "scrape": lambda url: [{"type": "url_scrape", "url": url}],
     "done": lambda: [{"type": "done"}],
+    "edit": _edit,
+    "read": lambda path: [{"type": "read", "path": path}],
     "error": _error,
     "raw": lambda event: [event],
 }
@@ -508,6 +525,85 @@ CASES = [
         f"{SB}\nI will write files.\n{SB_END}",
         [("sandbox", "p"), ("text", "\nI will write files.\n"), ("end_sandbox",)],
         id="prose-inside-sandbox-kept",
+    ),
+    pytest.param(
+        f'{SB}<edward_edit path="src/App.jsx">\n<<<<<<< SEARCH\n  <h1>Counter</h1>\n=======\n'
+        f"  <h1>Clicker</h1>\n>>>>>>> REPLACE\n</edward_edit>{SB_END}",
+        [
+            ("sandbox", "p"),
+            ("edit", "src/App.jsx", ("  <h1>Counter</h1>\n", "  <h1>Clicker</h1>\n")),
+            ("end_sandbox",),
+        ],
+        id="edit-one-block",
+    ),
+    pytest.param(
+        f"{SB}<edward_edit path='./a.js'>\n```js\n<<<<<<< SEARCH\na\nb\n=======\n>>>>>>> REPLACE\n"
+        "\n<<<<<< SEARCH\nc\r\n=======\r\nd</x>\r\n>>>>>>> REPLACE\n```\n</edward_edit>",
+        [
+            ("sandbox", "p"),
+            ("edit", "a.js", ("a\nb\n", ""), ("c\r\n", "d</x>\r\n")),
+            ("error", "unclosed_tag"),
+            ("end_sandbox",),
+        ],
+        id="edit-blocks-fenced-deletion-crlf",
+    ),
+    pytest.param(
+        f'{SB}<edward_edit path="a.js">\n<<<<<<< SEARCH\nx\n>>>>>>> REPLACE\nnote\n'
+        "<<<<<<< SEARCH\ny\n=======\nz\n<<<<<<< SEARCH\np\n=======\nq\n>>>>>>> REPLACE"
+        "</edward_edit>",
+        [
+            ("sandbox", "p"),
+            (
+                "edit",
+                "a.js",
+                "malformed_edit_block",
+                "malformed_edit_block",
+                "malformed_edit_block",
+                ("p\n", "q\n"),
+            ),
+            ("error", "unclosed_tag"),
+            ("end_sandbox",),
+        ],
+        id="edit-malformed-blocks-reported",
+    ),
+    pytest.param(
+        f'{SB}<edward_edit path="a.js">\n<<<<<<< SEARCH\nx\n=======\ny',
+        [
+            ("sandbox", "p"),
+            ("edit", "a.js", "unclosed_tag", "malformed_edit_block"),
+            ("error", "unclosed_tag"),
+            ("end_sandbox",),
+        ],
+        id="edit-cut-inside-block",
+    ),
+    pytest.param(
+        f'{SB}<edward_edit path="../x.js">\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n'
+        f'</edward_edit><edward_edit path="b.js" />{SB_END}',
+        [
+            ("sandbox", "p"),
+            ("error", "invalid_file_path"),
+            ("edit", "b.js"),
+            ("end_sandbox",),
+        ],
+        id="edit-unsafe-path-skipped-and-self-closing",
+    ),
+    pytest.param(
+        "Let me look.<edward_read path=\"src/App.jsx\"/><edward_read path='/etc/x' />"
+        f'{SB}<edward_read path="a/./b.css"></edward_read>{SB_END}',
+        [
+            ("text", "Let me look."),
+            ("read", "src/App.jsx"),
+            ("error", "invalid_file_path"),
+            ("sandbox", "p"),
+            ("read", "a/b.css"),
+            ("end_sandbox",),
+        ],
+        id="read-tags",
+    ),
+    pytest.param(
+        '<edward_edit path="a.js">x</edward_edit>',
+        [("text", '<edward_edit path="a.js">x</edward_edit>')],
+        id="edit-outside-sandbox-is-text",
     ),
 ]
 

@@ -52,7 +52,15 @@ TAG_FRAGMENTS = [
     '<edward_url_scrape url="https://example.com">',
     "<edward_fut",
     "</edward_sandbox",
+    '<edward_edit path="src/e.jsx">',
+    "</edward_edit>",
+    "<<<<<<< SEARCH\n",
+    "=======\n",
+    '<edward_read path="src/r.jsx" />',
 ]
+# A whole edit block: its REPLACE line's bare ">" comes right after a complete tag and lines
+# no tag can start in, so no marker around it can become part of a tag.
+EDIT_BLOCK = '<edward_edit path="src/e.jsx">\n<<<<<<< SEARCH\n{m}\n=======\n{m}\n>>>>>>> REPLACE\n'
 MALFORMED_STARTS = [
     '<edward_command command="npm"',
     '<edward_command command="npm" ',
@@ -136,6 +144,7 @@ MAKERS: list[Maker] = [
     _nesting,
     _safe_file,
     _unsafe_file,
+    lambda rng: EDIT_BLOCK,
     lambda rng: "{m}",
     lambda rng: "{m}",
     lambda rng: "{m}",

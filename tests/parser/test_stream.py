@@ -18,6 +18,7 @@ from parser.file_body import PRELUDE_LIMIT
 from parser.tags import MAX_TAG_LENGTH
 from tests.parser.accounting import number_markers, unaccounted
 from tests.parser.cases import BOLT_CASES, CASES, expected
+from tests.parser.corpus import EDIT_BLOCK
 
 
 def parse(text_chunks: Iterable[str], dialect: str = "edward") -> list[Event]:
@@ -108,6 +109,12 @@ FRAGMENTS = [
     "</edward_web_search>",
     "<edward_fut",
     "&amp;",
+    '<edward_edit path="e.js">',
+    "</edward_edit>",
+    "<<<<<<< SEARCH\n",
+    "=======\n",
+    ">>>>>>> REPLACE\n",
+    '<edward_read path="r.js"/>',
 ]
 
 
@@ -126,8 +133,11 @@ def test_generated_streams_are_chunking_invariant(pieces: list[str], cuts: list[
 # For the accounting test: no bare ">" and no quote outside a complete tag or a malformed
 # tag's start, so a marker ("{m}") is never part of a well-formed tag (see accounting.py).
 ACCOUNTED_FRAGMENTS = [
-    fragment for fragment in FRAGMENTS if fragment not in (">", "'", '"', "```jsx\n")
+    fragment
+    for fragment in FRAGMENTS
+    if fragment not in (">", "'", '"', "```jsx\n", ">>>>>>> REPLACE\n")
 ] + [
+    EDIT_BLOCK,
     "```js\n",
     "~~~\n",
     '<edward_command command="npm"',
