@@ -135,6 +135,7 @@ def build_app_for(stack: ServiceStack) -> ASGIApp:
         public_port=settings.port,
         recordings_dir=Path(recordings) if recordings else None,
         provider_env=dict(os.environ),
+        secret_key=settings.secret_key,  # preview links sealed by one process open in another
     )
     runs = RunService(stack.store, stack.redis, settings)
     return build_app(
