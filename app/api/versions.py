@@ -5,7 +5,8 @@
 - ``GET  .../versions/{v}/diff``: the version's unified diff against its parent, per file;
 - ``POST .../versions/{v}/restore``: the version becomes the newest (recorded as a new one:
   history only grows) and is written into the chat's sandbox if it has one; a chat without a
-  sandbox gets it on its next run;
+  sandbox gets it on its next run; refused (409 ``run_active``) while a run of the chat is
+  queued or running;
 - ``GET  .../versions/{v}/archive``: a zip of the version's files.
 
 ``{v}`` is a version number or ``latest``. Another user's chat is a 404, as everywhere.
@@ -24,6 +25,7 @@ from app.api.services import in_thread, services
 from app.projects.errors import ProjectError, ProjectTooLarge, VersionNotFound
 from app.projects.store import LATEST, ProjectStore, VersionRef
 from app.projects.sync import ProjectAccess, ProjectSync
+from app.store import ACTIVE_STATUSES
 from sandbox import SandboxError
 
 ARCHIVE_TYPE = "application/zip"
@@ -89,6 +91,12 @@ async def restore_version(request: Request) -> Response:
     found = services(request)
     chat = await owned_chat(found.store, user.id, request.path_params["chat_id"])
     ref = version_ref(request)
+    runs = await in_thread(found.store.list_runs, chat.id)
+    if any(run.status in ACTIVE_STATUSES for run in runs):
+        # The run writes into the same sandbox and records versions: one writer at a time.
+        raise ApiError(
+            409, "run_active", f"chat {chat.id!r} has a run in progress: wait or cancel it"
+        )
     given = access(request)
     sandbox_id = await _live_sandbox(request, chat.sandbox_id)
     sync = ProjectSync(given.store, given.containers, chat.id)

@@ -156,3 +156,14 @@ async def test_a_server_without_projects_says_so(
             answer = await alice.client.get(f"/api/chats/{chat.id}/versions")
     assert answer.status_code == 503
     assert answer.json()["error"]["code"] == "projects_unavailable"
+
+
+async def test_restore_waits_for_the_chats_run(served: Served, store: Store) -> None:
+    message = store.add_message(served.chat_id, "user", "make it")
+    store.create_run(served.chat_id, served.alice.user.id, message.id, "replay", "todo")
+    answer = await served.alice.client.post(f"/api/chats/{served.chat_id}/versions/1/restore")
+    assert answer.status_code == 409
+    error = answer.json()["error"]
+    assert error["code"] == "run_active"
+    assert "has a run in progress" in error["message"]
+    assert len(served.projects.versions(served.chat_id)) == 2

@@ -1,0 +1,187 @@
+"""A chat's project and its sandbox in step, on real git and a stand-in container (the real
+sandbox is in ``test_restore_end_to_end``): what is recorded, when a sandbox is restored, what
+the user is told."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.projects.git_store import GitProjectStore
+from app.projects.store import VersionInfo
+from app.projects.sync import ProjectSync
+from sandbox import SandboxUnavailable
+
+pytestmark = pytest.mark.anyio
+
+TEMPLATE = {"package.json": b'{"dependencies": {"react": "^18"}}\n', "src/main.jsx": b"main\n"}
+PROJECT = {
+    "package.json": b'{"dependencies": {"react": "^18", "zustand": "^4"}}\n',
+    "src/main.jsx": b"main\n",
+    "src/App.jsx": b"app\n",
+}
+
+
+class FakeContainer:
+    """A workspace in memory that answers ``tar``, ``rm`` and ``put_archive`` like a sandbox."""
+
+    name = "fake"
+
+    def __init__(self, files: dict[str, bytes]) -> None:
+        self.files = dict(files)
+        self.files["node_modules/react/index.js"] = b"react"  # never part of a project
+
+    def exec_run(self, argv: list[str], demux: bool = False, user: str = "") -> Any:
+        if argv[0] == "rm":
+            for path in argv[3:]:
+                self.files.pop(path.removeprefix("/workspace/"), None)
+            return 0, (b"", b"")
+        out = io.BytesIO()
+        with tarfile.open(fileobj=out, mode="w") as tar:
+            for path, content in self.files.items():
+                info = tarfile.TarInfo(f"./{path}")
+                info.size = len(content)
+                tar.addfile(info, io.BytesIO(content))
+        return 0, (out.getvalue(), b"")
+
+    def put_archive(self, path: str, data: bytes) -> bool:
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            for member in tar:
+                extracted = tar.extractfile(member) if member.isfile() else None
+                if extracted is not None:
+                    self.files[member.name] = extracted.read()
+        return True
+
+    def project(self) -> dict[str, bytes]:
+        return {p: c for p, c in self.files.items() if not p.startswith("node_modules/")}
+
+
+class Containers:
+    def __init__(self, container: FakeContainer | None) -> None:
+        self.container = container
+
+    async def container_for(self, sandbox_id: str) -> FakeContainer:
+        if self.container is None:
+            raise SandboxUnavailable(f"docker is away for {sandbox_id!r}")
+        return self.container
+
+
+class Records:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, dict[str, Any]]] = []
+
+    async def __call__(self, kind: str, record: Any) -> None:
+        self.seen.append((kind, dict(record)))
+
+    def kinds(self) -> list[str]:
+        return [kind for kind, _ in self.seen]
+
+
+class Installs:
+    def __init__(self) -> None:
+        self.sandboxes: list[str] = []
+
+    async def __call__(self, sandbox_id: str, on_record: Any) -> bool:
+        self.sandboxes.append(sandbox_id)
+        return True
+
+
+@pytest.fixture
+def projects(tmp_path: Path) -> GitProjectStore:
+    return GitProjectStore(tmp_path / "projects")
+
+
+def sync_on(
+    projects: GitProjectStore, container: FakeContainer | None, **options: Any
+) -> ProjectSync:
+    return ProjectSync(projects, Containers(container), "chat1", **options)
+
+
+async def test_a_turn_is_recorded_once(projects: GitProjectStore) -> None:
+    sync, records = sync_on(projects, FakeContainer(PROJECT), max_bytes=10_000), Records()
+    first = await sync.record("s1", VersionInfo("run1", 1), records)
+    assert first is not None
+    assert projects.files("chat1", 1) == PROJECT
+    assert await sync.record("s1", VersionInfo("run1", 2), records) is None
+    assert records.kinds() == ["version"]
+    assert records.seen[0][1]["summary"] == "3 added, 0 changed, 0 removed"
+
+
+async def test_a_project_over_the_cap_is_reported_not_recorded(projects: GitProjectStore) -> None:
+    sync, records = sync_on(projects, FakeContainer(PROJECT), max_bytes=20), Records()
+    assert await sync.record("s1", VersionInfo("run1", 1), records) is None
+    assert projects.versions("chat1") == []
+    ((kind, record),) = records.seen
+    assert (kind, record["code"], record["severity"]) == (
+        "error",
+        "project_too_large",
+        "recoverable",
+    )
+    assert "'package.json'" in record["message"]
+
+
+async def test_a_new_sandbox_gets_the_latest_version_then_its_packages(
+    projects: GitProjectStore,
+) -> None:
+    projects.commit("chat1", PROJECT, VersionInfo("run1", 1))
+    fresh = FakeContainer({**TEMPLATE, "src/template-only.jsx": b"x"})
+    installs, records = Installs(), Records()
+    restored = await sync_on(projects, fresh, install=installs).restore_if_stale("s2", records)
+    assert restored is not None
+    assert restored.number == 1
+    assert fresh.project() == PROJECT  # written byte for byte, the template's extra file gone
+    assert installs.sandboxes == ["s2"]
+    phases = [(record["phase"], record.get("installed")) for _, record in records.seen]
+    assert phases == [("started", None), ("done", True)]
+
+
+async def test_a_sandbox_with_the_latest_version_is_left_alone(projects: GitProjectStore) -> None:
+    projects.commit("chat1", PROJECT, VersionInfo("run1", 1))
+    installs, records = Installs(), Records()
+    sync = sync_on(projects, FakeContainer(PROJECT), install=installs)
+    assert await sync.restore_if_stale("s1", records) is None
+    assert (installs.sandboxes, records.seen) == ([], [])
+
+
+async def test_no_install_when_package_json_is_the_same(projects: GitProjectStore) -> None:
+    projects.commit("chat1", {**TEMPLATE, "src/App.jsx": b"app\n"}, VersionInfo("run1", 1))
+    installs, records = Installs(), Records()
+    sync = sync_on(projects, FakeContainer(TEMPLATE), install=installs)
+    assert await sync.restore_if_stale("s1", records) is not None
+    assert installs.sandboxes == []
+    assert records.seen[-1][1]["installed"] is None
+
+
+async def test_a_chat_without_a_project_restores_nothing(projects: GitProjectStore) -> None:
+    records = Records()
+    assert await sync_on(projects, None).restore_if_stale("s1", records) is None
+    assert records.seen == []
+
+
+async def test_a_failed_restore_is_reported_and_the_run_goes_on(projects: GitProjectStore) -> None:
+    projects.commit("chat1", PROJECT, VersionInfo("run1", 1))
+    records = Records()
+    assert await sync_on(projects, None).restore_if_stale("s1", records) is None
+    ((kind, record),) = records.seen
+    assert (kind, record["code"]) == ("error", "sandbox_unavailable")
+    assert "docker is away for 's1'" in record["message"]
+
+
+async def test_restoring_a_version_writes_it_and_grows_history(projects: GitProjectStore) -> None:
+    projects.commit("chat1", TEMPLATE, VersionInfo("run1", 1))
+    projects.commit("chat1", PROJECT, VersionInfo("run1", 2))
+    container = FakeContainer(PROJECT)
+    source, version = await sync_on(projects, container).restore("s1", 1)
+    assert (source.number, version.number, version.info.note) == (1, 3, "restored version 1")
+    assert container.project() == TEMPLATE
+    assert projects.files("chat1", "latest") == TEMPLATE
+
+
+async def test_restoring_without_a_sandbox_only_records(projects: GitProjectStore) -> None:
+    projects.commit("chat1", TEMPLATE, VersionInfo("run1", 1))
+    source, version = await sync_on(projects, None).restore(None, "latest")
+    assert (source.number, version.number) == (1, 2)
