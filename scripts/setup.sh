@@ -47,12 +47,23 @@ if ! docker info >/dev/null 2>&1; then
 fi
 
 # Sandboxes sit on internal bridges named kiln<hash>; the bridge gateway is a host address, so
-# without this rule generated code could reach services listening on the host. Replies to
-# connections the host opened (the preview proxy to a dev server) stay allowed.
+# without these rules generated code could reach services listening on the host: a sandbox may
+# open no TCP connection (SYN) and send no other traffic that is not a reply. TCP segments of a
+# connection the host opened (the preview proxy to a dev server) are not matched by conntrack
+# state on purpose: Docker flushes a container's conntrack entries when it joins or leaves a
+# network (the egress network, around every install), and a state rule then dropped the dev
+# server's replies on the open connections, so the preview hung until the proxy timed out.
 if command -v iptables >/dev/null 2>&1; then
-  rule=(INPUT -i kiln+ -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP)
-  as_root iptables -C "${rule[@]}" 2>/dev/null || as_root iptables -I "${rule[@]}" \
-    || log "could not add the iptables rule that keeps sandboxes off the host"
+  old_rule=(INPUT -i kiln+ -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP)
+  while as_root iptables -C "${old_rule[@]}" 2>/dev/null; do
+    as_root iptables -D "${old_rule[@]}"
+  done
+  for rule in "INPUT -i kiln+ ! -p tcp -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP" \
+              "INPUT -i kiln+ -p tcp --syn -j DROP"; do
+    read -r -a args <<<"$rule"
+    as_root iptables -C "${args[@]}" 2>/dev/null || as_root iptables -I "${args[@]}" \
+      || log "could not add the iptables rule that keeps sandboxes off the host: $rule"
+  done
 fi
 
 if ! redis-cli ping >/dev/null 2>&1; then
