@@ -24,6 +24,9 @@ from anyio.abc import TaskGroup
 
 from parser.events import (
     Command,
+    EditBlock,
+    EditEnd,
+    EditStart,
     Error,
     Event,
     FileContent,
@@ -37,6 +40,7 @@ from sandbox.execution.exec_stream import ExecResult, OutputSink
 from sandbox.execution.install_queue import InstallResult
 from sandbox.images.templates import Template
 from sandbox.lifecycle.manager import SandboxManager
+from sandbox.writes.edit_blocks import EDIT_NO_MATCH, apply_edit_blocks
 from sandbox.writes.file_events import FileEventWriter, WorkspaceReader, WriteNotice
 from sandbox.writes.flush import ContainerResolver, FailedWrite, Flusher, FlushScheduler
 from sandbox.writes.write_buffer import WriteBuffer
@@ -56,6 +60,16 @@ class SandboxPorts:
     read_workspace: WorkspaceReader
 
 
+@dataclass(frozen=True, slots=True)
+class FailedEdit:
+    """An edit refused as a whole: why, and the file's content it was tried on."""
+
+    path: str
+    code: str  # edit_no_match | edit_ambiguous
+    message: str
+    content: str | None  # None: the file does not exist
+
+
 @dataclass
 class SessionLog:
     """Everything a session did, in order, as JSON-ready records."""
@@ -70,6 +84,10 @@ class SessionLog:
     # already passed on exactly the files there are now, and skip building them again.
     workspace_state: int = 0
     succeeded_in: dict[tuple[str, ...], int] = field(default_factory=dict)
+    # Edits in the order they ended: each applied one as (path, whole new content), and each
+    # refused one; the agent loop tells the model about the latter.
+    applied_edits: list[tuple[str, str]] = field(default_factory=list)
+    failed_edits: list[FailedEdit] = field(default_factory=list)
 
     def succeeded_on_current_files(self, argv: Sequence[str]) -> bool:
         """Whether ``argv`` last exited 0 with the workspace as it is now."""
@@ -124,6 +142,7 @@ class SandboxSession:
             Flusher(buffer, ports.resolve), debounce, max_wait, self._write_failed
         )
         self.writer = FileEventWriter(buffer, self.scheduler, template, ports.read_workspace)
+        self._edits: dict[str, list[tuple[str, str]]] = {}
         self._installs_pending = 0
         self._installs_idle = anyio.Event()
         self._installs_idle.set()
@@ -165,9 +184,13 @@ class SandboxSession:
         return self.log
 
     async def _dispatch(self, event: Event) -> None:
-        if isinstance(event, FileStart | FileContent | FileEnd | InstallContent | Command):
+        if isinstance(
+            event, FileStart | FileContent | FileEnd | InstallContent | Command | EditEnd
+        ):
             self.log.workspace_state += 1
-        if isinstance(event, FileContent):
+        if isinstance(event, EditStart | EditBlock | EditEnd):
+            await self._edit(event)
+        elif isinstance(event, FileContent):
             await self.writer.append(event.path, event.content)
         elif isinstance(event, FileStart):
             await self.writer.start(event.path)
@@ -181,6 +204,47 @@ class SandboxSession:
             await self._command([event.command, *event.args])
         elif isinstance(event, Error):
             await self._error(event.code, event.message, event.severity)
+
+    async def read_file(self, path: str) -> str | None:
+        """``path`` as this run left it: the write buffer's content if the run wrote it, else
+        the sandbox's file (``None`` if there is none)."""
+        buffered = await self.buffer.read(path)
+        if buffered is not None:
+            return buffered.decode(errors="replace")
+        return await self.ports.read_workspace(path)
+
+    async def _edit(self, event: EditStart | EditBlock | EditEnd) -> None:
+        """Blocks are collected per file and applied, all or none, when its edit ends."""
+        if isinstance(event, EditStart):
+            self._edits[event.path] = []
+        elif isinstance(event, EditBlock):
+            self._edits.setdefault(event.path, []).append((event.search, event.replace))
+        else:
+            blocks = self._edits.pop(event.path, [])
+            if blocks:
+                await self._apply_edit(event.path, blocks)
+
+    async def _apply_edit(self, path: str, blocks: list[tuple[str, str]]) -> None:
+        """Apply the blocks to the current content; the new content goes through the write
+        buffer as a whole file, like any file (the write path stays idempotent)."""
+        current = await self.read_file(path)
+        if current is None:
+            message = f"{path!r} does not exist, so it cannot be edited; write it whole with <file>"
+            await self._refuse_edit(FailedEdit(path, EDIT_NO_MATCH, message, None))
+            return
+        result = apply_edit_blocks(path, current, blocks)
+        if result.content is None:
+            await self._refuse_edit(FailedEdit(path, result.code, result.message, current))
+            return
+        await self.writer.start(path)
+        await self.writer.append(path, result.content)
+        self.log.applied_edits.append((path, result.content))
+        await self._on_record("edit", {"path": path, "blocks": len(blocks)})
+        await self._file_end(path)
+
+    async def _refuse_edit(self, failed: FailedEdit) -> None:
+        self.log.failed_edits.append(failed)
+        await self._error(failed.code, failed.message, path=failed.path)
 
     async def _file_end(self, path: str) -> None:
         notices = await self.writer.end(path)
@@ -262,8 +326,12 @@ class SandboxSession:
     async def _output(self, line: str) -> None:
         await self._on_record("output", {"line": line})
 
-    async def _error(self, code: str, message: str, severity: str = "recoverable") -> None:
+    async def _error(
+        self, code: str, message: str, severity: str = "recoverable", *, path: str = ""
+    ) -> None:
         record = {"code": code, "message": message, "severity": severity}
+        if path:
+            record["path"] = path
         self.log.errors.append(record)
         await self._on_record("error", record)
 

@@ -226,3 +226,74 @@ async def test_a_parsed_stream_writes_its_files_without_fences(
     assert log.files == ["src/a.js"]
     assert [w["code"] for w in log.warnings] == ["config_refused"]
     assert ("file", {"path": "src/a.js"}) in records
+
+
+async def _handle_text(running: SandboxSession, text: str) -> None:
+    parser = StreamParser()
+    for start in range(0, len(text), 5):
+        for event in parser.feed(text[start : start + 5]):
+            await running.handle(event)
+    for event in parser.close():
+        await running.handle(event)
+
+
+EDIT = (
+    '<edward_sandbox project="p"><edward_edit path="src/App.jsx">\n'
+    "<<<<<<< SEARCH\n  <h1>Counter</h1>\n=======\n  <h1>Clicker</h1>\n>>>>>>> REPLACE\n"
+    "</edward_edit></edward_sandbox>"
+)
+
+
+async def test_an_edit_of_a_sandbox_file_is_flushed_as_the_whole_new_file(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, records = session
+    sandbox.files["src/App.jsx"] = b"<main>\n  <h1>Counter</h1>\n</main>\n"
+    await _handle_text(running, EDIT)
+    log = await running.finish()
+    assert sandbox.files["src/App.jsx"] == b"<main>\n  <h1>Clicker</h1>\n</main>\n"
+    assert log.applied_edits == [("src/App.jsx", "<main>\n  <h1>Clicker</h1>\n</main>\n")]
+    assert log.files == ["src/App.jsx"]
+    assert log.errors == []
+    assert ("edit", {"path": "src/App.jsx", "blocks": 1}) in records
+
+
+async def test_an_edit_applies_to_what_the_run_wrote_before(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = session
+    sandbox.files["src/App.jsx"] = b"stale: the sandbox has not been flushed yet\n"
+    for event in [FileStart("src/App.jsx"), FileContent("src/App.jsx", "  <h1>Counter</h1>\n")]:
+        await running.handle(event)
+    await running.handle(FileEnd("src/App.jsx"))
+    await _handle_text(running, EDIT)
+    await running.finish()
+    assert sandbox.files["src/App.jsx"] == b"  <h1>Clicker</h1>\n"
+
+
+@pytest.mark.parametrize(
+    ("existing", "code"),
+    [
+        pytest.param(b"<h1>Counter</h1>\n<h1>Counter</h1>\n", "edit_ambiguous", id="ambiguous"),
+        pytest.param(b"<h1>Other</h1>\n", "edit_no_match", id="no-match"),
+        pytest.param(None, "edit_no_match", id="no-such-file"),
+    ],
+)
+async def test_a_refused_edit_leaves_the_file_and_says_why(
+    session: tuple[SandboxSession, list[tuple[str, Record]]],
+    sandbox: FakeSandbox,
+    existing: bytes | None,
+    code: str,
+) -> None:
+    running, records = session
+    if existing is not None:
+        sandbox.files["src/App.jsx"] = existing
+    await _handle_text(running, EDIT)
+    log = await running.finish()
+    assert sandbox.files.get("src/App.jsx") == existing
+    assert [(f.path, f.code) for f in log.failed_edits] == [("src/App.jsx", code)]
+    assert log.failed_edits[0].content == (existing.decode() if existing else None)
+    assert [(e["code"], e["path"]) for e in log.errors] == [(code, "src/App.jsx")]
+    assert log.files == []
+    assert log.applied_edits == []
+    assert not [kind for kind, _ in records if kind == "edit"]
