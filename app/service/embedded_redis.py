@@ -3,7 +3,8 @@
 With no ``REDIS_URL``, ``kiln serve`` starts ``redis-server`` on a unix socket (mode 0700, so
 only this OS user can connect; no TCP port at all) with its files in ``<data dir>/redis``:
 append-only persistence, so queued runs and their event channels survive a restart.
-:meth:`EmbeddedRedis.supervise` restarts it if it dies; leaving the context stops it.
+:meth:`EmbeddedRedis.supervise` restarts it if it dies; leaving the context stops it. It runs in
+a process group of its own, so a Ctrl+C in kiln's terminal reaches kiln, which stops it last.
 
 The URL in use is also written to ``<data dir>/redis/url`` so that ``kiln worker`` on the same
 data directory finds it. A unix socket path has a limit of about 100 bytes; when the data
@@ -118,8 +119,13 @@ class EmbeddedRedis:
         (self.folder / URL_FILE).write_text(self.url + "\n")
 
     async def _start(self) -> None:
+        # A session (process group) of its own: a terminal's Ctrl+C signals kiln's whole group,
+        # and Redis must outlive kiln's shutdown, which still writes to it; kiln stops it last.
         self._process = await anyio.open_process(
-            self.argv(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            self.argv(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         await anyio.to_thread.run_sync(self._wait_for_ping)
         log.info("embedded redis up", extra={"redis_url": self.url})

@@ -70,8 +70,11 @@ def hello_recordings(folder: Path) -> Path:
 class KilnProcess:
     """``python -m app <args>``; a context manager that stops it (SIGTERM) on exit."""
 
-    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
-        """Start the process; stderr goes to ``log``."""
+    def __init__(
+        self, args: list[str], env: dict[str, str], log: Path, *, own_group: bool = False
+    ) -> None:
+        """Start the process; stderr goes to ``log``. ``own_group``: it leads a new process
+        group, as a command started from a terminal does (Ctrl+C signals the whole group)."""
         self.log = log
         self._stderr = log.open("ab")
         self.process = subprocess.Popen(
@@ -80,6 +83,7 @@ class KilnProcess:
             stderr=self._stderr,
             env=env,
             text=True,
+            start_new_session=own_group,
         )
         self._lines: queue.Queue[str | None] = queue.Queue()
         self.lines: list[str] = []

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import secrets
+import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +22,7 @@ from app.cli import main
 from app.service.embedded_redis import recorded_url
 from tests.app.kiln_process import (
     LOGIN_LINK,
+    STOP_LIMIT_SECONDS,
     KilnProcess,
     free_port,
     hello_recordings,
@@ -106,6 +110,33 @@ def test_serve_from_an_empty_data_dir_runs_a_message_and_restarts(
         with sign_in(base, new_link) as client:
             chats = client.get("/api/chats").json()["chats"]
     assert [item["id"] for item in chats] == [chat["id"]]
+
+
+def test_ctrl_c_to_the_process_group_stops_serve_and_then_its_redis(
+    tmp_path: Path, instance: str
+) -> None:
+    """A terminal's Ctrl+C signals the whole group: kiln stops cleanly, and Redis after it."""
+    data, port = tmp_path / "data", free_port()
+    env = kiln_env(instance, hello_recordings(tmp_path / "rec"))
+    args = ["serve", "--port", str(port), "--data-dir", str(data), "--no-build"]
+    with KilnProcess(args, env, tmp_path / "serve.log", own_group=True) as served:
+        served.wait_for(LOGIN_LINK)
+        url = recorded_url(data)
+        assert url is not None
+        assert pings(url)
+        os.killpg(served.process.pid, signal.SIGINT)
+        try:
+            code = served.process.wait(STOP_LIMIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"kiln ignored Ctrl+C; log: {served.tail()}") from None
+    assert code == 0, served.tail()
+    with pytest.raises(redis.exceptions.ConnectionError):
+        pings(url)
+    # Redis sits in a process group of its own: kiln stopped it (SIGTERM), last; the terminal's
+    # SIGINT never reached it, so it could not die under kiln's own shutdown.
+    redis_log = (data / "redis" / "redis.log").read_text()
+    assert "SIGTERM" in redis_log
+    assert "SIGINT" not in redis_log
 
 
 @pytest.mark.parametrize(
