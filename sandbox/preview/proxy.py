@@ -5,8 +5,10 @@ is checked with the injected ``authorize`` callable (the owner's session), its d
 URL is looked up with the injected ``resolve`` callable, and the request is forwarded there:
 
 - HTTP through one shared ``httpx.AsyncClient``, streaming the body both ways. While the dev
-  server does not accept connections yet, the browser gets a small page (503, ``Retry-After``)
-  that refreshes itself, never a bare 502.
+  server does not accept connections yet, or sends no response headers within
+  ``headers_timeout``, a page navigation gets a small page (503, ``Retry-After``) that refreshes
+  itself, never a bare 502 nor a wait for the read timeout; other refusals of a navigation are a
+  page in words too (JSON is for scripts: ``Sec-Fetch-Mode`` other than ``navigate``).
 - WebSocket (Vite's HMR, subprotocol ``vite-hmr``) through a ``websockets`` client, pumping
   frames both ways until either side closes.
 
@@ -21,6 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from html import escape
 
+import anyio
 import httpx
 import websockets
 from starlette.requests import ClientDisconnect, HTTPConnection, Request
@@ -47,6 +50,11 @@ Resolve = Callable[[str], Awaitable[str | None]]
 SANDBOX_ID = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 RETRY_AFTER_SECONDS = 2
 DEFAULT_TIMEOUT = httpx.Timeout(connect=3.0, read=120.0, write=60.0, pool=10.0)
+# How long a browser waits for the dev server's response headers before it gets the retrying
+# "starting" page (a navigation) or a 504 (anything else); ``read`` still bounds a body's gaps.
+DEFAULT_HEADERS_TIMEOUT = 15.0
+# Refusals worth retrying: a navigation gets the self-refreshing page for these.
+RETRYABLE_STATUSES = frozenset({503, 504})
 # Idle connections expire before Node's 5 s keep-alive timeout closes them under a request.
 LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50, keepalive_expiry=2.0)
 # Kiln's own session must never reach the sandbox: the dev server runs generated code.
@@ -63,6 +71,13 @@ STARTING_PAGE = """<!doctype html>
 min-height:100vh;margin:0;color:#444}}</style></head>
 <body><main><h1>Starting the preview&hellip;</h1>
 <p>{message}.</p><p>This page retries every {retry} seconds.</p></main></body></html>
+"""
+ERROR_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Preview unavailable</title>
+<style>body{{font:16px system-ui,sans-serif;display:grid;place-items:center;
+min-height:100vh;margin:0;color:#444}}</style></head>
+<body><main><h1>The preview cannot be shown</h1>
+<p>{message}.</p><p>Error code: <code>{code}</code></p></main></body></html>
 """
 
 
@@ -120,12 +135,17 @@ class PreviewProxy:
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
         private_cookies: Iterable[str] = DEFAULT_PRIVATE_COOKIES,
         client: httpx.AsyncClient | None = None,
+        headers_timeout: float = DEFAULT_HEADERS_TIMEOUT,
     ) -> None:
-        """``app`` serves every other host; ``client`` defaults to one the proxy owns."""
+        """``app`` serves every other host; ``client`` defaults to one the proxy owns;
+        ``headers_timeout`` bounds the wait for the dev server's response headers (seconds)."""
+        if not headers_timeout > 0:
+            raise ValueError(f"headers_timeout must be positive, got {headers_timeout!r}")
         self.resolve = resolve
         self.authorize = authorize
         self.app = app
         self.timeout = timeout
+        self.headers_timeout = headers_timeout
         self.private_cookies = frozenset(private_cookies)
         # trust_env=False: a proxy from the environment must never see sandbox traffic.
         self.client = client or httpx.AsyncClient(
@@ -222,11 +242,17 @@ class PreviewProxy:
             content=request_body(receive) if has_body else None,
         )
         try:
-            response = await self.client.send(request, stream=True)
+            # Bounded: a dev server holding a request (or replies lost on the way) must not
+            # hold the browser for the read timeout; cancelling drops that connection.
+            with anyio.fail_after(self.headers_timeout):
+                response = await self.client.send(request, stream=True)
         except ClientDisconnect:  # the browser left while sending its body
             return
         except httpx.TransportError as exc:
             await refuse(scope, receive, send, transport_refusal(exc, sandbox_id))
+            return
+        except TimeoutError:
+            await refuse(scope, receive, send, too_slow(sandbox_id, self.headers_timeout))
             return
         try:
             await send_response(scope, receive, send, response, base_url, self.private_cookies)
@@ -264,8 +290,11 @@ def target_refusal(scope: Scope) -> Refusal | None:
 async def refuse(scope: Scope, receive: Receive, send: Send, refusal: Refusal) -> None:
     """Answer with a JSON error (HTTP) or an accepted-then-closed socket (WebSocket)."""
     if scope["type"] == "http":
-        if refusal.code == "preview_starting" and wants_html(scope):
-            await starting_page(scope, receive, send, refusal.message)
+        if is_navigation(scope):  # a page in words in the frame, never raw JSON
+            if refusal.status in RETRYABLE_STATUSES:
+                await starting_page(scope, receive, send, refusal.message)
+            else:
+                await error_page(scope, receive, send, refusal)
             return
         body = {"error": {"code": refusal.code, "message": refusal.message}}
         headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if refusal.status == 503 else None
@@ -299,6 +328,12 @@ def websocket_refusal(exc: Exception, sandbox_id: str) -> Refusal:
     return Refusal(502, "preview_upstream_error", msg, WS_BAD_GATEWAY)
 
 
+def too_slow(sandbox_id: str, seconds: float) -> Refusal:
+    """The dev server accepted the request but sent no response headers in ``seconds``."""
+    msg = f"the dev server of sandbox {sandbox_id!r} did not answer within {seconds:g} s"
+    return Refusal(504, "preview_timeout", msg, WS_TRY_AGAIN_LATER)
+
+
 def starting(sandbox_id: str) -> Refusal:
     """The dev server does not accept connections (yet): the browser should retry."""
     msg = f"the dev server of sandbox {sandbox_id!r} is not up yet"
@@ -312,6 +347,18 @@ async def starting_page(scope: Scope, receive: Receive, send: Send, message: str
     await HTMLResponse(html, 503, headers)(scope, receive, send)
 
 
-def wants_html(scope: Scope) -> bool:
-    """Whether the client is a browser navigating (rather than a script fetching)."""
-    return "text/html" in HTTPConnection(scope).headers.get("accept", "")
+async def error_page(scope: Scope, receive: Receive, send: Send, refusal: Refusal) -> None:
+    """A refusal in words for a browser navigating (its status and code kept)."""
+    html = ERROR_PAGE.format(message=escape(refusal.message), code=escape(refusal.code))
+    headers = {"Cache-Control": "no-store"}
+    await HTMLResponse(html, refusal.status, headers)(scope, receive, send)
+
+
+def is_navigation(scope: Scope) -> bool:
+    """Whether the client is a browser loading a page (rather than a script fetching):
+    ``Sec-Fetch-Mode: navigate``; without Fetch Metadata, an ``Accept`` naming HTML."""
+    headers = HTTPConnection(scope).headers
+    mode = headers.get("sec-fetch-mode")
+    if mode is not None:
+        return mode == "navigate"
+    return "text/html" in headers.get("accept", "")

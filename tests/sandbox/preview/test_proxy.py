@@ -17,6 +17,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import ExitStack
+from html import escape
 from typing import Any, NamedTuple
 
 import anyio
@@ -197,16 +198,25 @@ def serve_proxy(proxy_errors: list[BaseException]) -> Iterator[ServeProxy]:
     with ExitStack() as stack:
 
         def start(
-            routes: dict[str, str], authorize: Any = allow_all, app: ASGIApp | None = None
+            routes: dict[str, str],
+            authorize: Any = allow_all,
+            app: ASGIApp | None = None,
+            **options: Any,
         ) -> UvicornThread:
             async def resolve(sandbox_id: str) -> str | None:
                 return routes.get(sandbox_id)
 
-            proxy = PreviewProxy(resolve, authorize=authorize, app=app)
+            proxy = PreviewProxy(resolve, authorize=authorize, app=app, **options)
             return stack.enter_context(UvicornThread(ErrorRecorder(proxy, proxy_errors)))
 
         yield start
     assert proxy_errors == []
+
+
+# What a browser sends when a script fetches (the proxy answers it in JSON) and when it loads a
+# page (the proxy answers it with a page in words).
+FETCH = {"accept": "*/*", "sec-fetch-mode": "cors"}
+NAVIGATE = {"accept": "text/html,*/*;q=0.8", "sec-fetch-mode": "navigate"}
 
 
 def browser(proxy: UvicornThread, host: str = HOST) -> httpx.AsyncClient:
@@ -317,7 +327,7 @@ async def test_other_hosts_404_without_inner_app(
 ) -> None:
     proxy = serve_proxy({"abc": upstream.url})
     async with browser(proxy, host="localhost") as client:
-        response = await client.get("/")
+        response = await client.get("/", headers=FETCH)
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "not_found"
 
@@ -335,11 +345,18 @@ async def test_refused_hosts(
 ) -> None:
     proxy = serve_proxy({"abc": upstream.url})
     async with browser(proxy, host=host) as client:
-        response = await client.get("/")
+        response = await client.get("/", headers=FETCH)
+        page = await client.get("/", headers=NAVIGATE)
     assert response.status_code == status
     error = response.json()["error"]
     assert error["code"] == code
     assert repr(host.split(".")[0]) in error["message"]
+    # A navigation (the preview's frame) gets the same refusal as a page in words.
+    assert page.status_code == status
+    assert page.headers["content-type"].startswith("text/html")
+    assert escape(error["message"]) in page.text
+    assert f"<code>{code}</code>" in page.text
+    assert "refresh" not in page.text  # nothing to retry: it would fail the same way
 
 
 def raw_exchange(port: int, request: bytes) -> tuple[int, bytes]:
@@ -384,7 +401,7 @@ async def test_authorize_denied_is_403(upstream: UvicornThread, serve_proxy: Ser
 
     proxy = serve_proxy({"abc": upstream.url}, authorize=deny)
     async with browser(proxy) as client:
-        response = await client.get("/")
+        response = await client.get("/", headers=FETCH)
     assert response.status_code == 403
     assert response.json()["error"]["code"] == "forbidden"
     assert asked == ["abc"]
@@ -407,6 +424,42 @@ async def test_starting_page_until_dev_server_is_up(serve_proxy: ServeProxy) -> 
     assert as_json.json()["error"]["code"] == "preview_starting"
     assert ready.status_code == 200
     assert '<div id="root">' in ready.text
+
+
+HEADERS_TIMEOUT = 0.5
+
+
+@pytest.mark.anyio
+async def test_a_dev_server_that_never_answers_holds_the_browser_only_briefly(
+    serve_proxy: ServeProxy,
+) -> None:
+    """Connections are accepted (the kernel's backlog) but no response ever comes: a page load
+    gets the retrying page, a script a 504, both after ``headers_timeout``, not the read timeout."""
+    with loopback_socket() as silent:
+        silent.listen(16)
+        routes = {"abc": f"http://127.0.0.1:{silent.getsockname()[1]}"}
+        proxy = serve_proxy(routes, headers_timeout=HEADERS_TIMEOUT)
+        async with browser(proxy) as client:
+            started = time.monotonic()
+            page = await client.get("/", headers=NAVIGATE)
+            script = await client.get("/@vite/client", headers=FETCH)
+            waited = time.monotonic() - started
+    assert page.status_code == 503
+    assert page.headers["retry-after"] == "2"
+    assert '<meta http-equiv="refresh"' in page.text
+    assert "did not answer within 0.5 s" in page.text
+    assert script.status_code == 504
+    assert script.json()["error"]["code"] == "preview_timeout"
+    assert 2 * HEADERS_TIMEOUT <= waited < 2 * HEADERS_TIMEOUT + 5
+
+
+@pytest.mark.parametrize("seconds", [pytest.param(0, id="zero"), pytest.param(-1.0, id="negative")])
+def test_the_headers_timeout_must_be_positive(seconds: float) -> None:
+    async def resolve(sandbox_id: str) -> str | None:
+        return None
+
+    with pytest.raises(ValueError, match=repr(seconds)):
+        PreviewProxy(resolve, headers_timeout=seconds)
 
 
 @pytest.mark.anyio
