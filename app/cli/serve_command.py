@@ -63,6 +63,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     workers.add_argument("--no-worker", action="store_true", help="run no worker here")
     command.add_argument("--no-build", action="store_true", help="do not build missing images")
     command.add_argument("--log-level", default="info", help="debug, info, warning, error")
+    command.add_argument(
+        "--access-log",
+        action="store_true",
+        help="log every HTTP request (off by default, so the sign-in link stands out)",
+    )
     command.set_defaults(handler=handle_serve)
 
 
@@ -90,31 +95,43 @@ def handle_serve(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
     workers = 0 if args.no_worker else args.workers
     try:
-        anyio.run(serve, settings, workers, not args.no_build, sys.stdout)
+        anyio.run(serve, settings, workers, not args.no_build, sys.stdout, args.access_log)
     except (ConfigError, SandboxError) as exc:
         print(f"kiln serve: {exc}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
 
 
-async def serve(settings: ServiceSettings, workers: int, build_images: bool, out: TextIO) -> None:
+async def serve(
+    settings: ServiceSettings,
+    workers: int,
+    build_images: bool,
+    out: TextIO,
+    access_log: bool = False,
+) -> None:
     """Run everything until SIGINT/SIGTERM (see the module docstring)."""
     if settings.redis_url is not None:
-        await serve_with_redis(settings, workers, build_images, out)
+        await serve_with_redis(settings, workers, build_images, out, access_log)
         return
     async with EmbeddedRedis(settings.data_dir) as embedded, anyio.create_task_group() as tasks:
         tasks.start_soon(embedded.supervise)
         embedded_settings = dataclasses.replace(settings, redis_url=embedded.url)
-        await serve_with_redis(embedded_settings, workers, build_images, out)
+        await serve_with_redis(embedded_settings, workers, build_images, out, access_log)
         tasks.cancel_scope.cancel()
 
 
 async def serve_with_redis(
-    settings: ServiceSettings, workers: int, build_images: bool, out: TextIO
+    settings: ServiceSettings,
+    workers: int,
+    build_images: bool,
+    out: TextIO,
+    access_log: bool = False,
 ) -> None:
     """Serve on an opened stack: HTTP in front, workers behind, until a signal."""
     async with open_stack(settings) as stack, anyio.create_task_group() as tasks:
-        server = KilnServer(server_config(build_app_for(stack), settings.host, settings.port))
+        app = build_app_for(stack)
+        config = server_config(app, settings.host, settings.port, access_log=access_log)
+        server = KilnServer(config)
         for worker in stack.workers(workers):
             tasks.start_soon(worker.run)
         if build_images:

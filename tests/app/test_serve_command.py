@@ -110,6 +110,18 @@ def test_serve_from_an_empty_data_dir_runs_a_message_and_restarts(
         with sign_in(base, new_link) as client:
             chats = client.get("/api/chats").json()["chats"]
     assert [item["id"] for item in chats] == [chat["id"]]
+    # Access logs are off by default: the sign-in link must stand out in the log.
+    assert '"logger": "uvicorn.access"' not in (tmp_path / "first.log").read_text()
+
+
+def test_access_log_on_request(tmp_path: Path, instance: str) -> None:
+    data, port = tmp_path / "data", free_port()
+    env = kiln_env(instance, hello_recordings(tmp_path / "rec"))
+    args = ["serve", "--port", str(port), "--data-dir", str(data), "--no-build", "--access-log"]
+    with KilnProcess(args, env, tmp_path / "serve.log") as served:
+        served.wait_for(LOGIN_LINK)
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+    assert '"logger": "uvicorn.access"' in served.tail()
 
 
 def test_ctrl_c_to_the_process_group_stops_serve_and_then_its_redis(
