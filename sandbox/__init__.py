@@ -80,6 +80,9 @@ if TYPE_CHECKING:
     from sandbox.lifecycle.reaper import (
         sweep_instance,
     )
+    from sandbox.lifecycle.registry import (
+        registry_prefix,
+    )
     from sandbox.preview.proxy import (
         SANDBOX_ID,
         WS_NOT_FOUND,
@@ -135,6 +138,7 @@ _EXPORTS: dict[str, str] = {
     "manager_ports": "sandbox.session",
     "SandboxManager": "sandbox.lifecycle.manager",
     "sweep_instance": "sandbox.lifecycle.reaper",
+    "registry_prefix": "sandbox.lifecycle.registry",
     "DEFAULT_TEMPLATE": "sandbox.images.templates",
     "TEMPLATES": "sandbox.images.templates",
     "Template": "sandbox.images.templates",
@@ -225,6 +229,7 @@ __all__ = [
     "preview_label",
     "preview_url",
     "refuse",
+    "registry_prefix",
     "strip_wrapping_fence",
     "sweep_instance",
     "wrap_redis_errors",

@@ -98,7 +98,7 @@ class EnvReader:
         if raw is None:
             return default
         value = raw.strip().lower()
-        if _bytes(value) < (_bytes(low) or 1):
+        if size_bytes(value) < (size_bytes(low) or 1):
             raise self._refuse(name, raw, f"a size like 512m or 1g (b, k, m, g), at least {low}")
         return value
 
@@ -153,9 +153,9 @@ def _bounds(low: float | None, high: float | None, low_open: bool = False) -> st
     return ""
 
 
-def _bytes(size: str) -> int:
-    """The bytes of a lower-case Docker size; 0 for anything that is not one."""
-    found = _SIZE.fullmatch(size)
+def size_bytes(size: str) -> int:
+    """The bytes of a Docker size (``"512m"``); 0 for anything that is not one."""
+    found = _SIZE.fullmatch(size.strip().lower())
     return int(float(found["amount"]) * _UNITS[found["unit"]]) if found else 0
 
 

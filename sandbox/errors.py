@@ -3,7 +3,13 @@
     SandboxError                    base; ``sandbox`` never imports ``app``, so this is its own root
     ├── SandboxNotFound             a sandbox, container, volume or network that does not exist
     ├── SandboxUnavailable          Docker or Redis unreachable, an image missing, a container
-    │                               that stopped: trying again later may work (a 503, not a 404)
+    │   │                           that stopped: trying again later may work (a 503, not a 404)
+    │   ├── SandboxCapacity         the host holds as many sandboxes as it may (or Docker has
+    │   │                           no address pool left)
+    │   ├── DockerUnavailable       the Docker engine does not answer
+    │   ├── RedisUnavailable        Redis does not answer (or failed)
+    │   ├── ImageMissing            a template's image is not built
+    │   └── DiskFull                Docker ran out of disk space
     ├── ImageBuildFailed            building a base or template image failed
     ├── CommandRefused              a command outside the allow-list or with an unsafe argument
     ├── InstallRefused              a package spec that does not validate
@@ -34,6 +40,36 @@ class SandboxUnavailable(SandboxError):
     """Docker or Redis cannot be reached, or the sandbox cannot run right now."""
 
     code = "sandbox_unavailable"
+
+
+class SandboxCapacity(SandboxUnavailable):
+    """The host cannot take another sandbox: the configured maximum, or Docker's address pools."""
+
+    code = "sandbox_capacity"
+
+
+class DockerUnavailable(SandboxUnavailable):
+    """The Docker engine cannot be reached."""
+
+    code = "docker_unavailable"
+
+
+class RedisUnavailable(SandboxUnavailable):
+    """Redis cannot be reached (or a Redis call failed)."""
+
+    code = "redis_unavailable"
+
+
+class ImageMissing(SandboxUnavailable):
+    """A template's image is not built on this host."""
+
+    code = "image_missing"
+
+
+class DiskFull(SandboxUnavailable):
+    """Docker has no disk space left for a sandbox's container, volume or layer."""
+
+    code = "disk_full"
 
 
 class ImageBuildFailed(SandboxError):

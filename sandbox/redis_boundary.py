@@ -2,8 +2,9 @@
 
 An unreachable server (connection refused or lost, a timeout) and any other Redis failure (a
 script error, a wrong type, out of memory) are raised as the caller's own exception classes, so
-the sandbox layer reports :class:`~sandbox.errors.SandboxUnavailable` and the runs machinery
-its ``QueueUnavailable`` from the same rule. Messages name the action that failed.
+the sandbox layer reports :class:`~sandbox.errors.RedisUnavailable` (a ``SandboxUnavailable``
+with its own code, ``redis_unavailable``) and the runs machinery its ``QueueUnavailable`` from
+the same rule. Messages name the action that failed.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 
 import redis.exceptions
 
-from sandbox.errors import SandboxUnavailable
+from sandbox.errors import RedisUnavailable
 
 UNREACHABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
@@ -22,7 +23,7 @@ UNREACHABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 def wrap_redis_errors(
     action: str,
     *,
-    unreachable: type[Exception] = SandboxUnavailable,
+    unreachable: type[Exception] = RedisUnavailable,
     failed: type[Exception] | None = None,
 ) -> Iterator[None]:
     """Raise redis-py failures during ``action`` as ``unreachable`` or ``failed``.

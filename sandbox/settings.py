@@ -6,11 +6,12 @@ Values go through :class:`~sandbox.env_settings.EnvReader`: a malformed one rais
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandbox.env_settings import EnvReader
+from sandbox.env_settings import EnvReader, size_bytes
 
 LABEL = "kiln.sandbox"  # every container, network and volume kiln creates carries this label
 DOCKER_MIN_MEMORY = "6m"  # Docker refuses to start a container with a smaller memory limit
@@ -23,6 +24,28 @@ SYSTEM_CA_BUNDLES = (
     Path("/etc/ssl/ca-bundle.pem"),
     Path("/etc/ssl/cert.pem"),
 )
+
+
+# The default of KILN_MAX_SANDBOXES: this many sandboxes per memory limit's worth of host memory.
+# An idle sandbox uses a small part of its limit (bench/capacity.py: about 60-100 MiB for an
+# idle vanilla dev server against a 1g limit), so ten per limit leaves room for about one in
+# ten working near its limit at once; runs, not idle previews, are what use memory.
+SANDBOXES_PER_LIMIT = 10
+DEFAULT_MAX_SANDBOXES_RANGE = (2, 1000)
+MAX_SANDBOXES_CEILING = 10_000  # an explicit KILN_MAX_SANDBOXES above this is a typo
+
+
+def host_memory_bytes() -> int:
+    """The host's physical memory (kiln and its Docker engine run on one host)."""
+    return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+
+
+def default_max_sandboxes(mem_limit: str, host_memory: int | None = None) -> int:
+    """How many sandboxes a host of ``host_memory`` bytes holds by default (see above)."""
+    memory = host_memory_bytes() if host_memory is None else host_memory
+    derived = memory * SANDBOXES_PER_LIMIT // max(size_bytes(mem_limit), 1)
+    low, high = DEFAULT_MAX_SANDBOXES_RANGE
+    return max(low, min(high, derived))
 
 
 def system_ca_bundle() -> Path | None:
@@ -69,6 +92,22 @@ class SandboxSettings:
     # How the sandbox reaches the npm registry during installs (forwarded as environment).
     npm_registry: str | None = None
     proxy_env: dict[str, str] = field(default_factory=dict)
+    # The internal network all sandboxes of the instance share ("": kiln-sandboxes-<instance>).
+    sandbox_network: str = ""
+    # How many sandboxes (warm ones included) the host holds; None: derived from host memory.
+    max_sandboxes: int | None = None
+
+    @property
+    def network(self) -> str:
+        """The name of the instance's shared sandbox network."""
+        return self.sandbox_network or f"kiln-sandboxes-{self.instance}"
+
+    @property
+    def sandbox_limit(self) -> int:
+        """The most sandboxes this host holds at once (:func:`default_max_sandboxes` unless set)."""
+        if self.max_sandboxes is not None:
+            return self.max_sandboxes
+        return default_max_sandboxes(self.mem_limit)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SandboxSettings:
@@ -98,6 +137,8 @@ class SandboxSettings:
             # npm itself spells the second one so.
             npm_registry=read.raw("KILN_NPM_REGISTRY") or read.raw("npm_config_registry"),
             proxy_env=_proxy_env(read.env),
+            sandbox_network=read.text("KILN_SANDBOX_NETWORK", d.sandbox_network),
+            max_sandboxes=_max_sandboxes(read),
         )
 
 
@@ -107,6 +148,13 @@ _PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
 def _cpus(read: EnvReader) -> float:
     """``KILN_SANDBOX_CPUS``: Docker reads a limit that rounds to 0 nano-CPUs as "no limit"."""
     return read.number("KILN_SANDBOX_CPUS", 1.0, low=0.01, high=1024, low_open=False)
+
+
+def _max_sandboxes(read: EnvReader) -> int | None:
+    """``KILN_MAX_SANDBOXES``: unset means derived from host memory (``sandbox_limit``)."""
+    if read.raw("KILN_MAX_SANDBOXES") is None:
+        return None
+    return read.integer("KILN_MAX_SANDBOXES", 0, low=1, high=MAX_SANDBOXES_CEILING)
 
 
 def _proxy_env(env: Mapping[str, str]) -> dict[str, str]:

@@ -1,7 +1,10 @@
 """The one place kiln calls the Docker SDK: in a worker thread, with errors wrapped.
 
 The SDK blocks, so every call goes through :func:`call`, which runs it with
-``anyio.to_thread.run_sync`` and turns ``docker.errors`` into kiln's sandbox exceptions.
+``anyio.to_thread.run_sync`` and turns ``docker.errors`` into kiln's sandbox exceptions: an
+engine that does not answer is :class:`DockerUnavailable`, and the refusals a user can meet on a
+busy host are told apart by Docker's own words (:data:`REFUSALS`), so they reach the user with
+their own code instead of a generic failure.
 """
 
 from __future__ import annotations
@@ -15,10 +18,26 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from sandbox.errors import SandboxError, SandboxNotFound, SandboxUnavailable
+from sandbox.errors import (
+    DiskFull,
+    DockerUnavailable,
+    SandboxCapacity,
+    SandboxError,
+    SandboxNotFound,
+)
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+# Docker's explanation (lower-cased) -> the exception it becomes. Docker says so in these words.
+REFUSALS: tuple[tuple[str, type[SandboxError]], ...] = (
+    # Every default address pool is used up: one more bridge network does not fit.
+    ("could not find an available, non-overlapping ipv4 address pool", SandboxCapacity),
+    ("no available network", SandboxCapacity),
+    # The shared network's subnet has no address left for another container.
+    ("no available addresses on this pool", SandboxCapacity),
+    ("no space left on device", DiskFull),
+)
 
 
 async def call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -33,10 +52,17 @@ def run_wrapped(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         return fn(*args, **kwargs)
     except docker.errors.NotFound as exc:
         raise SandboxNotFound(f"docker: not found in {name}: {exc.explanation!r}") from exc
-    except (docker.errors.DockerException, requests.exceptions.ConnectionError) as exc:
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
         if isinstance(exc, docker.errors.APIError):
-            raise SandboxError(f"docker: {name} failed: {exc.explanation!r}") from exc
-        raise SandboxUnavailable(f"docker: engine unreachable in {name}: {exc!s}") from exc
+            kind = refusal_kind(str(exc.explanation or ""))
+            raise kind(f"docker: {name} failed: {exc.explanation!r}") from exc
+        raise DockerUnavailable(f"docker: engine unreachable in {name}: {exc!s}") from exc
+
+
+def refusal_kind(explanation: str) -> type[SandboxError]:
+    """The exception class of a Docker API error, from its explanation (:data:`REFUSALS`)."""
+    lowered = explanation.lower()
+    return next((kind for words, kind in REFUSALS if words in lowered), SandboxError)
 
 
 def connect() -> docker.DockerClient:
@@ -44,6 +70,6 @@ def connect() -> docker.DockerClient:
     try:
         client = docker.from_env(timeout=120)
         client.ping()
-    except (docker.errors.DockerException, requests.exceptions.ConnectionError) as exc:
-        raise SandboxUnavailable(f"docker: cannot reach the engine: {exc!s}") from exc
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        raise DockerUnavailable(f"docker: cannot reach the engine: {exc!s}") from exc
     return client

@@ -1,10 +1,10 @@
 """The Docker labels kiln puts on everything it creates, and the names derived from a sandbox id.
 
-Every container, network and volume carries ``kiln.sandbox`` (the sandbox id, or ``shared`` for
-the egress network and the npm cache volume) and ``kiln.instance`` (which deployment or test
-session made it). The reaper finds its objects by these labels alone, so a crash that loses the
-Redis registry still leaves nothing it cannot find. Labels are fixed at creation: a warm-pool
-container's owner and chat labels stay empty, and its assignment lives in the registry.
+Every container, network and volume carries ``kiln.sandbox`` (the sandbox id, or ``shared`` for the
+shared sandbox network, the egress network and the npm cache volume) and ``kiln.instance`` (which
+deployment or test session made it). The reaper finds its objects by these labels alone, so a crash
+that loses the Redis registry still leaves nothing it cannot find. Labels are fixed at creation: a
+warm-pool container's owner and chat labels stay empty, and its assignment lives in the registry.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ def container_name(sandbox_id: str) -> str:
 
 
 def network_name(sandbox_id: str) -> str:
-    """The Docker name of a sandbox's internal network."""
+    """The Docker name of a sandbox's own internal network: sandboxes made before they all
+    shared one network (``SandboxSettings.network``) still have one."""
     return f"kiln-net-{sandbox_id}"
 
 

@@ -1,22 +1,38 @@
-"""Sandbox networks: one ``internal`` bridge per sandbox, plus a shared egress bridge for installs.
+"""Sandbox networks: ONE internal bridge per kiln instance for every sandbox, plus an egress bridge.
 
-An internal bridge still gets a gateway address on the host, so the host (the preview proxy)
-reaches the dev server on the container's address on that network directly; Docker's isolation
-rules drop everything the container sends off the bridge, and publishing ports does not work on
-internal networks. The container therefore reaches nothing, except the host itself: the
-bridge's gateway address is a host address, so host services bound to ``0.0.0.0`` answer it.
-Every kiln bridge is named ``kiln<hash>`` (:func:`bridge_interface`), so one host rule closes
-that for all sandboxes while keeping the host's own connections to them working::
+Why one shared network. Docker's default address pools hold about thirty bridge networks, so a
+bridge per sandbox capped a host near thirty sandboxes and the thirty-first run crashed on
+"could not find an available, non-overlapping IPv4 address pool". A configured pool of small
+subnets would lift the ceiling but still spends a bridge, iptables rules and a subnet per
+sandbox and makes every operator edit ``daemon.json``. Instead every sandbox of an instance sits
+on one network (:func:`ensure_sandbox_network`, named by ``SandboxSettings.network``), whose
+isolation does not rely on being alone on it:
 
-    iptables -I INPUT -i kiln+ -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP
+- ``internal=True``: Docker drops everything the containers send off the bridge (no egress, no
+  published ports); the host still reaches a dev server on the container's address directly;
+- ``com.docker.network.bridge.enable_icc=false``: Docker drops forwarding between two ports of
+  the bridge, so one sandbox cannot reach another sandbox's dev server (or anything else of it);
+  the host's own connections do not cross the bridge's forwarding path and still work. Sandboxes
+  have no capabilities (no ``NET_RAW``), so they cannot forge frames past that rule either;
+- the bridge is named ``kiln<hash>`` (:func:`bridge_interface`): its gateway address is a host
+  address, so host services bound to ``0.0.0.0`` would answer it, and one host rule closes that
+  for every kiln bridge while keeping the host's own connections to sandboxes working::
+
+      iptables -I INPUT -i kiln+ -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP
+
+One network holds as many sandboxes as its subnet has addresses (a /16 or /20 from Docker's
+pools: thousands); what limits a host is memory, which admission checks
+(``SandboxSettings.sandbox_limit``).
 
 While an install runs, :func:`egress_attached` connects the container to the egress network (a
-normal bridge with inter-container traffic disabled), which gives it a default route and DNS;
-the container is disconnected afterwards whatever happened, including cancellation.
+normal bridge, also without inter-container traffic: sandboxes installing at the same time must
+not see each other), which gives it a default route and DNS; the container is disconnected
+afterwards whatever happened, including cancellation.
 
-Docker's default address pools hold about thirty bridge networks; a host running many
-sandboxes needs ``default-address-pools`` in ``daemon.json`` with small (``/24`` or smaller)
-subnets.
+Sandboxes made before this layout each have an own network (``kiln-net-<id>``, recorded in the
+registry's ``network`` field). They keep working on it; when such a container has to be
+replaced, the new one joins the shared network and the old network is removed
+(:func:`is_own_network` tells the two apart), and destroying or reaping one removes it.
 """
 
 from __future__ import annotations
@@ -30,26 +46,17 @@ import anyio
 import docker
 
 from sandbox.containers.docker_boundary import call
-from sandbox.containers.labels import shared_labels
+from sandbox.containers.labels import network_name, shared_labels
 from sandbox.errors import SandboxError, SandboxNotFound, SandboxUnavailable
 
 BRIDGE_NAME_OPTION = "com.docker.network.bridge.name"
+ICC_OPTION = "com.docker.network.bridge.enable_icc"
 BRIDGE_PREFIX = "kiln"
 
 
-async def create_internal_network(
-    client: docker.DockerClient, name: str, labels: dict[str, str]
-) -> Any:
-    """Create a sandbox's own internal bridge network."""
-    return await call(
-        client.networks.create,
-        name,
-        driver="bridge",
-        internal=True,
-        labels=labels,
-        check_duplicate=True,
-        options={BRIDGE_NAME_OPTION: bridge_interface(name)},
-    )
+def is_own_network(sandbox_id: str, network: str) -> bool:
+    """Whether ``network`` is the sandbox's own (pre-shared layout) network, removed with it."""
+    return network == network_name(sandbox_id)
 
 
 def bridge_interface(network: str) -> str:
@@ -60,18 +67,21 @@ def bridge_interface(network: str) -> str:
     return BRIDGE_PREFIX + hashlib.sha256(network.encode()).hexdigest()[:11]
 
 
-async def ensure_internal_network(
-    client: docker.DockerClient, name: str, labels: dict[str, str]
-) -> Any:
-    """The internal network called ``name``, created again if it has gone."""
-    try:
-        return await call(client.networks.get, name)
-    except SandboxNotFound:
-        return await create_internal_network(client, name, labels)
+async def ensure_sandbox_network(client: docker.DockerClient, name: str, instance: str) -> Any:
+    """The instance's shared internal sandbox network, created on first use."""
+    return await _ensure_shared(client, name, instance, internal=True)
 
 
 async def ensure_egress_network(client: docker.DockerClient, name: str, instance: str) -> Any:
-    """The shared egress network, created on first use; creating it twice at once is harmless."""
+    """The shared egress network, created on first use."""
+    return await _ensure_shared(client, name, instance, internal=False)
+
+
+async def _ensure_shared(
+    client: docker.DockerClient, name: str, instance: str, *, internal: bool
+) -> Any:
+    """A shared kiln bridge without inter-container traffic; creating it twice at once is
+    harmless (the loser finds the winner's)."""
     try:
         return await call(client.networks.get, name)
     except SandboxNotFound:
@@ -81,17 +91,16 @@ async def ensure_egress_network(client: docker.DockerClient, name: str, instance
             client.networks.create,
             name,
             driver="bridge",
+            internal=internal,
             labels=shared_labels(instance),
             check_duplicate=True,
-            options={
-                # Sandboxes installing at the same time must not see each other.
-                "com.docker.network.bridge.enable_icc": "false",
-                BRIDGE_NAME_OPTION: bridge_interface(name),
-            },
+            options={ICC_OPTION: "false", BRIDGE_NAME_OPTION: bridge_interface(name)},
         )
-    except SandboxError:
-        # Another process created it between our look-up and create.
-        return await call(client.networks.get, name)
+    except SandboxError as exc:
+        try:  # another process created it between our look-up and create
+            return await call(client.networks.get, name)
+        except SandboxNotFound:
+            raise exc from None  # it really failed (no address pool left, Docker away)
 
 
 async def remove_network(client: docker.DockerClient, name: str) -> bool:

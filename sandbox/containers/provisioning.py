@@ -1,4 +1,5 @@
-"""Creating and removing the Docker objects of one sandbox: volume, network, container.
+"""Creating and removing the Docker objects of one sandbox: volume and container (and the own
+network of a sandbox made before all sandboxes shared one: :mod:`sandbox.containers.networks`).
 
 These are the building blocks of :mod:`sandbox.lifecycle.manager` and
 :mod:`sandbox.lifecycle.reaper`; they know names and labels but nothing about chats, pools or
@@ -21,8 +22,8 @@ from sandbox.containers.labels import (
     OWNER_LABEL,
     container_name,
 )
-from sandbox.containers.networks import container_ip, ensure_internal_network, remove_network
-from sandbox.errors import SandboxNotFound, SandboxUnavailable
+from sandbox.containers.networks import container_ip, is_own_network, remove_network
+from sandbox.errors import ImageMissing, SandboxNotFound, SandboxUnavailable
 from sandbox.images.templates import Template
 from sandbox.settings import SandboxSettings
 
@@ -56,6 +57,8 @@ async def start_container(
 ) -> StartedContainer:
     """Create and start the hardened container of a sandbox whose volume and network exist.
 
+    ``ImageMissing`` when the template's image is not built.
+
     ``labels`` are the sandbox's (:func:`sandbox.containers.hardening.object_labels`); the
     container's owner, chat, creation and expiry labels are taken from them.
     """
@@ -73,7 +76,7 @@ async def start_container(
         # create + start rather than run: run would try to pull a missing image from a registry.
         container = await call(client.containers.create, **kwargs)
     except SandboxNotFound as exc:
-        raise SandboxUnavailable(
+        raise ImageMissing(
             f"cannot create sandbox {sandbox_id!r} from {template.image!r} "
             f"(is the image built? `kiln images build`): {exc}"
         ) from exc
@@ -91,12 +94,12 @@ async def replace_container(
     network: str,
     labels: dict[str, str],
 ) -> StartedContainer:
-    """Start a fresh container on the sandbox's existing volume (the old one died or vanished)."""
+    """Start a fresh container on the sandbox's existing volume (the old one died or vanished);
+    ``network`` must exist."""
     await remove_container(client, container_name(sandbox_id))
-    # Both are normally still there; if not, they come back labelled (Docker would create a
-    # missing volume on its own, but without the labels the reaper finds objects by).
+    # Normally still there; if not, it comes back labelled (Docker would create a missing
+    # volume on its own, but without the labels the reaper finds objects by).
     await create_volume(client, volume, labels)
-    await ensure_internal_network(client, network, labels)
     return await start_container(
         client, settings, template, sandbox_id, volume=volume, network=network, labels=labels
     )
@@ -125,9 +128,12 @@ async def remove_volume(client: docker.DockerClient, name: str) -> bool:
 async def remove_sandbox_objects(
     client: docker.DockerClient, sandbox_id: str, *, volume: str, network: str
 ) -> None:
-    """Remove a sandbox's container, then its network and volume (which the container used)."""
+    """Remove a sandbox's container, then its volume and, if it has its own, its network.
+
+    The shared sandbox network stays: other sandboxes sit on it."""
     await remove_container(client, container_name(sandbox_id))
-    await remove_network(client, network)
+    if is_own_network(sandbox_id, network):
+        await remove_network(client, network)
     await remove_volume(client, volume)
 
 

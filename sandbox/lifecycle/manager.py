@@ -22,7 +22,13 @@ Public API (what the write path, the agent loop, the preview proxy and the CLI u
 - ``container_for`` is the write path's recovery point: if the container died or vanished, a new
   one is started on the same workspace volume and network, and its address may change (look
   ``dev_url`` up again with ``get``).
-- ``destroy`` removes container, network, volume and record; ``reap`` runs one reaper pass.
+- ``destroy`` removes container, volume and record (and the own network of a sandbox made
+  before all sandboxes shared one); ``reap`` runs one reaper pass.
+- Capacity: every sandbox sits on the instance's one shared network
+  (:mod:`sandbox.containers.networks`), and the registry holds at most
+  ``settings.sandbox_limit`` sandboxes, warm ones included: ``provision`` past it raises
+  ``SandboxCapacity`` (an ``acquire`` first gives up a warm sandbox of another template to make
+  room); ``capacity()`` says how many are held.
 
 State shared between processes (chat bindings, owners, last use) lives in the Redis registry;
 the warm pool, the install queues and the locks are per process.
@@ -47,7 +53,12 @@ import docker
 from sandbox.containers.docker_boundary import call, connect
 from sandbox.containers.hardening import npm_registry, object_labels
 from sandbox.containers.labels import network_name, volume_name
-from sandbox.containers.networks import create_internal_network, egress_attached
+from sandbox.containers.networks import (
+    egress_attached,
+    ensure_sandbox_network,
+    is_own_network,
+    remove_network,
+)
 from sandbox.containers.provisioning import (
     container_running,
     create_volume,
@@ -56,7 +67,7 @@ from sandbox.containers.provisioning import (
     start_container,
     wait_port_open,
 )
-from sandbox.errors import SandboxError, SandboxNotFound, SandboxUnavailable
+from sandbox.errors import SandboxCapacity, SandboxError, SandboxNotFound, SandboxUnavailable
 from sandbox.execution import commands, workspace_files
 from sandbox.execution.exec_stream import ExecResult, OutputSink, exec_streaming
 from sandbox.execution.install_queue import InstallQueue, InstallResult
@@ -112,7 +123,13 @@ class SandboxManager:
         )
 
     async def aclose(self) -> None:
-        """Close the Redis connection and the Docker client."""
+        """Remove the shared sandbox network if no sandbox is left; close Redis and Docker."""
+        try:
+            if not await self.registry.all():
+                await remove_network(self.client, self.settings.network)
+        except SandboxError as exc:
+            # Docker refuses while a container still uses it (another process's new sandbox).
+            log.info("sandbox network %r kept: %s", self.settings.network, exc)
         await self.registry.aclose()
         await call(self.client.close)
 
@@ -149,7 +166,7 @@ class SandboxManager:
                 return existing
             sandbox = await self.pool.take(template)
             if sandbox is None:
-                sandbox = await self.provision(template, owner=owner, chat=chat)
+                sandbox = await self._provision_making_room(template, owner=owner, chat=chat)
             winner = await self.registry.bind_chat(chat, sandbox.id)
             if winner != sandbox.id:  # another process bound this chat first
                 await self.destroy(sandbox.id)
@@ -165,7 +182,8 @@ class SandboxManager:
     async def provision(
         self, template: str, *, owner: str = "", chat: str = "", state: str = "in_use"
     ) -> Sandbox:
-        """Create and start a new sandbox (volume, internal network, hardened container)."""
+        """Create and start a new sandbox (volume, hardened container on the shared network);
+        ``SandboxCapacity`` when the host holds ``settings.sandbox_limit`` sandboxes already."""
         spec = get_template(template)
         sandbox_id = secrets.token_hex(6)
         now = self._clock()
@@ -173,13 +191,20 @@ class SandboxManager:
             id=sandbox_id,
             template=template,
             volume=volume_name(sandbox_id),
-            network=network_name(sandbox_id),
+            network=self.settings.network,
             owner=owner,
             chat=chat,
             created=now,
             last_used=now,
         )
-        await self.registry.save(record)  # first, so the reaper never sees it as an orphan
+        # First, so the reaper never sees it as an orphan; counted and saved in one step.
+        limit = self.settings.sandbox_limit
+        held = await self.registry.save_within(record, limit)
+        if held is not None:
+            raise SandboxCapacity(
+                f"this host holds {held} sandboxes, the limit is {limit} "
+                "(KILN_MAX_SANDBOXES); try again when one is released"
+            )
         try:
             started = await self._create_objects(spec, record)
         except BaseException:
@@ -205,6 +230,10 @@ class SandboxManager:
                 network=network_name(sandbox_id),
             )
         await self._forget(record)
+
+    async def capacity(self) -> tuple[int, int]:
+        """``(sandboxes held, warm ones included; the limit)``."""
+        return len(await self.registry.all()), self.settings.sandbox_limit
 
     async def get(self, sandbox_id: str) -> Sandbox:
         """The sandbox's current handle; ``SandboxNotFound`` if it is unknown."""
@@ -329,10 +358,22 @@ class SandboxManager:
             chat=record.chat,
         )
 
+    async def _provision_making_room(self, template: str, *, owner: str, chat: str) -> Sandbox:
+        """Provision; at the limit, give up one warm sandbox (of any template) and try again."""
+        try:
+            return await self.provision(template, owner=owner, chat=chat)
+        except SandboxCapacity:
+            for name in self.pool.templates:
+                spare = await self.pool.take(name)
+                if spare is not None:
+                    await self.destroy(spare.id)
+                    return await self.provision(template, owner=owner, chat=chat)
+            raise
+
     async def _create_objects(self, template: Template, record: SandboxRecord) -> Any:
         labels = self._labels(record)
         await create_volume(self.client, record.volume, labels)
-        await create_internal_network(self.client, record.network, labels)
+        await ensure_sandbox_network(self.client, record.network, self.settings.instance)
         return await start_container(
             self.client,
             self.settings,
@@ -344,16 +385,24 @@ class SandboxManager:
         )
 
     async def _revive(self, record: SandboxRecord) -> Any:
+        """A new container on the sandbox's volume, on the shared network (a sandbox that had
+        its own network moves over, and its network goes)."""
+        network = self.settings.network
+        await ensure_sandbox_network(self.client, network, self.settings.instance)
         started = await replace_container(
             self.client,
             self.settings,
             get_template(record.template),
             record.id,
             volume=record.volume,
-            network=record.network,
+            network=network,
             labels=self._labels(record),
         )
-        await self.registry.update(record.id, container_id=started.container_id, ip=started.ip)
+        await self.registry.update(
+            record.id, container_id=started.container_id, ip=started.ip, network=network
+        )
+        if is_own_network(record.id, record.network):
+            await remove_network(self.client, record.network)
         return await call(self.client.containers.get, started.container_id)
 
     async def _forget(self, record: SandboxRecord) -> None:

@@ -29,6 +29,18 @@ if redis.call('exists', KEYS[1]) == 1 then
 end
 return -1
 """
+# Save a record unless the instance already holds ARGV[2] sandboxes (a known id always saves):
+# the count and the save in one step, so processes provisioning at once never exceed it.
+_SAVE_WITHIN = """
+if redis.call('sismember', KEYS[1], ARGV[1]) == 0 then
+  local held = redis.call('scard', KEYS[1])
+  if held >= tonumber(ARGV[2]) then return held end
+end
+redis.call('del', KEYS[2])
+redis.call('hset', KEYS[2], unpack(ARGV, 3))
+redis.call('sadd', KEYS[1], ARGV[1])
+return -1
+"""
 _DELETE_IF_EQUAL = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
 return 0
@@ -76,12 +88,17 @@ def _from_mapping(mapping: Mapping[Any, Any]) -> SandboxRecord | None:
     return SandboxRecord(**values)
 
 
+def registry_prefix(instance: str) -> str:
+    """The prefix of every key of ``instance``'s registry (admission counts sandboxes there)."""
+    return f"kiln:registry:{instance}"
+
+
 class SandboxRegistry:
     """The sandbox records of one kiln instance in Redis."""
 
     def __init__(self, client: redis.asyncio.Redis, instance: str) -> None:
         self._redis = client
-        self._prefix = f"kiln:registry:{instance}"
+        self._prefix = registry_prefix(instance)
 
     @classmethod
     def from_url(cls, url: str, instance: str) -> SandboxRegistry:
@@ -112,6 +129,15 @@ class SandboxRegistry:
                 pipe.hset(self._rec(record.id), mapping=_to_mapping(record))
                 pipe.sadd(f"{self._prefix}:ids", record.id)
                 await pipe.execute()
+
+    async def save_within(self, record: SandboxRecord, limit: int) -> int | None:
+        """Store a new record unless the instance holds ``limit`` sandboxes already; ``None``
+        when saved, else how many it holds (the record is not saved)."""
+        flat = [item for pair in _to_mapping(record).items() for item in pair]
+        keys = [f"{self._prefix}:ids", self._rec(record.id)]
+        with wrap_redis_errors(f"save sandbox {record.id!r}"):
+            held = int(await self._redis.eval(_SAVE_WITHIN, 2, *keys, record.id, limit, *flat))
+        return None if held < 0 else held
 
     async def get(self, sandbox_id: str) -> SandboxRecord | None:
         """The record of ``sandbox_id``, or ``None``."""

@@ -76,7 +76,8 @@ async def manager(sandbox_settings: SandboxSettings) -> AsyncIterator[SandboxMan
 
 
 async def _remove_shared(opened: SandboxManager) -> None:
-    """Remove the session's egress network and npm cache (kept by design in production)."""
+    """Remove the session's sandbox and egress networks and npm cache (kept in production)."""
+    await remove_network(opened.client, opened.settings.network)
     await remove_network(opened.client, opened.settings.egress_network)
     await remove_volume(opened.client, opened.settings.npm_cache_volume)
 

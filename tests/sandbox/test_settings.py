@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 from sandbox.errors import SandboxConfigError
-from sandbox.settings import SYSTEM_CA_BUNDLES, SandboxSettings, system_ca_bundle
+from sandbox.settings import (
+    SYSTEM_CA_BUNDLES,
+    SandboxSettings,
+    default_max_sandboxes,
+    system_ca_bundle,
+)
 
 
 def test_defaults_pool_every_template_and_forward_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -143,3 +148,37 @@ def test_nonsense_is_refused_naming_the_variable_and_the_value(
 ) -> None:
     with pytest.raises(SandboxConfigError, match=f"^{re.escape(message)}"):
         SandboxSettings.from_env({name: value})
+
+
+def test_sandboxes_share_one_network_per_instance_unless_named() -> None:
+    assert SandboxSettings.from_env({"KILN_INSTANCE": "blue"}).network == "kiln-sandboxes-blue"
+    named = SandboxSettings.from_env({"KILN_SANDBOX_NETWORK": "kiln-pool"})
+    assert named.network == "kiln-pool"
+
+
+@pytest.mark.parametrize(
+    ("memory", "limit", "expected"),
+    [
+        pytest.param(24 * 2**30, "1g", 240, id="24g-host"),
+        pytest.param(24 * 2**30, "512m", 480, id="smaller-limit-more-sandboxes"),
+        pytest.param(2**30, "4g", 2, id="floor"),
+        pytest.param(2**40, "64m", 1000, id="ceiling"),
+    ],
+)
+def test_the_default_capacity_follows_host_memory_and_the_memory_limit(
+    memory: int, limit: str, expected: int
+) -> None:
+    assert default_max_sandboxes(limit, memory) == expected
+
+
+def test_kiln_max_sandboxes_overrides_the_derived_capacity() -> None:
+    derived = SandboxSettings.from_env({"KILN_SANDBOX_MEMORY": "1g"})
+    assert derived.max_sandboxes is None
+    assert derived.sandbox_limit == default_max_sandboxes("1g")
+    assert SandboxSettings.from_env({"KILN_MAX_SANDBOXES": "7"}).sandbox_limit == 7
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "2.5", "lots", "20000"])
+def test_a_nonsense_max_sandboxes_is_refused(value: str) -> None:
+    with pytest.raises(SandboxConfigError, match=f"^KILN_MAX_SANDBOXES={value!r} must be"):
+        SandboxSettings.from_env({"KILN_MAX_SANDBOXES": value})

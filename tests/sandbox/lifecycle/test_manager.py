@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+import time
 from collections.abc import AsyncIterator
 
 import anyio
@@ -10,11 +12,17 @@ import httpx
 import pytest
 
 from sandbox.containers.docker_boundary import call
-from sandbox.containers.hardening import CA_BUNDLE_PATH, NPM_CACHE_DIR
+from sandbox.containers.hardening import CA_BUNDLE_PATH, NPM_CACHE_DIR, object_labels
+from sandbox.containers.labels import network_name, volume_name
 from sandbox.containers.networks import BRIDGE_NAME_OPTION, bridge_interface
-from sandbox.errors import SandboxError, SandboxNotFound
+from sandbox.containers.provisioning import create_volume, start_container
+from sandbox.errors import SandboxCapacity, SandboxError, SandboxNotFound
+from sandbox.images.templates import get_template
 from sandbox.lifecycle.manager import Sandbox, SandboxManager
+from sandbox.lifecycle.reaper import sweep_instance
+from sandbox.lifecycle.registry import SandboxRecord
 from sandbox.settings import LABEL, SandboxSettings
+from tests.sandbox.docker_support import TestInstances, settings_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 
@@ -106,14 +114,15 @@ async def test_what_one_sandbox_writes_to_its_npm_cache_no_other_sandbox_sees(
         await manager.destroy(other.id)
 
 
-async def test_the_container_sits_on_its_own_internal_network_only(
-    cold: Sandbox, docker_client: docker.DockerClient
+async def test_the_container_sits_on_the_shared_internal_network_only(
+    cold: Sandbox, docker_client: docker.DockerClient, sandbox_settings: SandboxSettings
 ) -> None:
     networks = docker_client.containers.get(cold.container_id).attrs["NetworkSettings"]["Networks"]
+    assert cold.network == sandbox_settings.network
     assert list(networks) == [cold.network]
     network = docker_client.networks.get(cold.network)
     assert network.attrs["Internal"] is True
-    assert network.attrs["Labels"][LABEL] == cold.id
+    assert network.attrs["Labels"][LABEL] == "shared"
     # A kiln<hash> bridge, so one host firewall rule (-i kiln+) covers every sandbox.
     assert network.attrs["Options"][BRIDGE_NAME_OPTION] == bridge_interface(cold.network)
 
@@ -185,16 +194,71 @@ async def test_a_sandbox_whose_objects_all_vanished_comes_back_labelled(
     manager: SandboxManager, cold: Sandbox, docker_client: docker.DockerClient
 ) -> None:
     docker_client.containers.get(cold.container_id).remove(force=True)
-    docker_client.networks.get(cold.network).remove()
     docker_client.volumes.get(cold.volume).remove()
     container = await manager.container_for(cold.id)
     assert container.status == "running"
-    for found in (
-        docker_client.volumes.get(cold.volume),
-        docker_client.networks.get(cold.network),
-    ):
-        assert found.attrs["Labels"][LABEL] == cold.id
+    assert docker_client.volumes.get(cold.volume).attrs["Labels"][LABEL] == cold.id
     assert container.labels["kiln.owner"] == "owner-1"
+    assert set(container.attrs["NetworkSettings"]["Networks"]) == {cold.network}
+
+
+async def _legacy_sandbox(manager: SandboxManager, docker_client: docker.DockerClient) -> Sandbox:
+    """A sandbox as made before sandboxes shared a network: its own internal network."""
+    sandbox_id = "legacy" + secrets.token_hex(3)
+    record = SandboxRecord(
+        id=sandbox_id,
+        template="vanilla",
+        volume=volume_name(sandbox_id),
+        network=network_name(sandbox_id),
+        created=time.time(),
+        last_used=time.time(),
+    )
+    await manager.registry.save(record)
+    labels = object_labels(manager.settings, "vanilla", sandbox_id, created=record.created)
+    docker_client.networks.create(record.network, internal=True, labels=labels)
+    await create_volume(docker_client, record.volume, labels)
+    started = await start_container(
+        docker_client,
+        manager.settings,
+        get_template("vanilla"),
+        sandbox_id,
+        volume=record.volume,
+        network=record.network,
+        labels=labels,
+    )
+    record = record.with_changes(container_id=started.container_id, ip=started.ip, state="idle")
+    await manager.registry.save(record)
+    return Sandbox.from_record(record)
+
+
+async def test_a_sandbox_with_its_own_network_keeps_working_and_destroy_removes_it(
+    manager: SandboxManager, docker_client: docker.DockerClient
+) -> None:
+    legacy = await _legacy_sandbox(manager, docker_client)
+    ready = await manager.wait_ready(legacy.id)
+    async with httpx.AsyncClient() as client:
+        assert (await client.get(f"{ready.dev_url}/")).status_code == 200
+    assert (await manager.container_for(legacy.id)).id == legacy.container_id
+    await manager.destroy(legacy.id)
+    assert not docker_client.networks.list(filters={"name": legacy.network})
+    assert not docker_client.containers.list(all=True, filters={"label": f"{LABEL}={legacy.id}"})
+
+
+async def test_a_revived_sandbox_with_its_own_network_moves_to_the_shared_one(
+    manager: SandboxManager, docker_client: docker.DockerClient
+) -> None:
+    legacy = await _legacy_sandbox(manager, docker_client)
+    try:
+        docker_client.containers.get(legacy.container_id).remove(force=True)
+        container = await manager.container_for(legacy.id)
+        moved = await manager.wait_ready(legacy.id)
+        assert moved.network == manager.settings.network
+        assert set(container.attrs["NetworkSettings"]["Networks"]) == {moved.network}
+        assert not docker_client.networks.list(filters={"name": legacy.network})
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(f"{moved.dev_url}/")).status_code == 200
+    finally:
+        await manager.destroy(legacy.id)
 
 
 async def test_another_template_for_a_chat_replaces_its_sandbox(
@@ -244,3 +308,43 @@ async def test_an_unknown_template_is_refused_before_anything_is_created(
 ) -> None:
     with pytest.raises(KeyError, match="'angular'"):
         await manager.acquire("chat-x", "owner-1", "angular")
+
+
+@pytest.fixture
+async def small_host(instances: TestInstances, redis_url: str) -> AsyncIterator[SandboxManager]:
+    """A manager on an instance of its own that may hold one sandbox, warm one included."""
+    settings = settings_for(instances.new("capacity"), redis_url, max_sandboxes=1, warm_pool_size=1)
+    opened = await SandboxManager.open(settings)
+    try:
+        yield opened
+        await sweep_instance(opened.client, settings.instance, opened.registry)
+    finally:
+        await opened.aclose()
+
+
+async def test_past_the_limit_provisioning_is_refused_in_words_and_creates_nothing(
+    small_host: SandboxManager, docker_client: docker.DockerClient
+) -> None:
+    kept = await small_host.provision("vanilla")
+    with pytest.raises(SandboxCapacity, match=r"holds 1 sandboxes, the limit is 1") as refused:
+        await small_host.provision("vanilla")
+    assert refused.value.code == "sandbox_capacity"
+    assert [record.id for record in await small_host.list()] == [kept.id]
+    assert await small_host.capacity() == (1, 1)
+    containers = docker_client.containers.list(
+        all=True, filters={"label": f"kiln.instance={small_host.settings.instance}"}
+    )
+    assert [c.id for c in containers] == [kept.container_id]
+
+
+async def test_at_the_limit_an_acquire_gives_up_a_warm_sandbox_of_another_template(
+    small_host: SandboxManager,
+) -> None:
+    async with small_host:
+        with anyio.fail_after(120):
+            while small_host.pool.available("vanilla") < 1:
+                await anyio.sleep(0.2)
+        warm = (await small_host.list())[0]
+        sandbox = await small_host.acquire("chat-full", "owner-1", "vite-react")
+        assert [record.id for record in await small_host.list()] == [sandbox.id]
+        assert await small_host.registry.get(warm.id) is None

@@ -93,6 +93,6 @@ async def test_a_reaper_pass_removes_orphans_then_idle_sandboxes_and_only_its_in
     later = await own_manager.reap(now=time.time() + 601)
     assert later.idle == [kept.id]
     assert sorted(leftovers(docker_client, instance)) == [
-        f"volume kiln-npm-cache-{instance}",
+        f"network kiln-sandboxes-{instance}",  # shared: kept while the instance runs
         f"volume kiln-shared-{instance}",
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from sandbox.errors import SandboxUnavailable
@@ -82,3 +83,28 @@ async def test_an_unreachable_redis_is_sandbox_unavailable() -> None:
             await registry.get("abc")
     finally:
         await registry.aclose()
+
+
+async def test_save_within_refuses_a_new_record_past_the_limit(registry: SandboxRegistry) -> None:
+    assert await registry.save_within(_record("a"), limit=2) is None
+    assert await registry.save_within(_record("b"), limit=2) is None
+    assert await registry.save_within(_record("c"), limit=2) == 2
+    assert [record.id for record in await registry.all()] == ["a", "b"]
+    # A known sandbox is saved again at the limit (its state changes, it is no new one).
+    assert await registry.save_within(_record("a", state="in_use"), limit=2) is None
+    found = await registry.get("a")
+    assert found is not None
+    assert found.state == "in_use"
+
+
+async def test_save_within_is_atomic_under_concurrency(registry: SandboxRegistry) -> None:
+    outcomes: list[int | None] = []
+
+    async def attempt(index: int) -> None:
+        outcomes.append(await registry.save_within(_record(f"s{index}"), limit=5))
+
+    async with anyio.create_task_group() as tasks:
+        for index in range(30):
+            tasks.start_soon(attempt, index)
+    assert outcomes.count(None) == 5
+    assert len(await registry.all()) == 5
