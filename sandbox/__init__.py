@@ -94,6 +94,10 @@ if TYPE_CHECKING:
         preview_url,
         refuse,
     )
+    from sandbox.preview.readiness import (
+        Readiness,
+        probe_preview,
+    )
     from sandbox.redis_boundary import wrap_redis_errors
     from sandbox.session import (
         Record,
@@ -164,6 +168,8 @@ _EXPORTS: dict[str, str] = {
     "strip_wrapping_fence": "sandbox.writes.fences",
     "build_workspace_tar": "sandbox.writes.flush",
     "PreviewProxy": "sandbox.preview.proxy",
+    "Readiness": "sandbox.preview.readiness",
+    "probe_preview": "sandbox.preview.readiness",
     "Refusal": "sandbox.preview.proxy",
     "Resolve": "sandbox.preview.proxy",
     "SANDBOX_ID": "sandbox.preview.proxy",
@@ -198,6 +204,7 @@ __all__ = [
     "InstallRefused",
     "PreviewProxy",
     "Progress",
+    "Readiness",
     "Record",
     "RecordSink",
     "Refusal",
@@ -228,6 +235,7 @@ __all__ = [
     "manager_ports",
     "preview_label",
     "preview_url",
+    "probe_preview",
     "refuse",
     "registry_prefix",
     "strip_wrapping_fence",

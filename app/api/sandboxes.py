@@ -6,6 +6,8 @@ else the sandbox does not exist (404), and so does a path that is no regular fil
 through a symlink. Both are the sandbox manager's (``list_files``, ``read_file``: as the
 sandbox user, see :mod:`sandbox.execution.workspace_files`); nothing here talks to Docker.
 
+``GET /api/sandboxes/{id}/preview`` says whether the preview is ready, from one short request
+to the dev server (the UI's preview state comes from it, never from its frame loading).
 ``POST /api/sandboxes/{id}/preview-login`` gives the owner a one-time link that signs the
 browser in on the sandbox's preview host (see :mod:`app.api.preview_access`): a cookie set
 for the UI's host is never sent to ``<id>.preview.<host>``. The link's token is sealed to that
@@ -28,7 +30,7 @@ from app.api.preview_seal import LOGIN
 from app.api.services import PREVIEW_LOGIN_TTL_SECONDS, in_thread, services
 from parser.errors import UnsafePathError
 from parser.paths import normalize_file_path
-from sandbox import FileTooLarge, SandboxNotFound, preview_url
+from sandbox import FileTooLarge, SandboxNotFound, preview_url, probe_preview
 
 
 async def list_files(request: Request) -> Response:
@@ -76,8 +78,20 @@ async def preview_login(request: Request) -> Response:
     return JSONResponse({"url": f"{base}{PREVIEW_LOGIN_PATH[1:]}?{urlencode({'token': token})}"})
 
 
+async def preview_state(request: Request) -> Response:
+    """``GET /api/sandboxes/{id}/preview`` -> ``{state, code, message}``: is the preview ready
+    (``ready``, ``starting``, ``failing``; see :mod:`sandbox.preview.readiness`)? A sandbox
+    that is gone is a 404, as for anyone else's."""
+    user = await require_user(request)
+    found = services(request)
+    sandbox = await owned_sandbox(found.store, found.sandboxes, user.id, request.path_params["id"])
+    readiness = await probe_preview(sandbox.dev_url, sandbox.id)
+    return JSONResponse(readiness.to_dict(), headers={"cache-control": "no-store"})
+
+
 ROUTES = [
     Route("/api/sandboxes/{id}/files", list_files, methods=["GET"]),
     Route("/api/sandboxes/{id}/files/{path:path}", read_file, methods=["GET"]),
     Route("/api/sandboxes/{id}/preview-login", preview_login, methods=["POST"]),
+    Route("/api/sandboxes/{id}/preview", preview_state, methods=["GET"]),
 ]

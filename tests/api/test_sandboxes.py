@@ -16,10 +16,14 @@ from urllib.parse import unquote
 
 import docker
 import pytest
+from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
 
 from app.api.preview_seal import LOGIN, PreviewSeal
 from sandbox.images.templates import get_template
 from tests.api.conftest import SECRET, Api
+from tests.servers import UvicornThread
 
 TEST_LABEL = "kiln.test.api"
 BIG_FILE_BYTES = 2 * 1024 * 1024 + 1
@@ -150,6 +154,7 @@ async def test_reading_refusals(
         pytest.param("GET", "/files", id="list"),
         pytest.param("GET", "/files/index.html", id="read"),
         pytest.param("POST", "/preview-login", id="preview-login"),
+        pytest.param("GET", "/preview", id="preview-state"),
     ],
 )
 async def test_another_users_sandbox_is_404(
@@ -188,3 +193,23 @@ async def test_preview_login_gives_a_one_time_link_on_the_preview_host(
     token = PreviewSeal(SECRET).open(LOGIN, sandbox_id, sealed)
     assert token is not None
     assert api.store.consume_login_token(token) is not None
+
+
+@pytest.mark.anyio
+async def test_the_preview_state_comes_from_the_dev_server(api: Api) -> None:
+    chat = api.store.create_chat(api.alice.user.id, "previewed")
+    api.sandboxes.add("up1", chat.id, ip="127.0.0.1", port=1)  # nothing listens on port 1
+    starting = await api.alice.client.get("/api/sandboxes/up1/preview")
+    app = Starlette(routes=[Route("/", lambda request: PlainTextResponse("app"))])
+    with UvicornThread(app) as dev_server:
+        api.sandboxes.add("up1", chat.id, ip="127.0.0.1", port=dev_server.port)
+        ready = await api.alice.client.get("/api/sandboxes/up1/preview")
+    assert starting.status_code == ready.status_code == 200
+    assert starting.json()["state"] == "starting"
+    assert starting.json()["code"] == "preview_starting"
+    assert ready.json() == {
+        "state": "ready",
+        "code": "preview_ready",
+        "message": "the dev server of sandbox 'up1' is up",
+    }
+    assert ready.headers["cache-control"] == "no-store"
