@@ -102,13 +102,15 @@ class BudgetExceeded(KilnError):
 
 
 class AdmissionRefused(KilnError):
-    """A run limit refused a new run; ``limit`` names which (global, user, chat, rate)."""
+    """A run limit refused a new run; ``limit`` names which (global, user, chat, rate,
+    sandboxes); ``retry_after`` is when trying again makes sense, in seconds."""
 
     code = "admission_refused"
 
-    def __init__(self, message: str, limit: str) -> None:
+    def __init__(self, message: str, limit: str, *, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.limit = limit
+        self.retry_after = retry_after
 
 
 class ConfigError(KilnError):

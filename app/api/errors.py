@@ -121,7 +121,9 @@ async def kiln_error_handler(request: Request, exc: Exception) -> Response:
         message = INTERNAL_TROUBLE.format(code=code, request_id=request_id(request.scope))
         return error_response(status, code, message)
     extra: dict[str, Any] = {"limit": exc.limit} if isinstance(exc, AdmissionRefused) else {}
-    return error_response(status, code, str(exc), **extra)
+    retry_after = getattr(exc, "retry_after", None)
+    headers = {"Retry-After": str(retry_after)} if isinstance(retry_after, int) else None
+    return error_response(status, code, str(exc), headers, **extra)
 
 
 def internal_error_response(identifier: str) -> JSONResponse:

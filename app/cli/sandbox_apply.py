@@ -53,6 +53,12 @@ FAILURES = {
     "out_of_memory",
     "write_failed",
     "sandbox_unavailable",
+    # Its subclasses' own codes (sandbox.errors): the outages a busy host meets.
+    "sandbox_capacity",
+    "docker_unavailable",
+    "redis_unavailable",
+    "image_missing",
+    "disk_full",
 }
 BUFFER_TTL_GRACE_SECONDS = 600.0  # buffer keys outlive the sandbox's idle TTL by this much
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2

@@ -1,4 +1,5 @@
-"""Admission of new runs: active-run limits and a request rate, checked atomically in Redis.
+"""Admission of new runs: active-run limits, a request rate and the host's sandbox capacity,
+checked atomically in Redis.
 
 One Lua script checks every limit and, if all pass, takes the slot, in one step: concurrent
 submits (any number of API processes) can never exceed a limit. The state lives in Redis:
@@ -14,6 +15,16 @@ key                          type    content
 ``kiln:rate:{user}``         zset    the user's requests of the last minute (score: ms)
 ===========================  ======  ====================================================
 
+**Capacity**: a run in a chat that has no sandbox yet will need a new one, so it is admitted
+only while the host can take another sandbox: the sandboxes the registry of the sandbox layer
+holds (``kiln:registry:{instance}``, :mod:`sandbox.lifecycle.registry`; warm ones do not count,
+they are handed out or given up) plus the chats of active runs still waiting for theirs must
+stay below ``SandboxSettings.sandbox_limit`` (``KILN_MAX_SANDBOXES``). The script reads those
+registry keys by name (a single Redis, as kiln runs it; not a cluster). A run that loses a race
+for the last sandbox anyway ends ``failed`` with the code ``sandbox_capacity``
+(:mod:`app.runs.failures`). Every refusal carries ``retry_after`` seconds (the HTTP layer's
+``Retry-After``).
+
 Sets rather than counters: admitting or releasing the same run twice changes nothing, so a
 retried release can never free a slot it did not hold. The rate is a sliding window of 60 s;
 every request that passes the rate check counts, even one then refused by a concurrency limit
@@ -24,6 +35,7 @@ frees slots whose run ended without releasing them (a process killed at the wron
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -34,6 +46,7 @@ from app.config import ServiceSettings
 from app.errors import AdmissionRefused
 from app.runs.errors import redis_errors
 from app.store import Store
+from sandbox import SandboxSettings, registry_prefix
 
 ACTIVE_KEY = "kiln:active"
 OWNERS_KEY = "kiln:active:owners"
@@ -41,6 +54,9 @@ RATE_WINDOW_MS = 60_000
 # A slot whose run row is missing is only freed after this long: the submit that took it may
 # still be writing the row.
 ORPHAN_GRACE_SECONDS = 60.0
+# Retry-After of each refusal (the rate's is computed: when its oldest request leaves the
+# window). Sandboxes free up when runs end and idle ones are reaped: slower than run slots.
+RETRY_AFTER_SECONDS = {"global": 10, "user": 5, "chat": 5, "sandboxes": 30}
 
 _ADMIT = """
 local run, owner = ARGV[1], ARGV[2]
@@ -48,12 +64,13 @@ local now = redis.call('TIME')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 local window = tonumber(ARGV[7])
 if redis.call('SISMEMBER', KEYS[1], run) == 1 then
-  return {'ok', 0}
+  return {'ok', 0, 0}
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now_ms - window)
 local requests = redis.call('ZCARD', KEYS[5])
 if requests >= tonumber(ARGV[6]) then
-  return {'rate', requests}
+  local oldest = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
+  return {'rate', requests, tonumber(oldest[2]) + window - now_ms}
 end
 redis.call('ZADD', KEYS[5], now_ms, run)
 redis.call('PEXPIRE', KEYS[5], window)
@@ -63,14 +80,33 @@ local checks = {
 for _, check in ipairs(checks) do
   local active = redis.call('SCARD', check[1])
   if active >= tonumber(check[3]) then
-    return {check[2], active}
+    return {check[2], active, 0}
+  end
+end
+-- Capacity: only a chat without a sandbox (and no active run already waiting for one) needs one.
+local registry, chat = ARGV[9], ARGV[10]
+local function has_sandbox(id) return redis.call('EXISTS', registry .. ':chat:' .. id) == 1 end
+if not has_sandbox(chat) then
+  local used, waiting = 0, {}
+  for _, id in ipairs(redis.call('SMEMBERS', registry .. ':ids')) do
+    if redis.call('HGET', registry .. ':rec:' .. id, 'state') ~= 'warm' then used = used + 1 end
+  end
+  for _, held in ipairs(redis.call('HVALS', KEYS[4])) do
+    local other = string.match(held, '^%S+ (%S+)')
+    if other and not waiting[other] and not has_sandbox(other) then
+      waiting[other] = true
+      used = used + 1
+    end
+  end
+  if not waiting[chat] and used >= tonumber(ARGV[8]) then
+    return {'sandboxes', used, 0}
   end
 end
 redis.call('SADD', KEYS[1], run)
 redis.call('SADD', KEYS[2], run)
 redis.call('SADD', KEYS[3], run)
 redis.call('HSET', KEYS[4], run, owner)
-return {'ok', 0}
+return {'ok', 0, 0}
 """
 
 
@@ -92,10 +128,18 @@ def rate_key(user_id: str) -> str:
 class Admission:
     """Takes and releases run slots under the limits of :class:`ServiceSettings`."""
 
-    def __init__(self, client: redis.asyncio.Redis, settings: ServiceSettings) -> None:
-        """Limits come from ``settings`` (``max_active_runs*``, ``user_requests_per_minute``)."""
+    def __init__(
+        self,
+        client: redis.asyncio.Redis,
+        settings: ServiceSettings,
+        sandboxes: SandboxSettings | None = None,
+    ) -> None:
+        """Limits come from ``settings`` (``max_active_runs*``, ``user_requests_per_minute``)
+        and ``sandboxes`` (instance and ``sandbox_limit``; from the environment unless given,
+        as the sandbox manager's do)."""
         self._redis = client
         self._settings = settings
+        self._sandboxes = sandboxes or SandboxSettings.from_env()
         self._admit = client.register_script(_ADMIT)
 
     async def admit(self, run_id: str, user_id: str, chat_id: str) -> None:
@@ -106,11 +150,15 @@ class Admission:
         arguments: list[Any] = [run_id, owner, limits.max_active_runs]
         arguments += [limits.max_active_runs_per_user, limits.max_active_runs_per_chat]
         arguments += [limits.user_requests_per_minute, RATE_WINDOW_MS]
+        sandboxes = self._sandboxes
+        arguments += [sandboxes.sandbox_limit, registry_prefix(sandboxes.instance), chat_id]
         with redis_errors(f"admitting run {run_id!r}"):
-            verdict, count = await self._admit(keys=keys, args=arguments)
-        verdict = verdict.decode() if isinstance(verdict, bytes) else str(verdict)
+            verdict, count, wait_ms = await self._admit(keys=keys, args=arguments)
+        verdict = _text(verdict)
         if verdict != "ok":
-            raise AdmissionRefused(self._refusal(verdict, int(count)), verdict)
+            retry_after = RETRY_AFTER_SECONDS.get(verdict) or max(1, math.ceil(wait_ms / 1000))
+            message = self._refusal(verdict, int(count))
+            raise AdmissionRefused(message, verdict, retry_after=retry_after)
 
     def _refusal(self, limit: str, count: int) -> str:
         settings = self._settings
@@ -118,6 +166,11 @@ class Admission:
             return (
                 f"too many messages: {count} in the last minute, the limit is "
                 f"{settings.user_requests_per_minute}; wait a little"
+            )
+        if limit == "sandboxes":
+            return (
+                f"this server is running as many app sandboxes as it can: {count} of "
+                f"{self._sandboxes.sandbox_limit} (KILN_MAX_SANDBOXES); try again in a minute"
             )
         if limit == "global":
             return (

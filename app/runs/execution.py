@@ -13,7 +13,10 @@ watches it while it runs:
 An abandoned run stops quietly: its events are muted and it neither finishes the row nor
 acknowledges the entry (the new owner does). Otherwise the run always ends with the assistant's
 reply stored, the row finished (both in one transaction) and ``run_finished`` as the last
-event, also when the loop crashed (status ``failed``, the exception in ``error``).
+event, also when the loop crashed: status ``failed``, an ``error`` event with the stable code
+and the sentence of :func:`app.runs.failures.failure_of` (Docker or Redis down, no room for a
+sandbox, an image missing, a full disk), that sentence in ``error``; never a class name or a
+traceback, which go to the log.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from app.runs.cancel import cancel_channel
 from app.runs.ending import release_slot, run_finished_event
 from app.runs.errors import QueueUnavailable
 from app.runs.events import RunEventWriter
+from app.runs.failures import Failure, failure_of
 from app.runs.history import chat_history, reply_text
 from app.runs.queue import Delivery, RunQueue
 from app.store import FAILED, Chat, Message, Run, Store
@@ -135,7 +139,9 @@ class RunExecution:
             result = await self._run_agent()
         except Exception as exc:
             log.error("run %r crashed:\n%s", self._run.id, traceback.format_exc())
-            return Outcome(FAILED, "error", _crash_message(exc))
+            failure = failure_of(exc)
+            await self._emit_failure(failure)
+            return Outcome(FAILED, "error", failure.message)
         error = next((e["message"] for e in result.errors if e.get("severity") == "fatal"), None)
         return Outcome(result.status, result.stop_reason, error, result)
 
@@ -215,6 +221,15 @@ class RunExecution:
             event = await self._sandbox_ready(str(event["sandbox_id"]), event)
         assert self._writer is not None
         await self._writer.emit(event)
+
+    async def _emit_failure(self, failure: Failure) -> None:
+        """The fatal ``error`` event of a crashed run (if even that cannot be written, the
+        row's ``error`` still says it)."""
+        event = {"type": "error", "code": failure.code, "message": failure.message}
+        try:
+            await self._emit({**event, "severity": "fatal"})
+        except Exception:
+            log.exception("the error event of run %r was not written", self._run.id)
 
     async def _sandbox_ready(self, sandbox_id: str, event: dict[str, Any]) -> dict[str, Any]:
         """Show the preview while the run streams: on the run, the chat and the event."""
@@ -343,10 +358,3 @@ class RunExecution:
         if self._writer is not None:
             self._writer.mute()
         self._cancel.set()
-
-
-def _crash_message(exc: Exception) -> str:
-    """The ``error`` of a run whose loop raised ``exc``."""
-    if isinstance(exc, KilnError):
-        return str(exc)
-    return f"the run crashed: {type(exc).__name__}: {exc}"

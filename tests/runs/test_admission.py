@@ -1,17 +1,23 @@
-"""Admission: limits of active runs and a request rate, atomic under concurrency."""
+"""Admission: limits of active runs, a request rate and the host's sandbox capacity, atomic
+under concurrency."""
 
 from __future__ import annotations
 
+import json
 import time
+from typing import Any
 
 import anyio
 import pytest
 import redis.asyncio
 
+from app.api.errors import kiln_error_handler
 from app.config import ServiceSettings
 from app.errors import AdmissionRefused
 from app.runs.admission import OWNERS_KEY, Admission, chat_key, user_key
 from app.store import Store
+from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
+from sandbox.settings import SandboxSettings
 from tests.runs.conftest import new_chat, with_limits
 
 pytestmark = pytest.mark.anyio
@@ -155,3 +161,113 @@ async def test_reconcile_frees_ended_and_orphaned_slots(
     await client.hset(OWNERS_KEY, "orphan", old)
     assert sorted(await admission.reconcile(store)) == sorted([ended.id, "orphan"])
     assert await admission.active_runs() == {active.id, "young-orphan"}
+
+
+HOST_INSTANCE = "admission-host"
+
+
+def small_host(limit: int) -> SandboxSettings:
+    """Sandbox settings of a host that holds ``limit`` sandboxes."""
+    return SandboxSettings(instance=HOST_INSTANCE, max_sandboxes=limit)
+
+
+async def hold_sandboxes(client: redis.asyncio.Redis, *states: str, chat: str = "") -> list[str]:
+    """Record one sandbox per state in the host's registry (as the manager does); their ids."""
+    registry = SandboxRegistry(client, HOST_INSTANCE)
+    ids = [f"sb{index}-{state}" for index, state in enumerate(states)]
+    for sandbox_id, state in zip(ids, states, strict=True):
+        record = SandboxRecord(sandbox_id, "vanilla", "v", "n", state=state)
+        await registry.save(record)
+    if chat:
+        await registry.bind_chat(chat, ids[0])
+    return ids
+
+
+async def test_a_full_host_refuses_a_new_chat_naming_the_limit_with_retry_after(
+    settings: ServiceSettings, client: redis.asyncio.Redis
+) -> None:
+    await hold_sandboxes(client, "in_use", "idle")
+    admission = Admission(client, settings, small_host(2))
+    with pytest.raises(AdmissionRefused, match=r"2 of 2 \(KILN_MAX_SANDBOXES\)") as refused:
+        await admission.admit("r1", "u1", "c1")
+    assert (refused.value.limit, refused.value.retry_after) == ("sandboxes", 30)
+    assert await admission.active_runs() == set()  # nothing is taken, nothing queued
+
+
+async def test_the_refusal_is_a_429_with_retry_after(
+    settings: ServiceSettings, client: redis.asyncio.Redis
+) -> None:
+    await hold_sandboxes(client, "in_use")
+    admission = Admission(client, settings, small_host(1))
+    with pytest.raises(AdmissionRefused) as refused:
+        await admission.admit("r1", "u1", "c1")
+    request: Any = None  # a 4xx answer never looks at the request
+    response = await kiln_error_handler(request, refused.value)
+    assert response.status_code == 429
+    assert response.headers["Retry-After"] == "30"
+    body = json.loads(bytes(response.body))
+    assert body["error"]["limit"] == "sandboxes"
+    assert "KILN_MAX_SANDBOXES" in body["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("states", "bound", "admitted"),
+    [
+        pytest.param(("in_use",), "", False, id="full"),
+        pytest.param(("in_use",), "c1", True, id="the-chat-has-its-sandbox"),
+        pytest.param(("warm",), "", True, id="warm-ones-are-handed-out"),
+        pytest.param(("warm", "provisioning"), "", False, id="provisioning-counts"),
+    ],
+)
+async def test_what_counts_against_the_host(
+    settings: ServiceSettings,
+    client: redis.asyncio.Redis,
+    states: tuple[str, ...],
+    bound: str,
+    admitted: bool,
+) -> None:
+    await hold_sandboxes(client, *states, chat=bound)
+    admission = Admission(client, settings, small_host(1))
+    assert (await refusal(admission, "r1", "u1", "c1") is None) is admitted
+
+
+async def test_runs_still_waiting_for_their_sandbox_count_once_per_chat(
+    settings: ServiceSettings, client: redis.asyncio.Redis
+) -> None:
+    roomy = with_limits(settings, max_active_runs_per_chat=5)
+    admission = Admission(client, roomy, small_host(1))
+    assert await refusal(admission, "r1", "u1", "c1") is None
+    assert await refusal(admission, "r2", "u2", "c2") == "sandboxes"
+    assert await refusal(admission, "r3", "u1", "c1") is None  # shares the sandbox c1 awaits
+
+
+async def test_concurrent_new_chats_never_exceed_the_sandboxes(
+    settings: ServiceSettings, client: redis.asyncio.Redis, runs_redis_url: str
+) -> None:
+    roomy = with_limits(settings, max_active_runs_per_user=100, user_requests_per_minute=1000)
+    clients = [redis.asyncio.Redis.from_url(runs_redis_url) for _ in range(4)]
+    outcomes: list[str | None] = []
+
+    async def attempt(index: int) -> None:
+        admission = Admission(clients[index % len(clients)], roomy, small_host(3))
+        outcomes.append(await refusal(admission, f"r{index}", "u1", f"c{index}"))
+
+    async with anyio.create_task_group() as tasks:
+        for index in range(20):
+            tasks.start_soon(attempt, index)
+    for opened in clients:
+        await opened.aclose()
+    assert outcomes.count(None) == 3
+    assert outcomes.count("sandboxes") == 17
+
+
+async def test_a_rate_refusal_says_when_the_oldest_request_leaves_the_minute(
+    settings: ServiceSettings, client: redis.asyncio.Redis
+) -> None:
+    admission = Admission(client, with_limits(settings, user_requests_per_minute=1))
+    await admission.admit("r1", "u1", "c1")
+    with pytest.raises(AdmissionRefused) as refused:
+        await admission.admit("r2", "u1", "c2")
+    assert refused.value.limit == "rate"
+    assert refused.value.retry_after is not None
+    assert 55 <= refused.value.retry_after <= 60

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -10,31 +12,41 @@ from typing import Any
 
 import anyio
 import docker
+import docker.errors
 import pytest
 import redis.asyncio
+import redis.exceptions
+import requests.exceptions
 
 from app.agent.checkpoint import Checkpoint
 from app.config import ServiceSettings
 from app.errors import ConfigError
 from app.providers import Message as PromptMessage
+from app.runs.errors import QueueUnavailable
 from app.runs.execution import ProviderFactory, ResolvedProvider, WorkspaceFactory
+from app.runs.failures import SENTENCES
 from app.runs.follow import RunFollower
 from app.runs.queue import RunQueue
 from app.runs.service import RunService
 from app.runs.stale import StaleRunReaper
 from app.runs.worker import Worker, sandbox_workspaces
 from app.store import Run, Store
-from sandbox.containers.docker_boundary import call
+from sandbox.containers.docker_boundary import call, run_wrapped
 from sandbox.containers.networks import remove_network
 from sandbox.containers.provisioning import remove_volume
+from sandbox.errors import ImageMissing, SandboxCapacity, SandboxError
 from sandbox.images.templates import WORKSPACE
 from sandbox.lifecycle.manager import SandboxManager
-from tests.agent.fakes import FakeTools
+from sandbox.lifecycle.registry import SandboxRecord
+from sandbox.redis_boundary import wrap_redis_errors
+from sandbox.session import RecordSink
+from tests.agent.fakes import FakeTarget, FakeTools
 from tests.runs.conftest import new_chat, with_limits
 from tests.runs.fakes import (
     SEARCH_THEN_BUILD,
     TODO_FILES,
     MemoryWorkspaces,
+    ReadyWorkspace,
     replay_factory,
 )
 from tests.sandbox.docker_support import leftovers, settings_for, sweep
@@ -165,7 +177,8 @@ async def test_a_crashing_provider_fails_the_run_with_a_clear_error(
     async with running_workers(settings, store, client, MemoryWorkspaces(), refuse):
         run = await submit(service, store)
         events = await events_until_finished(store, client, run.id)
-    assert [e["type"] for e in events] == ["run_started", "run_finished"]
+    assert [e["type"] for e in events] == ["run_started", "error", "run_finished"]
+    assert (events[1]["code"], events[1]["severity"]) == ("config_error", "fatal")
     assert events[-1]["status"] == "failed"
     assert "OPENAI_API_KEY" in events[-1]["error"]
     failed = store.get_run(run.id)
@@ -186,11 +199,18 @@ async def test_a_crash_inside_the_loop_still_ends_with_run_finished(
         run = await submit(service, store)
         events = await events_until_finished(store, client, run.id)
     assert events[0]["type"] == "run_started"
+    # A bug: the user reads a sentence and the code, the log has the exception.
+    assert events[-2] == {
+        "type": "error",
+        "code": "internal_error",
+        "message": SENTENCES["internal_error"],
+        "severity": "fatal",
+    }
     assert events[-1] == {
         "type": "run_finished",
         "status": "failed",
         "stop_reason": "error",
-        "error": "the run crashed: RuntimeError: the sandbox layer exploded",
+        "error": SENTENCES["internal_error"],
     }
 
 
@@ -382,3 +402,155 @@ async def test_a_worker_recreates_a_lost_consumer_group(
         run = await submit(service, store)
         events = await events_until_finished(store, client, run.id)
     assert events[-1]["status"] == "completed"
+
+
+def _docker_refusal(explanation: str) -> BaseException:
+    """What the Docker boundary raises when the engine answers ``explanation``."""
+
+    def refuse() -> None:
+        raise docker.errors.APIError("500 Server Error", explanation=explanation)
+
+    try:
+        run_wrapped(refuse)
+    except SandboxError as exc:
+        return exc
+    raise AssertionError("run_wrapped did not raise")
+
+
+def _docker_down() -> BaseException:
+    def unreachable() -> None:
+        raise requests.exceptions.ConnectionError("Connection refused: /var/run/docker.sock")
+
+    try:
+        run_wrapped(unreachable)
+    except SandboxError as exc:
+        return exc
+    raise AssertionError("run_wrapped did not raise")
+
+
+def _redis_down() -> BaseException:
+    try:
+        with wrap_redis_errors("acquire sandbox"):
+            raise redis.exceptions.ConnectionError("Error 111 connecting to 127.0.0.1:6390")
+    except SandboxError as exc:
+        return exc
+    raise AssertionError("wrap_redis_errors did not raise")
+
+
+class _FailingWorkspace(ReadyWorkspace):
+    """A workspace whose sandbox cannot be had: ``target`` raises ``error``."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__()
+        self._error = error
+
+    async def target(self, on_record: RecordSink) -> FakeTarget:
+        raise self._error
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        pytest.param(
+            _docker_refusal(
+                "could not find an available, non-overlapping IPv4 address pool among the "
+                "defaults to assign to the network"
+            ),
+            "sandbox_capacity",
+            id="network-pool-exhausted",
+        ),
+        pytest.param(
+            SandboxCapacity("this host holds 9 sandboxes, the limit is 9 (KILN_MAX_SANDBOXES)"),
+            "sandbox_capacity",
+            id="max-sandboxes",
+        ),
+        pytest.param(_docker_down(), "docker_unavailable", id="docker-down"),
+        pytest.param(
+            requests.exceptions.ConnectionError("docker.sock"),
+            "docker_unavailable",
+            id="docker-down-unwrapped",
+        ),
+        pytest.param(_redis_down(), "redis_unavailable", id="redis-down"),
+        pytest.param(
+            QueueUnavailable("redis unreachable while reading"), "queue_unavailable", id="queue"
+        ),
+        pytest.param(
+            ImageMissing("cannot create sandbox 'x' from 'kiln/sandbox-vanilla'"),
+            "image_missing",
+            id="image-missing",
+        ),
+        pytest.param(
+            _docker_refusal("write /var/lib/docker/x: no space left on device"),
+            "disk_full",
+            id="disk-full-docker",
+        ),
+        pytest.param(
+            OSError(errno.ENOSPC, "No space left on device"), "disk_full", id="disk-full-host"
+        ),
+    ],
+)
+async def test_an_infrastructure_failure_ends_the_run_with_a_code_and_a_sentence(
+    settings: ServiceSettings,
+    store: Store,
+    client: redis.asyncio.Redis,
+    error: BaseException,
+    code: str,
+) -> None:
+    service = RunService(store, client, settings)
+    workspaces = lambda run, chat: _FailingWorkspace(error)  # noqa: E731
+    async with running_workers(settings, store, client, workspaces, replay_factory()):
+        run = await submit(service, store)
+        events = await events_until_finished(store, client, run.id)
+    failure = next(event for event in events if event["type"] == "error")
+    assert failure == {
+        "type": "error",
+        "code": code,
+        "message": SENTENCES[code],
+        "severity": "fatal",
+    }
+    assert events[-1]["status"] == "failed"
+    assert events[-1]["error"] == SENTENCES[code]
+    _assert_no_internals(events, error)
+    finished = store.get_run(run.id)
+    assert finished is not None
+    assert (finished.status, finished.error) == ("failed", SENTENCES[code])
+
+
+def _assert_no_internals(events: list[dict[str, Any]], error: BaseException) -> None:
+    """No class name, traceback, task group or docker/redis detail reaches the user."""
+    shown = json.dumps(events)
+    for internal in ("TaskGroup", "Traceback", "ExceptionGroup", type(error).__name__, "docker:"):
+        assert internal not in shown
+
+
+@pytest.mark.docker
+async def test_a_run_that_finds_the_host_full_ends_with_sandbox_capacity(
+    settings: ServiceSettings, store: Store, client: redis.asyncio.Redis, redis_url: str
+) -> None:
+    """A real manager whose host may hold one sandbox, already held: nothing reaches Docker."""
+    instance = f"test-runs-full-{secrets.token_hex(4)}"
+    manager = await SandboxManager.open(settings_for(instance, redis_url, max_sandboxes=1))
+    docker_client = docker.from_env()
+    try:
+        held = SandboxRecord("held1", "vanilla", "v", "n", state="in_use")
+        await manager.registry.save(held)
+        service = RunService(store, client, settings)
+        async with running_workers(
+            settings, store, client, sandbox_workspaces(manager), replay_factory()
+        ):
+            run = await submit(service, store)
+            events = await events_until_finished(store, client, run.id)
+        await manager.registry.clear()
+    finally:
+        await manager.aclose()
+        left = leftovers(docker_client, instance)
+        sweep(docker_client, instance, redis_url)
+        docker_client.close()
+    failure = next(event for event in events if event["type"] == "error")
+    assert (failure["code"], failure["message"]) == (
+        "sandbox_capacity",
+        SENTENCES["sandbox_capacity"],
+    )
+    assert events[-1]["status"] == "failed"
+    _assert_no_internals(events, SandboxCapacity())
+    assert left == []

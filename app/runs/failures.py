@@ -1,0 +1,118 @@
+"""What a user reads when a run fails: a stable code and a sentence, never a class name.
+
+The agent loop reports the failures it expects (a refused command, a provider error) itself. This
+module is for the rest, whatever escaped the loop: :func:`failure_of` finds the exception that
+matters (the first of kiln's own inside an ``ExceptionGroup``: a task group wraps whatever its
+tasks raise), takes its stable ``code`` (:func:`app.errors.error_code`) and says it in words:
+
+- infrastructure (Docker down, Redis down, no room for another sandbox, an image not built, a
+  full disk) gets a fixed sentence from :data:`SENTENCES`: the exception's own message names
+  docker calls and addresses, which are for the log, not for the chat;
+- kiln's other errors say what went wrong in their message, which is shown;
+- anything else is a bug: ``internal_error`` and a sentence pointing at the server log.
+
+A Docker or Redis exception that escaped the boundaries unwrapped, and a full disk met by the
+store, are recognised by their type, so a missed wrapper still reads as the outage it is.
+"""
+
+from __future__ import annotations
+
+import errno
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import docker.errors
+import redis.exceptions
+import requests.exceptions
+
+from app.errors import ROOTS, error_code
+
+INTERNAL = "internal_error"
+SENTENCES: dict[str, str] = {
+    "sandbox_capacity": (
+        "This server is running as many app sandboxes as it can right now. "
+        "Please send your message again in a few minutes."
+    ),
+    "docker_unavailable": (
+        "The service that runs app sandboxes (Docker) is not answering. "
+        "Please try again shortly; if it keeps happening, tell the operator."
+    ),
+    "redis_unavailable": (
+        "kiln lost its connection to Redis, which it needs to run your app. "
+        "Please try again shortly."
+    ),
+    "queue_unavailable": (
+        "kiln lost its connection to Redis, which it needs to run your app. "
+        "Please try again shortly."
+    ),
+    "image_missing": (
+        "The sandbox image for this kind of app is not installed on this server. "
+        "The operator needs to run `kiln images build`."
+    ),
+    "disk_full": (
+        "The server ran out of disk space while working on your app. "
+        "Please try again later; the operator has to free some space."
+    ),
+    "sandbox_unavailable": (
+        "The app's sandbox could not be started or reached. Please try again shortly."
+    ),
+    "sandbox_error": "The app's sandbox failed. Please try again; the server log has details.",
+    "store_error": "kiln could not save your run. Please try again; the server log has details.",
+    INTERNAL: "The run stopped because of an internal error. The server log has the details.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A failed run as the user sees it: ``code`` and ``message``."""
+
+    code: str
+    message: str
+
+
+def failure_of(exc: BaseException) -> Failure:
+    """The code and words of a run that failed with ``exc``."""
+    leaf = _deciding(exc)
+    code = _outage(leaf) or error_code(leaf)
+    if code in SENTENCES:
+        return Failure(code, SENTENCES[code])
+    if isinstance(leaf, ROOTS):
+        return Failure(code, str(leaf))
+    return Failure(INTERNAL, SENTENCES[INTERNAL])
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    """The exceptions inside ``exc``'s (nested) groups, in order; ``exc`` if it is none."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
+
+
+def _deciding(exc: BaseException) -> BaseException:
+    """The first exception with a known outage or from kiln's trees, else the first at all."""
+    leaves = list(_leaves(exc))
+    known = (leaf for leaf in leaves if _outage(leaf) or isinstance(leaf, ROOTS))
+    return next(known, leaves[0])
+
+
+def _outage(exc: BaseException) -> str | None:
+    """The code of an outage recognised by type along ``exc``'s causes (see the docstring)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+            return "disk_full"
+        if isinstance(seen, sqlite3.OperationalError) and "disk is full" in str(seen):
+            return "disk_full"
+        if isinstance(seen, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+            return "redis_unavailable"
+        if isinstance(seen, requests.exceptions.ConnectionError):
+            return "docker_unavailable"
+        if isinstance(seen, docker.errors.DockerException) and not isinstance(
+            seen, docker.errors.APIError
+        ):
+            return "docker_unavailable"
+        seen = seen.__cause__
+    return None
