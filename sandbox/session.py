@@ -139,7 +139,11 @@ class SandboxSession:
         self.log = SessionLog()
         self._on_record = on_record
         self.scheduler = FlushScheduler(
-            Flusher(buffer, ports.resolve), debounce, max_wait, self._write_failed
+            Flusher(buffer, ports.resolve),
+            debounce,
+            max_wait,
+            on_failed=self._write_failed,
+            before_flush=lambda: self.writer.push(),
         )
         self.writer = FileEventWriter(buffer, self.scheduler, template, ports.read_workspace)
         self._edits: dict[str, list[tuple[str, str]]] = {}
@@ -208,7 +212,7 @@ class SandboxSession:
     async def read_file(self, path: str) -> str | None:
         """``path`` as this run left it: the write buffer's content if the run wrote it, else
         the sandbox's file (``None`` if there is none)."""
-        buffered = await self.buffer.read(path)
+        buffered = await self.writer.read(path)
         if buffered is not None:
             return buffered.decode(errors="replace")
         return await self.ports.read_workspace(path)

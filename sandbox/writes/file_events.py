@@ -1,7 +1,10 @@
 """File events -> the write buffer: stream bodies into Redis, clean up and flush at ``file_end``.
 
 Ordinary files are published as they stream (the flush scheduler writes them into the sandbox
-while the model is still typing). A template's config files are held back until ``file_end``,
+while the model is still typing). Chunks are gathered in memory and reach Redis together, in one
+pipeline per flush (:meth:`FileEventWriter.push`, which the scheduler calls before each flush),
+not one transaction per chunk: a file's content is whole in Redis whenever a flush reads it.
+A template's config files are held back until ``file_end``,
 because :func:`sandbox.writes.template_files.decide_write` needs the whole content:
 ``package.json`` is merged (its new dependencies are reported so the caller can install them), any
 other config file is refused, and both come back as notices the user must see.
@@ -53,11 +56,13 @@ class FileEventWriter:
         self.template = template
         self._read_workspace = read_workspace
         self._held: set[str] = set()
+        self._pending: dict[str, list[str]] = {}  # chunks not yet in the buffer, per path
         self.completed: list[str] = []  # paths written in full, in first-completion order
 
     async def start(self, path: str) -> None:
         """A file begins: reset its content (held back if it is a template config file)."""
         publish = not is_template_config(self.template, path)
+        self._pending.pop(path, None)  # chunks of the file's previous start are void
         if not publish:
             self._held.add(path)
         await self.buffer.start_file(path, publish=publish)
@@ -65,14 +70,36 @@ class FileEventWriter:
             self.scheduler.note_write()
 
     async def append(self, path: str, chunk: str) -> None:
-        """Append a piece of the file's body."""
-        held = path in self._held
-        await self.buffer.append(path, chunk, publish=not held)
-        if not held:
+        """Append a piece of the file's body (gathered until the next :meth:`push`)."""
+        self._pending.setdefault(path, []).append(chunk)
+        if path not in self._held:
             self.scheduler.note_write()
+
+    async def push(self) -> None:
+        """Move every gathered chunk into the buffer, all files in one pipeline.
+
+        On a Redis failure the chunks are kept (in order) for the next push: nothing is lost.
+        """
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, {}
+        try:
+            joined = {path: "".join(chunks) for path, chunks in pending.items()}
+            await self.buffer.append_many(joined, held=self._held)
+        except BaseException:
+            for path, chunks in self._pending.items():
+                pending.setdefault(path, []).extend(chunks)
+            self._pending = pending
+            raise
+
+    async def read(self, path: str) -> bytes | None:
+        """``path``'s buffered content, every chunk so far included."""
+        await self.push()
+        return await self.buffer.read(path)
 
     async def end(self, path: str) -> list[WriteNotice]:
         """The file is complete: clean it up (or decide on a config file) and flush it now."""
+        await self.push()
         if path in self._held:
             self._held.discard(path)
             return await self._end_config(path)
@@ -89,8 +116,10 @@ class FileEventWriter:
     async def abandon(self) -> None:
         """Drop config files whose ``file_end`` never came (the stream was cut)."""
         for path in sorted(self._held):
+            self._pending.pop(path, None)
             await self.buffer.forget(path)
         self._held.clear()
+        await self.push()
 
     async def _end_config(self, path: str) -> list[WriteNotice]:
         content = (await self.buffer.read(path) or b"").decode()

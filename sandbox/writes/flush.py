@@ -228,11 +228,14 @@ class FlushScheduler:
         debounce: float,
         max_wait: float,
         on_failed: Callable[[FailedWrite], Awaitable[None]] | None = None,
+        before_flush: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """Flush through ``flusher`` ``debounce`` s after writes stop, at most ``max_wait`` late;
-        ``on_failed`` hears of every file that could not be written."""
+        ``on_failed`` hears of every file that could not be written; ``before_flush`` runs
+        first (it moves gathered chunks into the buffer)."""
         self.flusher = flusher
         self._on_failed = on_failed
+        self._before_flush = before_flush
         self._retry_at = 0.0  # no flush before this (after failures)
         self._failures = 0  # failed flushes in a row
         self._debounce = debounce
@@ -316,6 +319,8 @@ class FlushScheduler:
     async def _flush_once(self) -> None:
         target, self._started, self._urgent = self._written, self._written, False
         try:
+            if self._before_flush is not None:
+                await self._before_flush()
             report = await self.flusher.flush()
         except SandboxError as exc:
             self.last_error = exc

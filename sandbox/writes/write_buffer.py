@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 
 import redis.asyncio
@@ -134,26 +134,46 @@ class WriteBuffer:
         """Append ``chunk`` to ``path`` and mark it dirty, in one pipeline."""
         await self._write(path, chunk.encode(), reset=False, publish=publish)
 
+    async def append_many(self, chunks: Mapping[str, str], held: Set[str] = frozenset()) -> None:
+        """Append each file's gathered chunk, all in one pipeline (``held`` paths unpublished)."""
+        where = f"buffering {len(chunks)} files of sandbox {self.sandbox_id!r}"
+        with redis_errors(where):
+            async with self.client.pipeline(transaction=True) as pipe:
+                for path, chunk in chunks.items():
+                    self._queue_write(pipe, path, chunk.encode(), False, path not in held)
+                await pipe.execute()
+
     async def replace(self, path: str, content: bytes) -> None:
         """Set ``path``'s whole content (after cleanup or a merge) and mark it dirty."""
         await self._write(path, content, reset=True, publish=True)
 
     async def _write(self, path: str, data: bytes, *, reset: bool, publish: bool) -> None:
-        key = self.keys.content(path)
         with redis_errors(f"buffering {path!r} of sandbox {self.sandbox_id!r}"):
             async with self.client.pipeline(transaction=True) as pipe:
-                if reset:
-                    pipe.set(key, data, px=self.ttl_ms)
-                else:
-                    pipe.append(key, data)
-                    pipe.pexpire(key, self.ttl_ms)
-                if publish:
-                    pipe.hincrby(self.keys.versions, path, 1)
-                    pipe.sadd(self.keys.dirty, path)
-                    pipe.sadd(self.keys.files, path)
-                    for shared in self.keys.shared:
-                        pipe.pexpire(shared, self.ttl_ms)
+                self._queue_write(pipe, path, data, reset, publish)
                 await pipe.execute()
+
+    def _queue_write(
+        self,
+        pipe: redis.asyncio.client.Pipeline,
+        path: str,
+        data: bytes,
+        reset: bool,
+        publish: bool,
+    ) -> None:
+        """Queue one file's write: content, and (published) version, dirty mark and TTLs."""
+        key = self.keys.content(path)
+        if reset:
+            pipe.set(key, data, px=self.ttl_ms)
+        else:
+            pipe.append(key, data)
+            pipe.pexpire(key, self.ttl_ms)
+        if publish:
+            pipe.hincrby(self.keys.versions, path, 1)
+            pipe.sadd(self.keys.dirty, path)
+            pipe.sadd(self.keys.files, path)
+            for shared in self.keys.shared:
+                pipe.pexpire(shared, self.ttl_ms)
 
     async def read(self, path: str) -> bytes | None:
         """The buffered content of ``path``, or ``None`` if there is none."""

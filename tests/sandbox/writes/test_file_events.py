@@ -6,11 +6,12 @@ import io
 import json
 import tarfile
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Set
 
 import pytest
 import redis.asyncio
 
+from sandbox.errors import SandboxUnavailable
 from sandbox.images.templates import get_template
 from sandbox.writes.file_events import FileEventWriter, WriteNotice
 from sandbox.writes.flush import ArchiveTarget, Flusher, FlushScheduler
@@ -108,3 +109,78 @@ async def test_an_unfinished_config_file_is_dropped(writer: FileEventWriter) -> 
     await writer.abandon()
     assert await writer.buffer.read("vite.config.js") is None
     assert await writer.buffer.all_files() == []
+
+
+class CountingBuffer(WriteBuffer):
+    """Counts Redis write transactions; can be told to fail the next batch."""
+
+    def __init__(self, client: redis.asyncio.Redis) -> None:
+        super().__init__(client, f"fe-{uuid.uuid4().hex[:10]}", ttl_seconds=600)
+        self.batches = 0
+        self.fail_next = False
+
+    async def append_many(self, chunks: Mapping[str, str], held: Set[str] = frozenset()) -> None:
+        if self.fail_next:
+            self.fail_next = False
+            raise SandboxUnavailable("redis unreachable while buffering")
+        self.batches += 1
+        await super().append_many(chunks, held)
+
+
+@pytest.fixture
+async def counted(
+    client: redis.asyncio.Redis, container: RecordingContainer
+) -> AsyncIterator[tuple[FileEventWriter, CountingBuffer]]:
+    buffer = CountingBuffer(client)
+
+    async def resolve(sandbox_id: str) -> ArchiveTarget:
+        return container
+
+    async def read_workspace(path: str) -> str | None:
+        return None
+
+    holder: list[FileEventWriter] = []
+    flusher = Flusher(buffer, resolve)
+    async with FlushScheduler(flusher, 60.0, 60.0, before_flush=lambda: holder[0].push()) as s:
+        holder.append(FileEventWriter(buffer, s, get_template("vite-react"), read_workspace))
+        yield holder[0], buffer
+
+
+async def test_chunks_reach_redis_together_not_one_transaction_each(
+    counted: tuple[FileEventWriter, CountingBuffer],
+) -> None:
+    writer, buffer = counted
+    await writer.start("src/a.js")
+    await writer.start("src/b.js")
+    for index in range(200):
+        await writer.append("src/a.js" if index % 2 else "src/b.js", f"{index};")
+    assert await buffer.read("src/a.js") == b""  # gathered, not yet written
+    await writer.push()
+    assert buffer.batches == 1
+    assert await buffer.read("src/a.js") == "".join(f"{i};" for i in range(1, 200, 2)).encode()
+    assert await buffer.read("src/b.js") == "".join(f"{i};" for i in range(0, 200, 2)).encode()
+
+
+async def test_a_failed_push_keeps_every_chunk_in_order(
+    counted: tuple[FileEventWriter, CountingBuffer],
+) -> None:
+    writer, buffer = counted
+    await writer.start("a.js")
+    await writer.append("a.js", "ab")
+    buffer.fail_next = True
+    with pytest.raises(SandboxUnavailable):
+        await writer.push()
+    await writer.append("a.js", "cd")
+    await writer.push()
+    assert await buffer.read("a.js") == b"abcd"
+
+
+async def test_a_flush_while_the_file_streams_writes_what_was_gathered(
+    counted: tuple[FileEventWriter, CountingBuffer], container: RecordingContainer
+) -> None:
+    writer, _ = counted
+    await writer.start("src/App.jsx")
+    await writer.append("src/App.jsx", "export default ")
+    await writer.append("src/App.jsx", "function App() {")
+    await writer.scheduler.wait_flushed()  # the file has not ended: a mid-stream flush
+    assert container.files["src/App.jsx"] == b"export default function App() {"
