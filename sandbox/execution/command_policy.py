@@ -25,6 +25,7 @@ from parser.errors import InvalidPackageError
 from parser.packages import validate_package_spec
 from sandbox.errors import CommandRefused
 from sandbox.images.templates import WORKSPACE
+from sandbox.writes.template_files import PACKAGE_MANAGER_CONFIGS
 
 MAX_ARGS = 256
 MAX_ARG_LENGTH = 4096
@@ -163,6 +164,8 @@ def resolve_in_workspace(arg: str, *, root_allowed: bool = True) -> str:
         raise CommandRefused(f"path {arg!r} is outside {WORKSPACE}")
     if resolved == WORKSPACE and not root_allowed:
         raise CommandRefused(f"path {arg!r} is the workspace itself")
+    if posixpath.basename(resolved) in PACKAGE_MANAGER_CONFIGS:
+        raise CommandRefused(f"path {arg!r} is a package manager's config file, which kiln owns")
     return resolved
 
 

@@ -9,7 +9,9 @@ the write path calls for every file before it is written:
   validate are added to the template's own file (the template keeps its version of a package it
   already has), everything else the model changed is ignored with a warning. ``added`` lists the
   new specs so the caller can queue their install;
-- any other template config file is refused (``REFUSE``) with a warning naming it.
+- any other template config file is refused (``REFUSE``) with a warning naming it;
+- a package manager's own config file (``.npmrc`` and kin, in any folder) is always refused: it
+  could send the sandbox's installs to another registry or turn lifecycle scripts back on.
 
 Warnings are meant to be shown to the user (and fed back to the model), never dropped.
 """
@@ -27,6 +29,8 @@ from parser.packages import validate_package_spec
 from sandbox.images.templates import Template
 
 PACKAGE_JSON = "package.json"
+# npm reads these from the project and every parent folder; yarn and pnpm have their own.
+PACKAGE_MANAGER_CONFIGS = frozenset({".npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs"})
 DEPENDENCY_SECTIONS = ("dependencies", "devDependencies")
 
 
@@ -50,8 +54,14 @@ class WriteDecision:
 
 
 def is_template_config(template: Template, path: str) -> bool:
-    """Whether ``path`` (relative to the workspace) is one of the template's config files."""
-    return posixpath.normpath(path) in template.config_files
+    """Whether ``path`` (relative to the workspace) is one of the template's config files, or a
+    package manager's config file (held back until decided, like them)."""
+    normalized = posixpath.normpath(path)
+    return normalized in template.config_files or _configures_installs(normalized)
+
+
+def _configures_installs(path: str) -> bool:
+    return posixpath.basename(path) in PACKAGE_MANAGER_CONFIGS
 
 
 def decide_write(
@@ -66,6 +76,12 @@ def decide_write(
         return WriteDecision(WriteAction.WRITE, normalized, content)
     if normalized == PACKAGE_JSON:
         return merge_package_json(template, current_package_json, content)
+    if _configures_installs(normalized):
+        why = (
+            f"{normalized!r} configures the package manager (it could change the registry or"
+            " run install scripts); kiln installs through its own settings, so it was not written"
+        )
+        return WriteDecision(WriteAction.REFUSE, normalized, None, warnings=(why,))
     return WriteDecision(
         WriteAction.REFUSE,
         normalized,

@@ -128,6 +128,8 @@ REFUSED = [
     pytest.param(["mv", ".", "x"], "workspace itself", id="mv-root"),
     pytest.param(["mv", "a"], "at least 2", id="mv-one-arg"),
     pytest.param(["cp", "src", "/tmp/x"], "outside", id="cp-out"),
+    pytest.param(["cp", "x.txt", ".npmrc"], "package manager", id="cp-to-npmrc"),
+    pytest.param(["mv", "a", "sub/.yarnrc.yml"], "package manager", id="mv-to-yarnrc"),
     pytest.param(["mkdir", "--mode=777", "x"], "--mode", id="mkdir-mode"),
     pytest.param(["curl", "http://example.com"], "not allowed", id="curl"),
     pytest.param(["python3", "-c", "print(1)"], "not allowed", id="python"),

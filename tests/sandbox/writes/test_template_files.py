@@ -137,3 +137,19 @@ def test_a_dependency_section_that_is_not_an_object_is_ignored_with_a_warning() 
 def test_is_template_config_normalizes_the_path() -> None:
     assert is_template_config(VITE, "./vite.config.js")
     assert not is_template_config(VITE, "src/vite.config.js")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(".npmrc", id="root-npmrc"),
+        pytest.param("src/.npmrc", id="nested-npmrc"),
+        pytest.param(".yarnrc.yml", id="yarnrc"),
+    ],
+)
+def test_package_manager_config_is_never_written(path: str) -> None:
+    """A workspace .npmrc could send scoped installs to another registry (@scope:registry=)."""
+    assert is_template_config(VITE, path)
+    decision = decide_write(VITE, path, "@acme:registry=https://evil.example/\n")
+    assert (decision.action, decision.content) == (WriteAction.REFUSE, None)
+    assert "package manager" in decision.warnings[0]
