@@ -249,7 +249,10 @@ class AgentRun:
             list(self._history),
             state.messages,
             context_window=self.settings.context_window,
-            reserved_output_tokens=self.settings.budgets.reserved_output_tokens,
+            # An answer is never longer than the request's cap: reserving more would waste window.
+            reserved_output_tokens=min(
+                self.settings.budgets.reserved_output_tokens, self.settings.max_output_tokens
+            ),
         )
         if not trimmed.fit.fits:
             await self._error("context_limit_exceeded", trimmed.fit.describe(), "fatal")

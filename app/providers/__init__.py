@@ -1,23 +1,33 @@
 """LLM providers behind one interface (:mod:`app.providers.base`), and how kiln picks one.
 
 - :func:`get_provider` builds a provider by name: ``anthropic``, ``openai``, ``google`` (each
-  through its official async SDK) or ``replay`` (recorded answers, no key needed). The key is the
-  one passed (a user's stored key) or the environment's (``ANTHROPIC_API_KEY``,
-  ``OPENAI_API_KEY``, ``GEMINI_API_KEY``); the base URL the one passed or
+  through its official async SDK), ``openai-compatible`` (the ``openai`` SDK against any server
+  speaking Chat Completions: Ollama, vLLM, LM Studio, OpenRouter, gateways) or ``replay``
+  (recorded answers, no key needed). The key is the one passed (a user's stored key) or the
+  environment's (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``, ``GEMINI_API_KEY``, and the optional
+  ``KILN_OPENAI_COMPATIBLE_API_KEY``); the base URL the one passed or
   ``KILN_ANTHROPIC_BASE_URL`` / ``KILN_OPENAI_BASE_URL`` / ``KILN_GOOGLE_BASE_URL`` (gateways,
-  proxies, test servers); replay reads recordings from ``KILN_RECORDINGS_DIR`` and the built-in
-  demos. SDKs are imported only when their provider is built (each costs up to a second).
+  proxies, test servers) / ``KILN_OPENAI_COMPATIBLE_BASE_URL`` (required for that provider;
+  its settings: :mod:`app.providers.compatible_settings`); replay reads recordings from
+  ``KILN_RECORDINGS_DIR`` and the built-in demos. SDKs are imported only when their provider is
+  built (each costs up to a second).
 - :func:`resolve_provider` turns what a user asked for (provider and/or model, both optional)
-  into a :class:`ProviderChoice`, without any network call:
+  into a :class:`ProviderChoice`, without any network call. A provider is *configured* when it
+  has a key (``openai-compatible``: when its base URL is set; a key is optional):
 
-  1. an explicit ``replay``, or nothing asked and no key configured: ``replay`` (default demo
-     ``todo-app``);
-  2. an explicit provider: it needs a key (:class:`~app.errors.ConfigError` otherwise) and the
-     model, default or given, must be one it serves (:class:`~app.errors.ModelRefused`);
+  1. an explicit ``replay``, or nothing asked and no provider configured: ``replay`` (default
+     demo ``todo-app``);
+  2. an explicit provider: it must be configured (:class:`~app.errors.ConfigError` otherwise)
+     and the model, default or given, must be one it serves (:class:`~app.errors.ModelRefused`;
+     ``openai-compatible`` takes any well-formed name, default ``KILN_OPENAI_COMPATIBLE_MODEL``);
   3. only a model: the provider that serves it, which needs a key (a Gemini model with only an
      OpenAI key is :class:`~app.errors.ModelRefused`); a name no provider serves is taken as a
-     recording name for ``replay``;
-  4. nothing asked: the first provider with a key, in the order anthropic, openai, google.
+     recording name for ``replay`` (an ``openai-compatible`` model is never guessed from its
+     name: name the provider);
+  4. nothing asked: the first configured provider, in the order anthropic, openai, google,
+     openai-compatible.
+- :func:`model_limits` is the context window and output cap a run uses for a provider's model
+  (the table in :mod:`app.providers.models`, the settings for ``openai-compatible``).
 """
 
 from __future__ import annotations
@@ -37,25 +47,40 @@ from app.providers.base import (
     StreamOutcome,
     Usage,
 )
-from app.providers.models import DEFAULT_MODELS, PROVIDERS, provider_of, validate_model
+from app.providers.compatible_settings import BASE_URL_VAR as COMPATIBLE_BASE_URL_VAR
+from app.providers.compatible_settings import CompatibleSettings
+from app.providers.models import (
+    DEFAULT_MAX_OUTPUT_TOKENS,
+    DEFAULT_MODELS,
+    OPENAI_COMPATIBLE,
+    PROVIDERS,
+    ModelLimits,
+    provider_of,
+    validate_model,
+    validate_open_model,
+)
 
 __all__ = [
     "API_KEY_VARS",
     "BASE_URL_VARS",
+    "OPENAI_COMPATIBLE",
     "PROVIDER_NAMES",
     "FinishReason",
     "Message",
+    "ModelLimits",
     "Provider",
     "ProviderChoice",
     "ProviderRequest",
     "ProviderStream",
     "StreamOutcome",
     "Usage",
+    "configured_providers",
     "get_provider",
+    "model_limits",
     "resolve_provider",
 ]
 
-PROVIDER_NAMES = (*PROVIDERS, "replay")
+PROVIDER_NAMES = (*PROVIDERS, OPENAI_COMPATIBLE, "replay")
 API_KEY_VARS: dict[str, str] = {
     "anthropic": "ANTHROPIC_API_KEY",
     "openai": "OPENAI_API_KEY",
@@ -68,6 +93,7 @@ BASE_URL_VARS: dict[str, str] = {
 }
 RECORDINGS_DIR_VAR = "KILN_RECORDINGS_DIR"
 DEFAULT_RECORDING = "todo-app"
+REPLAY_LIMITS = ModelLimits(200_000)  # recordings are not a model; any roomy window will do
 
 
 @dataclass(frozen=True)
@@ -98,6 +124,8 @@ def get_provider(
 
         folder = env.get(RECORDINGS_DIR_VAR)
         return ReplayProvider(Path(folder) if folder else None)
+    if name == OPENAI_COMPATIBLE:
+        return _build_compatible(api_key, base_url, env)
     if name not in API_KEY_VARS:
         raise ConfigError(f"unknown provider {name!r}; known: {', '.join(PROVIDER_NAMES)}")
     key = api_key or env.get(API_KEY_VARS[name])
@@ -105,6 +133,16 @@ def get_provider(
         raise ConfigError(f"no API key for {name!r}: set {API_KEY_VARS[name]} or store a key")
     url = base_url or env.get(BASE_URL_VARS[name]) or None
     return _build_sdk_provider(name, key, url)
+
+
+def _build_compatible(
+    api_key: str | None, base_url: str | None, env: Mapping[str, str]
+) -> Provider:
+    from app.providers.openai_compatible import OpenAICompatibleProvider
+
+    settings = CompatibleSettings.from_env(env)
+    url = base_url or settings.require_base_url()
+    return OpenAICompatibleProvider(url, api_key or settings.api_key)
 
 
 def _build_sdk_provider(name: str, key: str, url: str | None) -> Provider:
@@ -129,6 +167,10 @@ def resolve_provider(
 ) -> ProviderChoice:
     """Pick provider and model for a request (rules in the module docstring); no network."""
     keys = _configured_keys(env, api_keys or {})
+    if requested_provider == OPENAI_COMPATIBLE or (
+        requested_provider is None and model is None and not keys and _compatible_is_set(env)
+    ):
+        return _compatible_choice(model, env, api_keys or {})
     if requested_provider == "replay" or (
         requested_provider is None and model is None and not keys
     ):
@@ -146,6 +188,46 @@ def resolve_provider(
             return _replay_choice(model)
         provider = _keyed_provider_of(model, served_by, keys)
     return ProviderChoice(provider, model, keys[provider], env.get(BASE_URL_VARS[provider]) or None)
+
+
+def configured_providers(env: Mapping[str, str], api_keys: Mapping[str, str]) -> list[str]:
+    """The providers an explicit request may name now (rule 2): those with a key, then
+    ``openai-compatible`` when its base URL is set, then ``replay`` (always)."""
+    names = list(_configured_keys(env, api_keys))
+    if _compatible_is_set(env):
+        names.append(OPENAI_COMPATIBLE)
+    return [*names, "replay"]
+
+
+def model_limits(provider: str, model: str, env: Mapping[str, str]) -> ModelLimits:
+    """The context window and output cap of ``provider``'s ``model``: the model table's (the
+    cap never above :data:`~app.providers.models.DEFAULT_MAX_OUTPUT_TOKENS`), the settings for
+    ``openai-compatible``, a roomy window for ``replay``. A model the provider does not serve is
+    :class:`~app.errors.ModelRefused`."""
+    if provider == "replay":
+        return REPLAY_LIMITS
+    if provider == OPENAI_COMPATIBLE:
+        validate_open_model(model)
+        return CompatibleSettings.from_env(env).limits
+    family = validate_model(provider, model)
+    cap = min(family.max_output_tokens, DEFAULT_MAX_OUTPUT_TOKENS)
+    return ModelLimits(family.context_window, cap)
+
+
+def _compatible_is_set(env: Mapping[str, str]) -> bool:
+    """Whether the ``openai-compatible`` base URL is set (checked when the provider is used)."""
+    return bool(env.get(COMPATIBLE_BASE_URL_VAR, "").strip())
+
+
+def _compatible_choice(
+    model: str | None, env: Mapping[str, str], api_keys: Mapping[str, str]
+) -> ProviderChoice:
+    """The ``openai-compatible`` choice: its base URL must be set; the key is optional."""
+    settings = CompatibleSettings.from_env(env)
+    url = settings.require_base_url()
+    model = validate_open_model(settings.model if model is None else model)
+    key = api_keys.get(OPENAI_COMPATIBLE) or settings.api_key
+    return ProviderChoice(OPENAI_COMPATIBLE, model, key, url)
 
 
 def _configured_keys(env: Mapping[str, str], api_keys: Mapping[str, str]) -> dict[str, str]:

@@ -86,6 +86,8 @@ class Usage:
 
     input_tokens: int = 0
     output_tokens: int = 0
+    # True when the provider reported nothing and kiln counted the tokens itself (tiktoken).
+    estimated: bool = False
 
     @property
     def total_tokens(self) -> int:

@@ -11,6 +11,13 @@ The numbers are the providers' published limits for the families named; each pro
 catch-all family (any ``claude-*``, ``gpt-5``/``gpt-6``…, ``gemini-<version>-*``) with conservative
 limits, so a newer model works before this table learns its exact numbers. A name outside every
 family is refused; adding a family is a one-line change here.
+
+The ``openai-compatible`` provider (Ollama, vLLM, LM Studio, OpenRouter, gateways) has no table:
+any model name its server knows is accepted if it passes :func:`validate_open_model` (printable,
+no whitespace, at most :data:`MAX_OPEN_MODEL_LENGTH` characters: ``llama3.1:8b``,
+``meta-llama/Llama-3.1-8B-Instruct``), and its limits are settings
+(:mod:`app.providers.compatible_settings`). The name travels in the JSON body, never in a URL.
+Such a name is never matched to a provider by itself: it must be asked for with the provider.
 """
 
 from __future__ import annotations
@@ -25,6 +32,10 @@ ProviderName = Literal["anthropic", "openai", "google"]
 OpenAIApi = Literal["chat", "responses"]
 
 PROVIDERS: tuple[ProviderName, ...] = ("anthropic", "openai", "google")
+OPENAI_COMPATIBLE = "openai-compatible"
+MAX_OPEN_MODEL_LENGTH = 200
+# The output cap of every request unless the model or a setting says less (RunSettings' default).
+DEFAULT_MAX_OUTPUT_TOKENS = 8192
 
 # Defaults are models the SDKs in use list and do not flag as deprecated (anthropic's SDK warns
 # about deprecated models); change them here.
@@ -44,6 +55,14 @@ class ModelFamily:
     context_window: int
     max_output_tokens: int
     api: OpenAIApi = "chat"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelLimits:
+    """What a run must know of its model: the context window and the output cap per request."""
+
+    context_window: int
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
 
 
 def _family(
@@ -98,9 +117,13 @@ def validate_model(provider: str, model: str) -> ModelFamily:
     return family
 
 
-def context_window(model: str) -> int:
-    """The context window of ``model`` in tokens; raise :class:`ModelRefused` if unknown."""
-    family = find_family(model)
-    if family is None:
-        raise ModelRefused(f"unknown model {model!r}: no provider kiln knows serves it")
-    return family.context_window
+def validate_open_model(model: str) -> str:
+    """``model`` if it is a name an OpenAI-compatible server may serve; else
+    :class:`ModelRefused` naming it (empty, too long, whitespace or control characters)."""
+    if not model or len(model) > MAX_OPEN_MODEL_LENGTH:
+        raise ModelRefused(
+            f"model name {model!r} must be 1 to {MAX_OPEN_MODEL_LENGTH} characters long"
+        )
+    if any(char.isspace() or not char.isprintable() for char in model):
+        raise ModelRefused(f"model name {model!r} may not contain whitespace or control characters")
+    return model

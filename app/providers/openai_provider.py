@@ -117,17 +117,9 @@ class OpenAIProvider(SDKProvider):
         self, request: ProviderRequest, outcome: StreamOutcome
     ) -> AsyncGenerator[str, None]:
         """One Chat Completions request: yield text, fill ``outcome``."""
-        messages: list[ChatCompletionMessageParam] = []
-        if request.system:
-            messages.append({"role": "system", "content": request.system})
-        for message in request.messages:
-            if message.role == "user":
-                messages.append({"role": "user", "content": message.content})
-            else:
-                messages.append({"role": "assistant", "content": message.content})
         stream = await self._client.chat.completions.create(
             model=request.model,
-            messages=messages,
+            messages=chat_messages(request),
             max_completion_tokens=request.max_output_tokens,
             stream=True,
             stream_options={"include_usage": True},
@@ -135,12 +127,12 @@ class OpenAIProvider(SDKProvider):
         finish: str | None = None
         async with stream:
             async for chunk in stream:
-                text, finish = _read_chunk(chunk, outcome, finish)
+                text, finish = read_chunk(chunk, outcome, finish)
                 if text:
                     yield text
         if finish is None:
             raise incomplete_stream(NAME, "finish_reason")
-        outcome.finish_reason = _CHAT_FINISH.get(finish, FinishReason.OTHER)
+        outcome.finish_reason = chat_finish_reason(finish)
 
     async def _responses_attempt(
         self, request: ProviderRequest, outcome: StreamOutcome
@@ -168,15 +160,44 @@ class OpenAIProvider(SDKProvider):
 
 async def _guarded(attempt: AsyncGenerator[str, None]) -> AsyncGenerator[str, None]:
     """``attempt`` with the SDK's exceptions wrapped into kiln's tree."""
+    async for text in guarded(attempt, NAME):
+        yield text
+
+
+async def guarded(attempt: AsyncGenerator[str, None], provider: str) -> AsyncGenerator[str, None]:
+    """``attempt`` with the ``openai`` SDK's exceptions wrapped into kiln's tree, the messages
+    naming ``provider`` (``openai``, or a server that speaks its API)."""
+
+    def classify(exc: openai.APIError) -> ProviderError:
+        return _api_error(exc, provider)
+
     try:
-        with sdk_errors(NAME, openai.APIError, _api_error, (openai.APIConnectionError,)):
+        with sdk_errors(provider, openai.APIError, classify, (openai.APIConnectionError,)):
             async for text in attempt:
                 yield text
     finally:
         await attempt.aclose()
 
 
-def _read_chunk(
+def chat_messages(request: ProviderRequest) -> list[ChatCompletionMessageParam]:
+    """``request`` as Chat Completions messages: the system prompt first, then the turns."""
+    messages: list[ChatCompletionMessageParam] = []
+    if request.system:
+        messages.append({"role": "system", "content": request.system})
+    for message in request.messages:
+        if message.role == "user":
+            messages.append({"role": "user", "content": message.content})
+        else:
+            messages.append({"role": "assistant", "content": message.content})
+    return messages
+
+
+def chat_finish_reason(finish: str) -> FinishReason:
+    """kiln's reason for a Chat Completions ``finish_reason``."""
+    return _CHAT_FINISH.get(finish, FinishReason.OTHER)
+
+
+def read_chunk(
     chunk: ChatCompletionChunk, outcome: StreamOutcome, finish: str | None
 ) -> tuple[str, str | None]:
     """The text of a chat chunk and the finish reason so far; record usage when it comes."""
@@ -213,14 +234,14 @@ def _responses_usage(usage: ResponseUsage | None) -> Usage:
     return Usage(usage.input_tokens, usage.output_tokens) if usage else Usage()
 
 
-def _api_error(exc: openai.APIError) -> ProviderError:
+def _api_error(exc: openai.APIError, provider: str = NAME) -> ProviderError:
     """kiln's error for an OpenAI error response, or an error inside a stream (no status)."""
     body = exc.body if isinstance(exc.body, dict) else {}
     detail = str(body.get("message") or exc.message)
     if isinstance(exc, openai.APIStatusError):
         retry_after = retry_after_seconds(exc.response.headers)
-        return _classify(exc.code, exc.type, detail, exc.status_code, retry_after)
-    return _classify(exc.code, exc.type, detail, None, None)
+        return _classify(exc.code, exc.type, detail, exc.status_code, retry_after, provider)
+    return _classify(exc.code, exc.type, detail, None, None, provider)
 
 
 def _classify(
@@ -229,10 +250,11 @@ def _classify(
     detail: str,
     status: int | None,
     retry_after: float | None,
+    provider: str = NAME,
 ) -> ProviderError:
     """Map an OpenAI error (``code`` first, then the message, then the HTTP status)."""
     where = f"HTTP {status}" if status else "in the stream"
-    message = f"openai {code or kind or 'error'} ({where}): {detail!r}"
+    message = f"{provider} {code or kind or 'error'} ({where}): {detail!r}"
     cls = _CODE_ERRORS.get(code or "")
     if cls is RateLimited:
         return RateLimited(message, retry_after)
@@ -241,7 +263,7 @@ def _classify(
     if _CONTEXT_TOO_LONG.search(detail):
         return ContextTooLong(message)
     if status is not None:
-        return error_for_status(NAME, status, detail, retry_after)
+        return error_for_status(provider, status, detail, retry_after)
     if kind == "server_error":
         return ProviderUnavailable(message)
     return ProviderError(message)

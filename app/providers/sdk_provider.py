@@ -2,7 +2,8 @@
 
 A subclass sets ``name``, builds its SDK client in ``__init__`` (after calling
 ``super().__init__``), and supplies ``_attempt(request, outcome)`` — one request that yields text
-deltas — or overrides :meth:`SDKProvider._attempt_for` when the model family picks the API.
+deltas — or overrides :meth:`SDKProvider._attempt_for` when the model family picks the API, or
+:meth:`SDKProvider._attempt_for_model` when no family table applies (``openai-compatible``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ Attempt = Callable[[ProviderRequest, StreamOutcome], AsyncGenerator[str, None]]
 
 
 class SDKProvider:
-    """Base of the Anthropic, OpenAI and Google providers."""
+    """Base of the Anthropic, OpenAI, Google and OpenAI-compatible providers."""
 
     name: str  # set by each subclass
 
@@ -33,7 +34,7 @@ class SDKProvider:
     ) -> ProviderStream:
         """Stream the answer to ``request``; a model this provider does not serve is refused
         here, before any call."""
-        attempt = self._attempt_for(validate_model(self.name, request.model))
+        attempt = self._attempt_for_model(request.model)
         return ProviderStream(
             lambda outcome: attempt(request, outcome),
             provider=self.name,
@@ -41,6 +42,11 @@ class SDKProvider:
             cancel=cancel,
             sleep=self._sleep,
         )
+
+    def _attempt_for_model(self, model: str) -> Attempt:
+        """The attempt for ``model``; a model of another provider is refused here
+        (:class:`~app.errors.ModelRefused`)."""
+        return self._attempt_for(validate_model(self.name, model))
 
     def _attempt_for(self, family: ModelFamily) -> Attempt:
         """The attempt to use for a model of ``family``."""

@@ -39,6 +39,7 @@ from app.agent.workspace import Workspace
 from app.config import ServiceSettings
 from app.errors import KilnError
 from app.providers import Provider
+from app.providers.models import DEFAULT_MAX_OUTPUT_TOKENS
 from app.runs.admission import Admission
 from app.runs.cancel import cancel_channel
 from app.runs.ending import release_slot, run_finished_event
@@ -63,6 +64,7 @@ class ResolvedProvider:
     name: str
     model: str
     context_window: int
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
 
 
 ProviderFactory = Callable[[Run, Mapping[str, str]], ResolvedProvider]
@@ -199,6 +201,7 @@ class RunExecution:
             template=self._run.template or DEFAULT_TEMPLATE,
             provider_name=resolved.name,
             context_window=resolved.context_window,
+            max_output_tokens=resolved.max_output_tokens,
             budgets=self._ctx.budgets,
         )
 

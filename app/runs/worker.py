@@ -38,8 +38,7 @@ from app.agent.workspace import SandboxWorkspace, Workspace
 from app.config import ServiceSettings
 from app.errors import KilnError
 from app.logs import log_context
-from app.providers import resolve_provider
-from app.providers.models import context_window
+from app.providers import model_limits, resolve_provider
 from app.providers.replay import ReplayProvider
 from app.runs.admission import Admission
 from app.runs.ending import ensure_finished_event, release_slot, run_finished_event
@@ -61,7 +60,6 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
 REAP_INTERVAL_SECONDS = 30.0
 READ_BLOCK_MS = 1000
-REPLAY_CONTEXT_WINDOW = 200_000  # recordings are not a model; any roomy window will do
 RETRY_PAUSE_SECONDS = 1.0
 
 
@@ -217,13 +215,19 @@ def default_provider_factory(env: Mapping[str, str] | None = None) -> ProviderFa
 
     def build(run: Run, api_keys: Mapping[str, str]) -> ResolvedProvider:
         choice = resolve_provider(run.provider, run.model, environment, api_keys=api_keys)
+        # Provider-aware: an openai-compatible model's window and cap are settings.
+        limits = model_limits(choice.provider, choice.model, environment)
         if choice.provider == "replay":
             folder = environment.get("KILN_RECORDINGS_DIR")
             replay = ReplayProvider(Path(folder) if folder else None)
-            return ResolvedProvider(replay, "replay", choice.model, REPLAY_CONTEXT_WINDOW)
+            return ResolvedProvider(replay, "replay", choice.model, limits.context_window)
         provider = choice.build(environment)
         return ResolvedProvider(
-            provider, choice.provider, choice.model, context_window(choice.model)
+            provider,
+            choice.provider,
+            choice.model,
+            limits.context_window,
+            limits.max_output_tokens,
         )
 
     return build

@@ -1,4 +1,5 @@
-"""``kiln run`` end to end: the recordings through real Docker, Redis and the npm registry."""
+"""``kiln run`` end to end: the recordings through real Docker, Redis and the npm registry, and
+an ``openai-compatible`` model served by a local Chat Completions server."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import httpx
 import pytest
 
 from app.cli import main
+from tests.providers.wire_servers import Answer, WireServer
 
 RECORDINGS = Path(__file__).resolve().parents[3] / "shared" / "recordings"
 
@@ -91,3 +93,33 @@ def test_turn_without_output_is_nudged_once(
 def test_bad_usage_exits_2(instance: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "x", "--recording", "/nonexistent/recording.txt"]) == 2
     assert "recording" in capsys.readouterr().err
+
+
+def test_an_openai_compatible_model_runs_from_the_terminal(
+    instance: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    answer = (RECORDINGS / "hello-conversational.txt").read_text()
+    with WireServer("openai") as server:
+        server.script(Answer((answer,), input_tokens=321, output_tokens=54))
+        monkeypatch.setenv("KILN_OPENAI_COMPATIBLE_BASE_URL", f"{server.url}/v1")
+        monkeypatch.setenv("KILN_OPENAI_COMPATIBLE_MAX_OUTPUT_TOKENS", "2048")
+        argv = ["run", "hi", "--provider", "openai-compatible", "--model", "llama3.1:8b"]
+        code = main([*argv, "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert (result["turns"], result["stop_reason"]) == (1, "done")
+    turn = result["usage"]["turns"][0]
+    assert (turn["input_tokens"], turn["output_tokens"]) == (321, 54)
+    [seen] = server.requests
+    assert (seen.body["model"], seen.body["max_tokens"]) == ("llama3.1:8b", 2048)
+
+
+def test_openai_compatible_without_a_base_url_exits_2_naming_it(
+    instance: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KILN_OPENAI_COMPATIBLE_BASE_URL", raising=False)
+    assert main(["run", "x", "--provider", "openai-compatible", "--model", "llama3.1:8b"]) == 2
+    assert "KILN_OPENAI_COMPATIBLE_BASE_URL" in capsys.readouterr().err

@@ -8,9 +8,17 @@ from pathlib import Path
 import pytest
 
 from app.errors import ConfigError, ModelRefused
-from app.providers import ProviderChoice, get_provider, resolve_provider
+from app.providers import (
+    ModelLimits,
+    ProviderChoice,
+    configured_providers,
+    get_provider,
+    model_limits,
+    resolve_provider,
+)
 from app.providers.anthropic_provider import AnthropicProvider
 from app.providers.google_provider import GoogleProvider
+from app.providers.openai_compatible import PLACEHOLDER_KEY, OpenAICompatibleProvider
 from app.providers.openai_provider import OpenAIProvider
 from app.providers.replay import ReplayProvider
 from tests.providers.harness import ask, drain
@@ -159,3 +167,177 @@ async def test_replay_reads_the_recordings_dir_setting(tmp_path: Path) -> None:
     assert isinstance(provider, ReplayProvider)
     stream = provider.stream(ask("mine"))
     assert "".join([delta async for delta in stream]) == "<Response>mine</Response>"
+
+
+COMPATIBLE_URL = "http://localhost:11434/v1"
+COMPATIBLE = {"KILN_OPENAI_COMPATIBLE_BASE_URL": COMPATIBLE_URL}
+
+
+@pytest.mark.parametrize(
+    ("requested", "model", "env", "api_keys", "expected"),
+    [
+        pytest.param(
+            "openai-compatible",
+            "qwen2.5-coder:32b",
+            COMPATIBLE,
+            {},
+            ProviderChoice("openai-compatible", "qwen2.5-coder:32b", None, COMPATIBLE_URL),
+            id="no-key-needed",
+        ),
+        pytest.param(
+            "openai-compatible",
+            None,
+            COMPATIBLE | {"KILN_OPENAI_COMPATIBLE_MODEL": "meta-llama/Llama-3.1-8B-Instruct"},
+            {},
+            ProviderChoice(
+                "openai-compatible", "meta-llama/Llama-3.1-8B-Instruct", None, COMPATIBLE_URL
+            ),
+            id="default-model-setting",
+        ),
+        pytest.param(
+            "openai-compatible",
+            "openrouter/anthropic/claude-3.5",
+            COMPATIBLE | {"KILN_OPENAI_COMPATIBLE_API_KEY": "env-key"},
+            {"openai-compatible": "user-key"},
+            ProviderChoice(
+                "openai-compatible", "openrouter/anthropic/claude-3.5", "user-key", COMPATIBLE_URL
+            ),
+            id="stored-key-first",
+        ),
+        pytest.param(
+            None,
+            None,
+            COMPATIBLE,
+            {},
+            ProviderChoice("openai-compatible", "llama3.1:8b", None, COMPATIBLE_URL),
+            id="only-compatible-configured",
+        ),
+        pytest.param(
+            None,
+            None,
+            COMPATIBLE | {"OPENAI_API_KEY": "ok"},
+            {},
+            ProviderChoice("openai", "gpt-5.5", "ok"),
+            id="keyed-providers-first",
+        ),
+        pytest.param(
+            None,
+            "gpt-4.1",
+            COMPATIBLE | {"OPENAI_API_KEY": "ok"},
+            {},
+            ProviderChoice("openai", "gpt-4.1", "ok"),
+            id="model-alone-never-guesses-compatible",
+        ),
+    ],
+)
+def test_resolve_openai_compatible(
+    requested: str | None,
+    model: str | None,
+    env: dict[str, str],
+    api_keys: dict[str, str],
+    expected: ProviderChoice,
+) -> None:
+    assert resolve_provider(requested, model, env, api_keys) == expected
+
+
+@pytest.mark.parametrize(
+    ("model", "env", "error", "match"),
+    [
+        pytest.param(
+            "llama3.1:8b",
+            ALL_KEYS,
+            ConfigError,
+            "KILN_OPENAI_COMPATIBLE_BASE_URL",
+            id="no-base-url",
+        ),
+        pytest.param(
+            "llama3.1:8b",
+            {"KILN_OPENAI_COMPATIBLE_BASE_URL": "file:///etc/passwd"},
+            ConfigError,
+            "http:// or https://",
+            id="not-http",
+        ),
+        pytest.param("llama 3.1", COMPATIBLE, ModelRefused, "'llama 3.1'", id="bad-name"),
+    ],
+)
+def test_resolve_openai_compatible_refuses(
+    model: str, env: dict[str, str], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        resolve_provider("openai-compatible", model, env)
+
+
+def test_a_bad_compatible_setting_does_not_break_other_providers() -> None:
+    env = ALL_KEYS | {"KILN_OPENAI_COMPATIBLE_BASE_URL": "ftp://nope"}
+    assert resolve_provider("openai", None, env).provider == "openai"
+
+
+@pytest.mark.parametrize(
+    ("env", "api_keys", "expected"),
+    [
+        pytest.param({}, {}, ["replay"], id="nothing"),
+        pytest.param(COMPATIBLE, {}, ["openai-compatible", "replay"], id="compatible"),
+        pytest.param(
+            {"GEMINI_API_KEY": "gk"},
+            {"anthropic": "ak"},
+            ["anthropic", "google", "replay"],
+            id="keys",
+        ),
+    ],
+)
+def test_configured_providers(
+    env: dict[str, str], api_keys: dict[str, str], expected: list[str]
+) -> None:
+    assert configured_providers(env, api_keys) == expected
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "env", "expected"),
+    [
+        pytest.param(
+            "openai-compatible", "llama3.1:8b", COMPATIBLE, ModelLimits(32_768, 4_096), id="default"
+        ),
+        pytest.param(
+            "openai-compatible",
+            "qwen2.5-coder:32b",
+            COMPATIBLE
+            | {
+                "KILN_OPENAI_COMPATIBLE_CONTEXT_WINDOW": "131072",
+                "KILN_OPENAI_COMPATIBLE_MAX_OUTPUT_TOKENS": "16384",
+            },
+            ModelLimits(131_072, 16_384),
+            id="settings",
+        ),
+        pytest.param("openai", "gpt-4.1", {}, ModelLimits(1_047_576, 8_192), id="table"),
+        pytest.param("openai", "gpt-4-turbo", {}, ModelLimits(128_000, 4_096), id="table-cap"),
+        pytest.param("replay", "todo-app", {}, ModelLimits(200_000, 8_192), id="replay"),
+    ],
+)
+def test_model_limits_are_provider_aware(
+    provider: str, model: str, env: dict[str, str], expected: ModelLimits
+) -> None:
+    assert model_limits(provider, model, env) == expected
+
+
+def test_model_limits_refuse_a_model_the_provider_does_not_serve() -> None:
+    with pytest.raises(ModelRefused, match="'google'"):
+        model_limits("openai", "gemini-2.5-flash", {})
+
+
+@pytest.mark.anyio
+async def test_explicit_compatible_choice_streams_from_its_server(
+    openai_server: WireServer,
+) -> None:
+    env = {"KILN_OPENAI_COMPATIBLE_BASE_URL": f"{openai_server.url}/v1/", **ALL_KEYS}
+    openai_server.script(Answer())
+    choice = resolve_provider("openai-compatible", "llama3.1:8b", env)
+    provider = choice.build(env)
+    try:
+        assert isinstance(provider, OpenAICompatibleProvider)
+        stream = provider.stream(ask("llama3.1:8b"))
+        assert "".join(await drain(stream)) == "Hello, world!"
+    finally:
+        await provider.aclose()
+    [seen] = openai_server.requests
+    assert seen.path == "/v1/chat/completions"  # the trailing '/' of the setting is dropped
+    assert seen.headers["authorization"] == f"Bearer {PLACEHOLDER_KEY}"  # not OPENAI_API_KEY

@@ -45,6 +45,7 @@ class Answer:
     error_after: int | None = None  # then send ``stream_error`` as the provider's error event
     end_after: int | None = None  # then end the body cleanly, without the closing events
     stream_error: Json | None = None
+    usage: bool = True  # False: Chat Completions without its usage chunk (servers that skip it)
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,11 @@ def _chat_frames(answer: Answer, model: str) -> _Frames:
     return _Frames(
         prelude=[_sse(chunk({"role": "assistant", "content": "", "refusal": None}))],
         deltas=[_sse(chunk({"content": text})) for text in answer.deltas],
-        closing=[_sse(chunk({}, finish)), _sse(usage_chunk), _sse("[DONE]")],
+        closing=[
+            _sse(chunk({}, finish)),
+            *([_sse(usage_chunk)] if answer.usage else []),
+            _sse("[DONE]"),
+        ],
     )
 
 

@@ -7,7 +7,7 @@ import errno
 import json
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
@@ -29,7 +29,7 @@ from app.runs.follow import RunFollower
 from app.runs.queue import RunQueue
 from app.runs.service import RunService
 from app.runs.stale import StaleRunReaper
-from app.runs.worker import Worker, sandbox_workspaces
+from app.runs.worker import Worker, default_provider_factory, sandbox_workspaces
 from app.store import Run, Store
 from sandbox.containers.docker_boundary import call, run_wrapped
 from sandbox.containers.networks import remove_network
@@ -41,9 +41,11 @@ from sandbox.lifecycle.registry import SandboxRecord
 from sandbox.redis_boundary import wrap_redis_errors
 from sandbox.session import RecordSink
 from tests.agent.fakes import FakeTarget, FakeTools
+from tests.providers.wire_servers import Answer, WireServer
 from tests.runs.conftest import new_chat, with_limits
 from tests.runs.fakes import (
     SEARCH_THEN_BUILD,
+    TODO,
     TODO_FILES,
     MemoryWorkspaces,
     ReadyWorkspace,
@@ -402,6 +404,70 @@ async def test_a_worker_recreates_a_lost_consumer_group(
         run = await submit(service, store)
         events = await events_until_finished(store, client, run.id)
     assert events[-1]["status"] == "completed"
+
+
+@pytest.fixture
+def chat_server() -> Iterator[WireServer]:
+    """A local OpenAI-compatible server (Chat Completions) for the worker's real provider."""
+    with WireServer("openai") as wire:
+        yield wire
+
+
+def compatible_env(server: WireServer, window: int, cap: int) -> dict[str, str]:
+    """The settings of an ``openai-compatible`` server with ``window`` and output ``cap``."""
+    return {
+        "KILN_OPENAI_COMPATIBLE_BASE_URL": f"{server.url}/v1",
+        "KILN_OPENAI_COMPATIBLE_CONTEXT_WINDOW": str(window),
+        "KILN_OPENAI_COMPATIBLE_MAX_OUTPUT_TOKENS": str(cap),
+    }
+
+
+async def test_an_openai_compatible_run_uses_its_configured_window_and_cap(
+    settings: ServiceSettings,
+    store: Store,
+    client: redis.asyncio.Redis,
+    chat_server: WireServer,
+) -> None:
+    env = compatible_env(chat_server, 65_536, 2_048)
+    answer = TODO.read_text()
+    chunks = tuple(answer[i : i + 400] for i in range(0, len(answer), 400))
+    chat_server.script(*[Answer(chunks, input_tokens=1_234, output_tokens=567)] * 3)
+    service = RunService(store, client, settings, env=env)
+    factory = default_provider_factory(env)
+    async with running_workers(settings, store, client, MemoryWorkspaces(), factory):
+        user, chat = new_chat(store)
+        run_id, _ = await service.submit(
+            user.id, chat.id, "make a todo app", "openai-compatible", "qwen2.5-coder:32b"
+        )
+        events = await events_until_finished(store, client, run_id)
+    assert events[-1]["status"] == "completed"
+    seen = chat_server.requests[0]
+    assert (seen.body["model"], seen.body["max_tokens"]) == ("qwen2.5-coder:32b", 2_048)
+    finished = store.get_run(run_id)
+    assert finished is not None
+    first = finished.usage["turns"][0]
+    assert (first["input_tokens"], first["output_tokens"]) == (1_234, 567)
+
+
+async def test_an_openai_compatible_window_too_small_fails_before_any_request(
+    settings: ServiceSettings,
+    store: Store,
+    client: redis.asyncio.Redis,
+    chat_server: WireServer,
+) -> None:
+    env = compatible_env(chat_server, 1_000, 500)  # far below kiln's system prompt
+    chat_server.script(Answer())
+    service = RunService(store, client, settings, env=env)
+    factory = default_provider_factory(env)
+    async with running_workers(settings, store, client, MemoryWorkspaces(), factory):
+        user, chat = new_chat(store)
+        run_id, _ = await service.submit(user.id, chat.id, "make a todo app", "openai-compatible")
+        events = await events_until_finished(store, client, run_id)
+    errors = [event for event in events if event["type"] == "error"]
+    assert errors[0]["code"] == "context_limit_exceeded"
+    assert "1000" in errors[0]["message"]
+    assert events[-1]["status"] == "failed"
+    assert chat_server.requests == []
 
 
 def _docker_refusal(explanation: str) -> BaseException:
