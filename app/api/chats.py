@@ -30,6 +30,7 @@ from app.api.services import ApiServices, ApiSettings, in_thread, services
 from app.api.views import chat_view, message_view, run_view
 from app.errors import ModelRefused
 from app.providers import PROVIDER_NAMES, resolve_provider
+from app.providers.models import MAX_OPEN_MODEL_LENGTH
 from app.providers.replay import BUILTIN_DEMOS, recording_names
 from sandbox import TEMPLATES
 
@@ -84,7 +85,7 @@ async def post_message(request: Request) -> Response:
     reject_unknown(body, MESSAGE_FIELDS)
     content = required_text(body, "content", MAX_CONTENT_LENGTH)
     provider = optional_text(body, "provider", MAX_NAME_LENGTH)
-    model = optional_text(body, "model", MAX_NAME_LENGTH)
+    model = optional_text(body, "model", MAX_OPEN_MODEL_LENGTH)
     template = optional_text(body, "template", MAX_NAME_LENGTH)
     if provider is not None and provider not in PROVIDER_NAMES:
         raise invalid_field("provider", f"must be one of {list(PROVIDER_NAMES)}, not {provider!r}")

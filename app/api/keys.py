@@ -6,7 +6,9 @@ A key is checked for its provider's *format* before it is stored (no network cal
 - ``openai``: ``sk-`` followed by at least 20 of ``[A-Za-z0-9_-]`` (project and service-account
   keys ``sk-proj-...``/``sk-svcacct-...`` included), but not an Anthropic key;
 - ``google``: any single token of 20 to 200 printable characters without spaces (Gemini keys
-  look like ``AIza...``, but gateways issue others).
+  look like ``AIza...``, but gateways issue others);
+- ``openai-compatible``: any single token of printable characters without spaces (OpenRouter's
+  ``sk-or-...``, a vLLM ``--api-key``, a gateway's token; local servers need no key at all).
 
 Every key is at most ``MAX_KEY_LENGTH`` characters, and surrounding whitespace (a pasted newline)
 is dropped. The error message never repeats the key.
@@ -33,6 +35,7 @@ KEY_FORMATS: dict[str, tuple[re.Pattern[str], str]] = {
         "an OpenAI key starts 'sk-' (and is not an Anthropic 'sk-ant-' key)",
     ),
     "google": (re.compile(r"[\x21-\x7e]{20,200}"), "a Google key is one word, like 'AIza...'"),
+    "openai-compatible": (re.compile(r"[\x21-\x7e]+"), "a server's key is one word"),
 }
 
 

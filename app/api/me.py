@@ -1,9 +1,11 @@
 """``GET /api/me``: who is signed in and what they can run.
 
-``{user: {id, name}, providers: [names with a stored key], default: {provider, model},
-demos: [recording names]}``. ``default`` is what a message without ``provider``/``model`` would
-use (the user's keys, then the server's, else the replay demo); ``demos`` are the recordings the
-replay provider can play (``KILN_RECORDINGS_DIR`` and the built-in demos).
+``{user: {id, name}, providers: [names with a stored key], available: [providers a message may
+name now], default: {provider, model}, demos: [recording names]}``. ``default`` is what a message
+without ``provider``/``model`` would use (the user's keys, then the server's, else the replay
+demo); ``available`` adds the server's keys and an ``openai-compatible`` server when one is set
+up; ``demos`` are the recordings the replay provider can play (``KILN_RECORDINGS_DIR`` and the
+built-in demos).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from starlette.routing import Route
 from app.api.auth import require_user
 from app.api.chats import recording_folders
 from app.api.services import in_thread, services
-from app.providers import resolve_provider
+from app.providers import configured_providers, resolve_provider
 from app.providers.replay import recording_names
 
 
@@ -31,6 +33,7 @@ async def get_me(request: Request) -> Response:
         {
             "user": {"id": user.id, "name": user.name},
             "providers": sorted(names),
+            "available": configured_providers(found.settings.provider_env, keys),
             "default": {"provider": choice.provider, "model": choice.model},
             "demos": demos,
         }

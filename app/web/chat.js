@@ -1,7 +1,8 @@
 // The transcript: user messages, and for each run the assistant's answer as it streams —
 // thinking (collapsible), prose, cards for installs, commands, searches, files and problems,
-// turn markers, and the run's final state.
+// turn markers, and the run's final state with its tokens in and out.
 
+import { getRun } from "./api.js";
 import { FilesCard, StepCard, ToolCard, postgenCard, problemCard, turnEndMarker, turnStartMarker } from "./cards.js";
 import { h, nearBottom } from "./dom.js";
 import { describeStatus, describeStop, presentable } from "./errors.js";
@@ -155,6 +156,21 @@ export class RunView {
     if (status !== "cancelled") this.held.forEach((held) => this.body.append(problemCard(held)));
     this.held = [];
     this.filesCard?.close();
+    this.showUsage();
+  }
+
+  /** The run's tokens in and out, from `GET /api/runs/{id}` (the terminal event carries none). */
+  async showUsage() {
+    let run;
+    try {
+      run = await getRun(this.runId);
+    } catch {
+      return; // the footer goes without: the state above is what matters
+    }
+    const text = describeUsage(run.usage);
+    if (!text) return;
+    const usage = h("span", { class: "run-usage", title: "Tokens the provider reported for this run" }, text);
+    this.footer.insertBefore(usage, this.footer.querySelector(".run-error")); // on the state's line
   }
 
   thinkingDone() {
@@ -177,6 +193,19 @@ export class RunView {
     if (this.finished) return;
     this.footer.replaceChildren(h("span", { class: "spinner", "aria-hidden": "true" }), text);
   }
+}
+
+const COUNT = new Intl.NumberFormat("en");
+
+/** "1,234 tokens in · 567 out" from a run's usage (`{turns: [{input_tokens, output_tokens}]}`);
+ * "" when nothing was counted (a run that never reached the model). */
+export function describeUsage(usage) {
+  const turns = Array.isArray(usage?.turns) ? usage.turns : [];
+  const sum = (key) => turns.reduce((total, turn) => total + (Number(turn[key]) || 0), 0);
+  const tokensIn = sum("input_tokens");
+  const tokensOut = sum("output_tokens");
+  if (!tokensIn && !tokensOut) return "";
+  return ` · ${COUNT.format(tokensIn)} tokens in · ${COUNT.format(tokensOut)} out`;
 }
 
 const HANDLERS = {

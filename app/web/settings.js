@@ -1,6 +1,10 @@
 // Provider settings: which provider and model to use, and API keys (sent once to
 // `PUT /api/me/keys/{provider}`, stored encrypted, never shown again). With no key for the
-// chosen provider kiln uses the demo replay provider, and the page says so.
+// chosen provider kiln uses the demo replay provider, and the page says so. Every message is sent
+// with the choice made here (`POST /api/chats/{id}/messages {content, provider, model}`), so a
+// chat may change model from one message to the next. An OpenAI-compatible server (Ollama,
+// vLLM, LM Studio, OpenRouter) is usable once the operator set its base URL: `GET /api/me` then
+// lists it in `available`; it takes any model name the server knows, and a key is optional.
 
 import { putKey } from "./api.js";
 
@@ -10,6 +14,8 @@ export const PROVIDERS = {
   anthropic: { label: "Anthropic", model: "claude-sonnet-4-6" },
   openai: { label: "OpenAI", model: "gpt-5.5" },
   google: { label: "Google", model: "gemini-2.5-flash" },
+  // No model of its own: an empty name means the server's default (KILN_OPENAI_COMPATIBLE_MODEL).
+  "openai-compatible": { label: "OpenAI-compatible server", model: "", keyOptional: true },
 };
 
 export class Settings {
@@ -17,7 +23,7 @@ export class Settings {
   constructor(els, onChange) {
     this.els = els;
     this.onChange = onChange;
-    this.me = { providers: [], demos: [], default: {} };
+    this.me = { providers: [], available: [], demos: [], default: {} };
     this.choice = readChoice();
     els.provider.addEventListener("change", () => this.fillModel(els.provider.value, ""));
     els.form.addEventListener("submit", (e) => this.save(e));
@@ -27,7 +33,9 @@ export class Settings {
 
   /** Take `GET /api/me` into account (keys stored, demos, default). */
   setMe(me) {
-    this.me = { providers: me.providers || [], demos: me.demos || [], default: me.default || {} };
+    this.me = {
+      providers: me.providers || [], available: me.available || [], demos: me.demos || [], default: me.default || {},
+    };
     if (!this.choice) this.choice = { ...this.me.default };
   }
 
@@ -36,13 +44,20 @@ export class Settings {
   effective() {
     const want = this.choice || this.me.default || {};
     const demos = this.me.demos;
-    if (want.provider && want.provider !== "replay" && this.me.providers.includes(want.provider)) {
-      return { provider: want.provider, model: want.model || PROVIDERS[want.provider]?.model, demo: false };
+    if (want.provider && want.provider !== "replay" && this.usable(want.provider)) {
+      // An empty model is left out of the message: the server picks the provider's default.
+      return { provider: want.provider, model: want.model || PROVIDERS[want.provider]?.model || undefined, demo: false };
     }
     const model = want.provider === "replay" && demos.includes(want.model) ? want.model : demos[0] || "todo-app";
     const wanted = want.provider && want.provider !== "replay" ? want.provider : null;
     const reason = wanted || !this.me.providers.length ? "no-key" : "chosen";
     return { provider: "replay", model, demo: true, reason, wanted };
+  }
+
+  /** Whether a message may name `provider`: a key is stored, or the server is set up for it. */
+  usable(provider) {
+    if (PROVIDERS[provider]?.keyOptional) return this.me.available.includes(provider); // needs its base URL
+    return this.me.providers.includes(provider) || this.me.available.includes(provider);
   }
 
   /** Open the dialog. */
@@ -57,7 +72,7 @@ export class Settings {
   }
 
   renderProviders(selected) {
-    const options = Object.entries(PROVIDERS).map(([name, info]) => new Option(keyLabel(name, info, this.me.providers), name));
+    const options = Object.entries(PROVIDERS).map(([name, info]) => new Option(keyLabel(name, info, this.me), name));
     this.els.provider.replaceChildren(...options);
     this.els.provider.value = selected;
   }
@@ -75,11 +90,10 @@ export class Settings {
       modelSelect.replaceChildren(...this.me.demos.map((name) => new Option(name, name)));
       if (this.me.demos.includes(model)) modelSelect.value = model;
     } else {
-      modelInput.value = model || PROVIDERS[providerName].model;
-      const stored = this.me.providers.includes(providerName);
-      keyNote.textContent = stored
-        ? "A key is stored for this provider. Paste a new one to replace it."
-        : "No key stored yet: without one, kiln uses the demo replay instead.";
+      const info = PROVIDERS[providerName];
+      modelInput.value = model || info.model;
+      modelInput.placeholder = info.keyOptional ? "the server's default model, e.g. llama3.1:8b" : "";
+      keyNote.textContent = keyHint(providerName, info, this.me);
     }
     this.els.keyInput.value = "";
   }
@@ -101,6 +115,7 @@ export class Settings {
     }
     this.els.keyInput.value = "";
     if (!this.me.providers.includes(provider)) this.me.providers.push(provider);
+    if (!PROVIDERS[provider]?.keyOptional && !this.me.available.includes(provider)) this.me.available.push(provider);
     this.renderProviders(provider);
     this.fillModel(provider, this.els.modelInput.value);
     this.els.status.textContent = "Key saved (stored encrypted; it will not be shown again).";
@@ -118,9 +133,27 @@ export class Settings {
   }
 }
 
-function keyLabel(name, info, withKeys) {
+function keyLabel(name, info, me) {
   if (name === "replay") return info.label;
-  return withKeys.includes(name) ? `${info.label} (key stored)` : info.label;
+  if (me.providers.includes(name)) return `${info.label} (key stored)`;
+  if (info.keyOptional && !me.available.includes(name)) return `${info.label} (not set up)`;
+  return info.label;
+}
+
+/** What the key row says for `name`: stored, optional, or needed. */
+function keyHint(name, info, me) {
+  const stored = me.providers.includes(name);
+  if (info.keyOptional && !me.available.includes(name)) {
+    return "The server has no OpenAI-compatible base URL (KILN_OPENAI_COMPATIBLE_BASE_URL): kiln uses the demo replay instead.";
+  }
+  if (info.keyOptional) {
+    return stored
+      ? "A key is stored for this server. Paste a new one to replace it."
+      : "Optional: local servers (Ollama, vLLM, LM Studio) need no key; OpenRouter and gateways do.";
+  }
+  return stored
+    ? "A key is stored for this provider. Paste a new one to replace it."
+    : "No key stored yet: without one, kiln uses the demo replay instead.";
 }
 
 function readChoice() {

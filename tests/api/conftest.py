@@ -68,16 +68,29 @@ def health_checks() -> dict[str, HealthCheck]:
 
 
 @pytest.fixture
+def provider_env() -> dict[str, str]:
+    """The operator's provider settings (none: keys come from users); a test may parametrize
+    it (``openai-compatible``'s base URL, a server key)."""
+    return {}
+
+
+@pytest.fixture
 async def api(
     store: Store,
     api_redis: redis.asyncio.Redis,
     service_settings: ServiceSettings,
     health_checks: dict[str, HealthCheck],
+    provider_env: dict[str, str],
 ) -> AsyncIterator[Api]:
     """The API with the real run service (no workers) and fake sandboxes, on loopback."""
-    runs, sandboxes = RunService(store, api_redis, service_settings, env={}), FakeSandboxes()
+    runs = RunService(store, api_redis, service_settings, env=provider_env)
+    sandboxes = FakeSandboxes()
     settings = ApiSettings(
-        public_host="localhost", public_port=8000, sse_ping_interval=0.2, secret_key=SECRET
+        public_host="localhost",
+        public_port=8000,
+        sse_ping_interval=0.2,
+        secret_key=SECRET,
+        provider_env=provider_env,
     )
     app = build_app(store, runs, sandboxes, settings=settings, health_checks=health_checks)
     async with serving(app) as url:

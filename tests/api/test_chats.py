@@ -161,3 +161,52 @@ async def test_chats_need_a_user(api: Api, method: str, path: str) -> None:
     response = await api.anonymous.request(method, path, json={"content": "x"})
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "unauthenticated"
+
+
+COMPATIBLE = {"KILN_OPENAI_COMPATIBLE_BASE_URL": "http://localhost:11434/v1"}
+
+
+@pytest.mark.parametrize("provider_env", [pytest.param(COMPATIBLE, id="compatible")])
+@pytest.mark.parametrize(
+    "model",
+    [
+        pytest.param("llama3.1:8b", id="ollama-tag"),
+        pytest.param("meta-llama/Llama-3.1-8B-Instruct", id="hugging-face-path"),
+        pytest.param("openrouter/" + "m" * 189, id="200-characters"),
+    ],
+)
+async def test_a_message_may_name_an_openai_compatible_model(api: Api, model: str) -> None:
+    chat = await create_chat(api)
+    response = await api.alice.client.post(
+        f"/api/chats/{chat['id']}/messages",
+        json={"content": "hi", "provider": "openai-compatible", "model": model},
+    )
+    assert response.status_code == 202, response.text
+    run = api.store.get_run(response.json()["run_id"])
+    assert run is not None
+    assert (run.provider, run.model) == ("openai-compatible", model)
+
+
+@pytest.mark.parametrize(
+    ("provider_env", "model", "status", "code", "words"),
+    [
+        pytest.param(
+            {}, "llama3.1:8b", 400, "config_error", "KILN_OPENAI_COMPATIBLE_BASE_URL", id="unset"
+        ),
+        pytest.param(COMPATIBLE, "llama 3", 400, "model_refused", "'llama 3'", id="space"),
+        pytest.param(COMPATIBLE, "m" * 201, 422, "invalid_request", "'model'", id="too-long"),
+    ],
+)
+async def test_an_unusable_openai_compatible_choice_is_refused_in_words(
+    api: Api, model: str, status: int, code: str, words: str
+) -> None:
+    chat = await create_chat(api)
+    response = await api.alice.client.post(
+        f"/api/chats/{chat['id']}/messages",
+        json={"content": "hi", "provider": "openai-compatible", "model": model},
+    )
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert error["code"] == code
+    assert words in error["message"]
+    assert api.store.list_runs(chat["id"]) == []

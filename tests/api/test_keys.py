@@ -21,6 +21,8 @@ GOOGLE = "AIzaSy" + "x" * 33
         pytest.param("openai", "sk-" + "a" * 48, id="openai-legacy"),
         pytest.param("google", GOOGLE, id="google-aiza"),
         pytest.param("google", "gw_" + "k" * 30, id="google-gateway"),
+        pytest.param("openai-compatible", "sk-or-v1-" + "f" * 64, id="openrouter"),
+        pytest.param("openai-compatible", "token-abc123", id="vllm-api-key"),
     ],
 )
 def test_well_formed_keys_pass(provider: str, key: str) -> None:
@@ -37,6 +39,7 @@ def test_well_formed_keys_pass(provider: str, key: str) -> None:
         pytest.param("openai", "sk-" + "a" * 20 + " b", id="openai-with-space"),
         pytest.param("google", "AIza short", id="google-with-space"),
         pytest.param("google", "AIzaSyShort", id="google-too-short"),
+        pytest.param("openai-compatible", "two words", id="compatible-with-space"),
     ],
 )
 def test_malformed_keys_are_refused_without_echo(provider: str, key: str) -> None:

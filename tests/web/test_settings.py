@@ -1,13 +1,18 @@
 """Provider settings against a real ``kiln serve``: with no key the page says the demo replay is
-used; a pasted key is checked, stored (``PUT /api/me/keys/{provider}``) and never shown again."""
+used; a pasted key is checked, stored (``PUT /api/me/keys/{provider}``) and never shown again.
+Against the stand-in service: an OpenAI-compatible server is offered once the server has one,
+every message carries the provider and model chosen at that moment, and each run's footer shows
+its tokens in and out."""
 
 from __future__ import annotations
 
 import re
 
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Request, Route, expect
 
-from tests.web.conftest import PageProblems, screenshot
+from tests.web.conftest import PageProblems, fake_base_url, screenshot, sign_in
+from tests.web.fake_service import FakeService
+from tests.web.recording import choose_demo, send_message
 
 KEY = "sk-ant-" + "k1ln-test-key-0123456789abcdef"
 
@@ -43,3 +48,72 @@ def test_a_key_is_stored_and_never_shown_again(
     assert "anthropic" in me["providers"]
     page.reload()
     assert KEY not in page.content()
+
+
+COMPATIBLE_MODEL = "qwen2.5-coder:32b"
+USAGE = {
+    "turns": [
+        {"turn": 1, "input_tokens": 1000, "output_tokens": 500},
+        {"turn": 2, "input_tokens": 234, "output_tokens": 67},
+    ],
+    "total_tokens": 1801,
+}
+
+
+def _offer_compatible(route: Route) -> None:
+    """``GET /api/me`` as a server with an OpenAI-compatible base URL set answers it."""
+    response = route.fetch()
+    route.fulfill(
+        response=response, json={**response.json(), "available": ["openai-compatible", "replay"]}
+    )
+
+
+def _with_usage(route: Route) -> None:
+    """``GET /api/runs/{id}`` with a two-turn usage record."""
+    response = route.fetch()
+    route.fulfill(response=response, json={**response.json(), "usage": USAGE})
+
+
+def test_each_message_names_its_provider_and_model_and_the_footer_shows_tokens(
+    page: Page, fake_service: FakeService
+) -> None:
+    fake_service.pace = 0.0
+    page.route("**/api/me", _offer_compatible)
+    page.route("**/api/runs/*", _with_usage)  # the run itself, not its /events or /cancel
+    sign_in(page, f"{fake_base_url(fake_service)}/login?token={fake_service.login_token}")
+    page.get_by_role("button", name="Settings").click()
+    dialog = page.get_by_role("dialog", name="Provider settings")
+    dialog.get_by_label("Provider").select_option("openai-compatible")
+    expect(dialog.locator("#settings-key-note")).to_contain_text("need no key")
+    dialog.get_by_label("Model").fill(COMPATIBLE_MODEL)
+    dialog.get_by_role("button", name="Use this").click()
+    expect(page.locator("#provider-badge")).to_have_text(
+        f"OpenAI-compatible server · {COMPATIBLE_MODEL}"
+    )
+    expect(page.locator("#demo-notice")).to_be_hidden()
+
+    with page.expect_request(_is_message_post) as first:
+        send_message(page, "make me a todo app")
+    assert first.value.post_data_json == {
+        "content": "make me a todo app",
+        "provider": "openai-compatible",
+        "model": COMPATIBLE_MODEL,
+    }
+    footer = page.locator(".run-footer[data-state='completed']")
+    expect(footer).to_contain_text("1,234 tokens in · 567 out")
+    screenshot(page, "compatible-run-tokens")
+
+    choose_demo(page, "todo-app")
+    with page.expect_request(_is_message_post) as second:
+        send_message(page, "now make it blue")
+    assert second.value.post_data_json == {
+        "content": "now make it blue",
+        "provider": "replay",
+        "model": "todo-app",
+    }
+    expect(footer.nth(1)).to_contain_text("1,234 tokens in · 567 out")
+    page.unroute_all(behavior="ignoreErrors")  # no handler may run while the page closes
+
+
+def _is_message_post(request: Request) -> bool:
+    return request.method == "POST" and request.url.endswith("/messages")
