@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     )
     from sandbox.env_settings import (
         EnvReader,
+        size_bytes,
     )
     from sandbox.errors import (
         CommandRefused,
@@ -108,6 +109,7 @@ if TYPE_CHECKING:
     )
     from sandbox.settings import (
         SandboxSettings,
+        host_memory_bytes,
     )
     from sandbox.writes.fences import (
         strip_wrapping_fence,
@@ -133,6 +135,8 @@ _EXPORTS: dict[str, str] = {
     "WriteFailed": "sandbox.errors",
     "SandboxSettings": "sandbox.settings",
     "EnvReader": "sandbox.env_settings",
+    "size_bytes": "sandbox.env_settings",
+    "host_memory_bytes": "sandbox.settings",
     "Sandbox": "sandbox.handle",
     "WorkspaceFile": "sandbox.execution.workspace_files",
     "Record": "sandbox.session",
@@ -232,12 +236,14 @@ __all__ = [
     "default_images_dir",
     "ensure_stand_in",
     "get_template",
+    "host_memory_bytes",
     "manager_ports",
     "preview_label",
     "preview_url",
     "probe_preview",
     "refuse",
     "registry_prefix",
+    "size_bytes",
     "strip_wrapping_fence",
     "sweep_instance",
     "wrap_redis_errors",

@@ -46,13 +46,15 @@ if ! docker info >/dev/null 2>&1; then
   docker info >/dev/null 2>&1 || { log "dockerd did not start; see /var/log/kiln-dockerd.log"; exit 1; }
 fi
 
-# Sandboxes sit on internal bridges named kiln<hash>; the bridge gateway is a host address, so
-# without these rules generated code could reach services listening on the host: a sandbox may
-# open no TCP connection (SYN) and send no other traffic that is not a reply. TCP segments of a
-# connection the host opened (the preview proxy to a dev server) are not matched by conntrack
-# state on purpose: Docker flushes a container's conntrack entries when it joins or leaves a
-# network (the egress network, around every install), and a state rule then dropped the dev
-# server's replies on the open connections, so the preview hung until the proxy timed out.
+# Sandboxes sit on one internal bridge per kiln instance (and on the egress bridge during
+# installs), all named kiln<hash>, with inter-container traffic off (Docker turns on the kernel's
+# bridged-traffic filtering for that; `kiln doctor` checks it). The bridge gateway is a host
+# address, so without these rules generated code could reach services listening on the host: a
+# sandbox may open no TCP connection (SYN) and send no other traffic that is not a reply. TCP
+# segments of a connection the host opened (the preview proxy to a dev server) are not matched by
+# conntrack state on purpose: Docker flushes a container's conntrack entries when it joins or
+# leaves a network (the egress network, around every install), and a state rule then dropped the
+# dev server's replies on the open connections, so the preview hung until the proxy timed out.
 if command -v iptables >/dev/null 2>&1; then
   old_rule=(INPUT -i kiln+ -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP)
   while as_root iptables -C "${old_rule[@]}" 2>/dev/null; do

@@ -1,10 +1,11 @@
 """``kiln doctor``: check what ``kiln serve`` needs, one line per check, with a hint on failure.
 
-Checks: the data directory is writable; Docker answers; Redis answers (``REDIS_URL``) or, with
-none set, the ``redis-server`` binary the embedded default starts is installed; every sandbox
-image is present and up to date; tiktoken's encoding files are cached. Exit code 0 when all
-pass, 1 when any fails (2 for bad usage). ``--json`` prints ``{ok, checks: [{name, ok, detail,
-hint}]}`` instead.
+Checks: the data directory is writable; Docker answers; Redis answers (``REDIS_URL``) or, with none
+set, the ``redis-server`` binary the embedded default starts is installed; every sandbox image is
+present and up to date; the host's sandbox capacity, memory, pids and networks and what is in use
+(:mod:`app.cli.doctor_capacity`); tiktoken's encoding files are cached. Exit code 0 when all pass, 1
+when any fails (2 for bad usage). ``--json`` prints ``{ok, checks: [{name, ok, detail, hint}]}``
+instead.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import anyio
@@ -23,6 +24,8 @@ import redis
 import redis.exceptions
 
 from app.cli.commands import COMMANDS
+from app.cli.doctor_capacity import check_capacity
+from app.cli.doctor_result import CheckResult
 from app.errors import ConfigError
 from app.tokens import check_tokenizer
 from sandbox import ImageBuilder, ImageBuildSettings, SandboxError, call, connect
@@ -30,16 +33,6 @@ from sandbox import ImageBuilder, ImageBuildSettings, SandboxError, call, connec
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
 GOOD_IMAGE_STATES = ("up to date", "present")
 NAME_WIDTH = 16  # "image vite-react"
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """One check: passed or not, what was found, and what to do about a failure."""
-
-    name: str
-    ok: bool
-    detail: str
-    hint: str = ""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -81,6 +74,7 @@ async def run_checks(data_dir: Path, redis_url: str | None) -> list[CheckResult]
     client, docker_result = await check_docker()
     results.append(docker_result)
     results.extend(await check_images(client))
+    results.extend(await check_capacity(client))
     results.append(await anyio.to_thread.run_sync(check_tokenizer_files))
     if client is not None:
         await call(client.close)

@@ -15,10 +15,12 @@ isolation does not rely on being alone on it:
   the host's own connections do not cross the bridge's forwarding path and still work. Sandboxes
   have no capabilities (no ``NET_RAW``), so they cannot forge frames past that rule either;
 - the bridge is named ``kiln<hash>`` (:func:`bridge_interface`): its gateway address is a host
-  address, so host services bound to ``0.0.0.0`` would answer it, and one host rule closes that
-  for every kiln bridge while keeping the host's own connections to sandboxes working::
+  address, so host services bound to ``0.0.0.0`` would answer it, and the host rules of
+  ``scripts/setup.sh`` close that for every kiln bridge while keeping the host's own connections
+  to sandboxes working (a sandbox may open no TCP connection and send nothing but replies)::
 
-      iptables -I INPUT -i kiln+ -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP
+      iptables -I INPUT -i kiln+ -p tcp --syn -j DROP
+      iptables -I INPUT -i kiln+ ! -p tcp -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP
 
 One network holds as many sandboxes as its subnet has addresses (a /16 or /20 from Docker's
 pools: thousands); what limits a host is memory, which admission checks

@@ -115,12 +115,13 @@ async def reap(
 async def labelled_objects(client: docker.DockerClient, instance: str) -> list[LabelledObject]:
     """Every container, network and volume carrying ``instance``'s label; containers first."""
     filters = instance_filter(instance)
-    containers = await call(client.containers.list, all=True, filters=filters)
+    # Sparse: no inspect per container, which fails for one removed meanwhile.
+    containers = await call(client.containers.list, all=True, sparse=True, filters=filters)
     networks = await call(client.networks.list, filters=filters)
     volumes = await call(client.volumes.list, filters=filters)
     return (
         [
-            LabelledObject("container", c.name, _labels(c.attrs.get("Config", {})))
+            LabelledObject("container", _container_name(c.attrs), _labels(c.attrs))
             for c in containers
         ]
         + [LabelledObject("network", n.name, _labels(n.attrs)) for n in networks]
@@ -150,6 +151,12 @@ async def sweep_instance(
     if registry is not None:
         await registry.clear()
     return removed
+
+
+def _container_name(attrs: Mapping[str, Any]) -> str:
+    """A container's name from the list API's attributes (``Names``: ``["/kiln-sb-…"]``)."""
+    names = attrs.get("Names") or [attrs.get("Id", "")]
+    return str(names[0]).lstrip("/")
 
 
 def _labels(attrs: Mapping[str, Any]) -> dict[str, str]:

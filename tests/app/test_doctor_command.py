@@ -1,4 +1,5 @@
-"""``kiln doctor``: every check on this machine, and failing checks with their hints."""
+"""``kiln doctor``: every check on this machine, and failing checks with their hints; the
+capacity checks (:mod:`app.cli.doctor_capacity`) from given numbers."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
+from app.cli.doctor_capacity import (
+    InUse,
+    capacity_result,
+    memory_result,
+    networks_result,
+    pids_result,
+)
 from app.cli.doctor_command import CheckResult, check_data_dir, check_redis, format_result
+from sandbox.settings import SandboxSettings
 from tests.app.kiln_process import TIKTOKEN_CACHE, free_port
 
 pytestmark = [pytest.mark.docker]
@@ -37,6 +46,10 @@ def test_everything_passes_on_a_set_up_machine(
         "image vite-react": True,
         "image vanilla": True,
         "image nextjs": True,
+        "capacity": True,
+        "memory": True,
+        "pids": True,
+        "networks": True,
         "tokenizer": True,
     }
     assert code == 0
@@ -76,3 +89,54 @@ def test_format() -> None:
     )
     failed = format_result(CheckResult("redis", False, "down", "start it"))
     assert failed.splitlines() == [f"FAIL  {'redis':<16} down", f"{'':23}hint: start it"]
+
+
+SMALL = SandboxSettings(instance="blue", max_sandboxes=4, mem_limit="1g", pids_limit=512)
+
+
+@pytest.mark.parametrize(
+    ("instance", "ok"),
+    [pytest.param(3, True, id="room-left"), pytest.param(4, False, id="full")],
+)
+def test_capacity_reports_the_limit_and_what_is_in_use(instance: int, ok: bool) -> None:
+    result = capacity_result(SMALL, InUse(instance=instance, host=9))
+    assert result.ok is ok
+    assert result.detail.startswith(f"{instance} of 4 sandboxes in use (KILN_MAX_SANDBOXES;")
+    assert "9 kiln sandboxes on this host in all" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("available", "ok"),
+    [pytest.param(3 * 2**30, True, id="room"), pytest.param(2**29, False, id="not-one")],
+)
+def test_memory_compares_what_is_available_with_one_sandbox_s_limit(
+    available: int, ok: bool
+) -> None:
+    result = memory_result(SMALL, available)
+    assert result.ok is ok
+    assert f"room for {available // 2**30} at their limit" in result.detail
+
+
+def test_pids_fail_when_the_configured_sandboxes_would_not_fit_idle() -> None:
+    assert pids_result(SMALL, 32768).ok
+    tight = pids_result(SMALL, 100)
+    assert not tight.ok
+    assert "pid_max 100; 4 idle sandboxes use about 128, 2048 if each" in tight.detail
+
+
+@pytest.mark.parametrize(
+    ("bridge_filter", "ok"),
+    [
+        pytest.param(1, True, id="filtered"),
+        pytest.param(0, False, id="off"),
+        pytest.param(None, False, id="unknown"),
+    ],
+)
+def test_networks_count_shared_and_old_ones_and_need_bridge_filtering(
+    bridge_filter: int | None, ok: bool
+) -> None:
+    networks = [{"kiln.sandbox": "shared"}, {"kiln.sandbox": "shared"}, {"kiln.sandbox": "ab12"}]
+    result = networks_result(networks, bridge_filter)
+    assert result.ok is ok
+    assert result.detail.startswith("2 shared (sandbox and egress), 1 per-sandbox")
+    assert ok or "bridge-nf-call-iptables" in result.hint

@@ -1,0 +1,147 @@
+"""``kiln doctor``'s capacity checks: how many sandboxes this host holds, and what is in use.
+
+- **capacity**: ``KILN_MAX_SANDBOXES`` (or the default derived from host memory and the
+  per-sandbox memory limit) against the sandboxes of this instance that exist now, and every
+  kiln sandbox on the host (other instances share its memory); fails when the instance is full;
+- **memory**: the memory available now against one sandbox's limit (``KILN_SANDBOX_MEMORY``);
+  fails when not even one sandbox could reach its limit;
+- **pids**: the kernel's ``pid_max`` against what the configured sandboxes use idle
+  (:data:`IDLE_PIDS`), the worst case (every sandbox at ``KILN_SANDBOX_PIDS``) shown;
+- **networks**: the shared sandbox networks and the older per-sandbox ones still in use; fails
+  when the kernel does not filter bridged traffic (``net.bridge.bridge-nf-call-iptables``),
+  since then sandboxes on the shared network could reach each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio.to_thread
+import docker
+
+from app.cli.doctor_result import CheckResult
+from sandbox import SandboxError, SandboxSettings, call, host_memory_bytes, size_bytes
+
+IDLE_PIDS = 32  # an idle dev server and npm run about 20 processes and threads (bench/capacity.py)
+GIB = 2**30
+MEMINFO = Path("/proc/meminfo")
+PID_MAX = Path("/proc/sys/kernel/pid_max")
+BRIDGE_FILTER = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
+SANDBOX_LABEL = "kiln.sandbox"
+SHARED = "shared"
+
+
+@dataclass(frozen=True)
+class InUse:
+    """Sandbox containers: of this instance, and on the whole host."""
+
+    instance: int
+    host: int
+
+
+async def check_capacity(client: docker.DockerClient | None) -> list[CheckResult]:
+    """The capacity, memory, pids and networks checks (see the module docstring)."""
+    if client is None:
+        return [CheckResult("capacity", False, "not checked: Docker is unavailable", "fix Docker")]
+    try:
+        settings = await anyio.to_thread.run_sync(SandboxSettings.from_env)
+    except ValueError as exc:  # SandboxConfigError: a malformed setting, named in the message
+        return [CheckResult("capacity", False, str(exc), "fix the setting it names")]
+    try:
+        in_use = await sandboxes_in_use(client, settings.instance)
+        networks = await kiln_networks(client)
+    except SandboxError as exc:
+        return [CheckResult("capacity", False, str(exc), "check the Docker engine")]
+    return [
+        capacity_result(settings, in_use),
+        memory_result(settings, available_memory()),
+        pids_result(settings, _read_int(PID_MAX)),
+        networks_result(networks, _read_int(BRIDGE_FILTER)),
+    ]
+
+
+async def sandboxes_in_use(client: docker.DockerClient, instance: str) -> InUse:
+    """How many sandbox containers exist, of ``instance`` and of any kiln on this host."""
+    # Sparse: no inspect per container, which fails for one removed meanwhile (a busy host).
+    containers = await call(
+        client.containers.list, all=True, sparse=True, filters={"label": SANDBOX_LABEL}
+    )
+    labels = [dict(c.attrs.get("Labels") or {}) for c in containers]
+    ours = [found for found in labels if found.get("kiln.instance") == instance]
+    return InUse(len(ours), len(labels))
+
+
+async def kiln_networks(client: docker.DockerClient) -> list[dict[str, str]]:
+    """The labels of every kiln network on the host."""
+    found = await call(client.networks.list, filters={"label": SANDBOX_LABEL})
+    return [dict(network.attrs.get("Labels") or {}) for network in found]
+
+
+def capacity_result(settings: SandboxSettings, in_use: InUse) -> CheckResult:
+    """This instance's sandboxes against its limit."""
+    limit = settings.sandbox_limit
+    origin = "KILN_MAX_SANDBOXES" if settings.max_sandboxes is not None else "derived"
+    detail = (
+        f"{in_use.instance} of {limit} sandboxes in use ({origin}; instance "
+        f"{settings.instance!r}); {in_use.host} kiln sandboxes on this host in all"
+    )
+    hint = "raise KILN_MAX_SANDBOXES if memory allows, or wait for idle sandboxes to be reaped"
+    return CheckResult("capacity", in_use.instance < limit, detail, hint)
+
+
+def memory_result(settings: SandboxSettings, available: int) -> CheckResult:
+    """The memory available now against one sandbox's limit."""
+    per_sandbox = size_bytes(settings.mem_limit)
+    detail = (
+        f"{available / GIB:.1f} GiB available of {host_memory_bytes() / GIB:.1f} GiB; "
+        f"a sandbox may use {settings.mem_limit} (room for {available // per_sandbox} "
+        "at their limit; idle ones use far less)"
+    )
+    hint = "free memory or lower KILN_SANDBOX_MEMORY"
+    return CheckResult("memory", available >= per_sandbox, detail, hint)
+
+
+def pids_result(settings: SandboxSettings, pid_max: int | None) -> CheckResult:
+    """The kernel's pid_max against the configured sandboxes' processes."""
+    if pid_max is None:
+        return CheckResult("pids", True, f"{PID_MAX} is unreadable: not checked")
+    limit = settings.sandbox_limit
+    idle, worst = limit * IDLE_PIDS, limit * settings.pids_limit
+    detail = (
+        f"pid_max {pid_max}; {limit} idle sandboxes use about {idle}, "
+        f"{worst} if each reached KILN_SANDBOX_PIDS={settings.pids_limit}"
+    )
+    hint = "raise kernel.pid_max (sysctl) or lower KILN_MAX_SANDBOXES"
+    return CheckResult("pids", pid_max >= idle, detail, hint)
+
+
+def networks_result(networks: list[dict[str, str]], bridge_filter: int | None) -> CheckResult:
+    """Kiln's networks in use, and whether the kernel filters bridged traffic."""
+    shared = sum(1 for labels in networks if labels.get(SANDBOX_LABEL) == SHARED)
+    own = len(networks) - shared
+    detail = f"{shared} shared (sandbox and egress), {own} per-sandbox from before sharing"
+    if bridge_filter == 1:
+        return CheckResult("networks", True, f"{detail}; bridged traffic is filtered")
+    hint = "modprobe br_netfilter && sysctl -w net.bridge.bridge-nf-call-iptables=1"
+    filtered = "unknown" if bridge_filter is None else "off"
+    detail += f"; bridged traffic filtering is {filtered}: sandboxes could reach each other"
+    return CheckResult("networks", False, detail, hint)
+
+
+def available_memory() -> int:
+    """``MemAvailable`` of /proc/meminfo in bytes (the physical memory where it is missing)."""
+    try:
+        for line in MEMINFO.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return host_memory_bytes()
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
