@@ -26,6 +26,9 @@ appears in this object's ``repr``.
 
 A malformed value raises :class:`~app.errors.ConfigError` naming the variable and the value
 (read by :class:`sandbox.EnvReader`, the one reader of kiln's settings: ranges, no ``inf``).
+The ``openai-compatible`` provider's settings (:mod:`app.providers.compatible_settings`) are
+checked here too, so a bad one stops ``kiln serve``/``kiln worker`` at start rather than
+failing every request that resolves a provider.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.errors import ConfigError
+from app.providers.compatible_settings import CompatibleSettings
 from sandbox import EnvReader
 
 SECRET_FILE = "secret.key"
@@ -80,6 +84,7 @@ class ServiceSettings:
         """Settings from the environment (table in the module docstring); creates the data
         directory and, when ``KILN_SECRET_KEY`` is unset, the secret file."""
         read = EnvReader(env, ConfigError)
+        CompatibleSettings.from_env(read.env)  # checked now; read again where it is used
         data_dir = read.path("KILN_DATA_DIR", Path("~/.local/share/kiln").expanduser())
         return cls(
             data_dir=data_dir,

@@ -110,6 +110,12 @@ def test_the_secret_is_generated_once_with_mode_0600(tmp_path: Path) -> None:
         pytest.param(
             "KILN_SECRET_KEY", "short", "KILN_SECRET_KEY must be at least 16", id="secret"
         ),
+        pytest.param(
+            "KILN_OPENAI_COMPATIBLE_BASE_URL",
+            "localhost:11434",
+            "KILN_OPENAI_COMPATIBLE_BASE_URL='localhost:11434' must be an http:// or https://",
+            id="compatible-base-url",
+        ),
     ],
 )
 def test_a_malformed_value_names_its_variable(
