@@ -24,6 +24,7 @@ IGNORED: tuple[str, ...] = (
     ".parcel-cache/",
     "coverage/",
     ".git/",
+    ".kiln/",  # kiln's own marker (which version the sandbox holds), never the app's
     "*.log",
     ".DS_Store",
     "*.tsbuildinfo",

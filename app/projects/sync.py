@@ -91,12 +91,15 @@ class ProjectSync:
         """Commit what the sandbox's workspace holds as a version, if it changed; a project
         over the size cap is reported (``project_too_large``), never raised."""
         try:
-            files = await read_workspace(await self._container(sandbox_id))
+            container = await self._container(sandbox_id)
+            files = (await read_workspace(container)).files
             if self._max_bytes is not None:
                 check_size(files, self._max_bytes)
             version: Version | None = await self._in_thread(
                 self.store.commit, self.chat, files, info
             )
+            if version is not None:
+                await write_workspace(container, {}, marker=version.id)
         except (ProjectError, SandboxError) as exc:
             await on_record("error", _error_record(exc))
             return None
@@ -107,9 +110,10 @@ class ProjectSync:
     async def restore_if_stale(
         self, sandbox_id: str, on_record: RecordSink = _ignore
     ) -> Version | None:
-        """Write the latest version into the sandbox unless it holds it already; the version
-        restored, or ``None`` when there was nothing to do (or it failed: reported as an
-        ``error`` record, the run goes on with what the sandbox has)."""
+        """Write the latest version into the sandbox unless its marker says it holds it (see
+        :mod:`app.projects.workspace_io`); the version restored, or ``None`` when there was
+        nothing to do (or it failed: reported as an ``error`` record, the run goes on with what
+        the sandbox has)."""
         try:
             return await self._restore_latest(sandbox_id, on_record)
         except (ProjectError, SandboxError) as exc:
@@ -121,13 +125,17 @@ class ProjectSync:
         if latest is None:
             return None
         container = await self._container(sandbox_id)
-        current = await read_workspace(container)
+        snapshot = await read_workspace(container)
+        if snapshot.marker == latest.id:
+            return None
+        current = snapshot.files
         files: dict[str, bytes] = await self._in_thread(self.store.files, self.chat, latest.number)
         if current == files:
+            await write_workspace(container, {}, marker=latest.id)
             return None
         start = {"phase": "started", "version": latest.number, "files": len(files)}
         await on_record("restore", start)
-        await _write_difference(container, current, files)
+        await _write_difference(container, current, files, latest.id)
         installed = None
         if self._install is not None and current.get(PACKAGE_JSON) != files.get(PACKAGE_JSON):
             installed = await self._install(sandbox_id, on_record)
@@ -142,7 +150,8 @@ class ProjectSync:
         if sandbox_id is not None and self._containers is not None:
             files = await self._in_thread(self.store.files, self.chat, version.number)
             container = await self._container(sandbox_id)
-            await _write_difference(container, await read_workspace(container), files)
+            current = (await read_workspace(container)).files
+            await _write_difference(container, current, files, version.id)
         return source, version
 
 
@@ -158,11 +167,12 @@ def restore_version(store: ProjectStore, chat: str, ref: VersionRef) -> tuple[Ve
 
 
 async def _write_difference(
-    container: Any, current: Mapping[str, bytes], files: Mapping[str, bytes]
+    container: Any, current: Mapping[str, bytes], files: Mapping[str, bytes], version: str
 ) -> None:
-    """Turn the workspace's project files ``current`` into ``files``."""
+    """Turn the workspace's project files ``current`` into ``files`` of ``version``."""
     changed = {path: data for path, data in files.items() if current.get(path) != data}
-    await write_workspace(container, changed, [path for path in current if path not in files])
+    removed = [path for path in current if path not in files]
+    await write_workspace(container, changed, removed, marker=version)
 
 
 def _error_record(exc: Exception) -> dict[str, str]:

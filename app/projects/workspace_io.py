@@ -6,6 +6,11 @@ sandbox holds (an install rewrites ``package.json`` and the lock file), not what
 wrote; folders the rule set ignores (``node_modules``, build output) never leave the container.
 Only regular files are taken: a symlink is never followed, a path that could leave the
 workspace is dropped.
+
+The workspace also carries a marker, :data:`MARKER`, naming the version it was last in step
+with (recorded from it or restored into it): a sandbox without the latest version's marker is a
+new one, or one left behind by a version recorded elsewhere, and is restored; one with it keeps
+what it holds (even changes that could not be recorded, such as a project over the size cap).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import io
 import tarfile
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from app.projects.errors import ProjectError
@@ -20,17 +26,27 @@ from app.projects.rules import IGNORED_DIRS, is_source, safe_path
 from sandbox import WORKSPACE, SandboxError, build_workspace_tar, call
 
 SANDBOX_USER = "1000:1000"
+MARKER_DIR = ".kiln"
+MARKER = f"{MARKER_DIR}/version"
 REMOVE_BATCH = 200  # paths per ``rm`` call (argv stays far below the kernel's limit)
 
 
 def tar_argv() -> list[str]:
     """The ``tar`` call that packs the workspace without the ignored folders."""
-    excludes = [f"--exclude={name}" for name in IGNORED_DIRS]
+    excludes = [f"--exclude={name}" for name in IGNORED_DIRS if name != MARKER_DIR]
     return ["tar", "-cf", "-", *excludes, "-C", WORKSPACE, "."]
 
 
-async def read_workspace(container: Any) -> dict[str, bytes]:
-    """The project files the workspace holds (``path -> content``)."""
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What a workspace holds: its project files, and the version its marker names."""
+
+    files: dict[str, bytes]
+    marker: str | None
+
+
+async def read_workspace(container: Any) -> Snapshot:
+    """The project files the workspace holds (``path -> content``) and its marker."""
     try:
         code, (out, err) = await call(container.exec_run, tar_argv(), demux=True, user=SANDBOX_USER)
     except SandboxError as exc:
@@ -38,34 +54,47 @@ async def read_workspace(container: Any) -> dict[str, bytes]:
     if code != 0 and not out:
         detail = (err or b"").decode("utf-8", "replace").strip()
         raise ProjectError(f"cannot read the workspace of {container.name!r}: {detail}")
-    return workspace_files(out or b"")
+    return workspace_snapshot(out or b"")
 
 
-def workspace_files(archive: bytes) -> dict[str, bytes]:
-    """The project files in a tar of the workspace: regular files only, safe paths only, and
-    only what the rule set keeps."""
+def workspace_snapshot(archive: bytes) -> Snapshot:
+    """The project files in a tar of the workspace (regular files only, safe paths only, only
+    what the rule set keeps) and the marker."""
     files: dict[str, bytes] = {}
+    marker = None
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         for member in tar:
             path = safe_path(member.name)
-            if path is None or not member.isreg() or not is_source(path):
+            if path is None or not member.isreg() or not (is_source(path) or path == MARKER):
                 continue
             extracted = tar.extractfile(member)
-            if extracted is not None:
+            if extracted is None:
+                continue
+            if path == MARKER:
+                marker = extracted.read(100).decode("ascii", "replace").strip()
+            else:
                 files[path] = extracted.read()
-    return files
+    return Snapshot(files, marker)
 
 
 async def write_workspace(
-    container: Any, files: Mapping[str, bytes], remove: Iterable[str] = ()
+    container: Any,
+    files: Mapping[str, bytes],
+    remove: Iterable[str] = (),
+    *,
+    marker: str | None = None,
 ) -> None:
-    """Write ``files`` into the workspace (one tar) and delete ``remove``."""
+    """Write ``files`` (and the ``marker``, if given) into the workspace in one tar, then delete
+    ``remove``."""
     for path in [*files, *remove]:
         if safe_path(path) != path:
             raise ProjectError(f"refusing to write a path outside the workspace: {path!r}")
+    items = list(files.items())
+    if marker is not None:
+        items.append((MARKER, f"{marker}\n".encode()))
     try:
-        if files:
-            await call(container.put_archive, WORKSPACE, build_workspace_tar(files.items()))
+        if items:
+            await call(container.put_archive, WORKSPACE, build_workspace_tar(items))
         doomed = sorted(remove)
         for start in range(0, len(doomed), REMOVE_BATCH):
             batch = [f"{WORKSPACE}/{path}" for path in doomed[start : start + REMOVE_BATCH]]

@@ -155,7 +155,7 @@ async def story(live: LiveService) -> AsyncIterator[Story]:
     second, second_events = await run_to_end(alice, chat_id, "footer")
     after = await versions(alice, chat_id)
     container = await live.stack.manager.container_for(second["sandbox_id"])
-    in_sandbox = await read_workspace(container)
+    in_sandbox = (await read_workspace(container)).files
     zustand = await installed(live, second["sandbox_id"], "zustand")
     third, third_events = await run_to_end(alice, chat_id, "readme")
     runs, events = [first, second, third], [first_events, second_events, third_events]
@@ -240,7 +240,7 @@ async def test_restoring_version_1_makes_a_new_version(story: Story, live: LiveS
     first = project_files(live, story.chat_id, 1)
     assert project_files(live, story.chat_id, "latest") == first
     container = await live.stack.manager.container_for(story.runs[2]["sandbox_id"])
-    assert await read_workspace(container) == first
+    assert (await read_workspace(container)).files == first
     assert len(await versions(story.alice, story.chat_id)) == len(before) + 1
 
 

@@ -14,6 +14,7 @@ import pytest
 from app.projects.git_store import GitProjectStore
 from app.projects.store import VersionInfo
 from app.projects.sync import ProjectSync
+from app.projects.workspace_io import MARKER
 from sandbox import SandboxUnavailable
 
 pytestmark = pytest.mark.anyio
@@ -57,7 +58,12 @@ class FakeContainer:
         return True
 
     def project(self) -> dict[str, bytes]:
-        return {p: c for p, c in self.files.items() if not p.startswith("node_modules/")}
+        return {
+            p: c for p, c in self.files.items() if not p.startswith(("node_modules/", ".kiln/"))
+        }
+
+    def marker(self) -> str:
+        return self.files[MARKER].decode().strip()
 
 
 class Containers:
@@ -111,6 +117,14 @@ async def test_a_turn_is_recorded_once(projects: GitProjectStore) -> None:
     assert records.seen[0][1]["summary"] == "3 added, 0 changed, 0 removed"
 
 
+async def test_a_recorded_sandbox_is_marked_with_its_version(projects: GitProjectStore) -> None:
+    container = FakeContainer(PROJECT)
+    version = await sync_on(projects, container).record("s1", VersionInfo("run1", 1))
+    assert version is not None
+    assert container.marker() == version.id
+    assert projects.files("chat1", 1) == PROJECT  # the marker is no project file
+
+
 async def test_a_project_over_the_cap_is_reported_not_recorded(projects: GitProjectStore) -> None:
     sync, records = sync_on(projects, FakeContainer(PROJECT), max_bytes=20), Records()
     assert await sync.record("s1", VersionInfo("run1", 1), records) is None
@@ -140,11 +154,36 @@ async def test_a_new_sandbox_gets_the_latest_version_then_its_packages(
 
 
 async def test_a_sandbox_with_the_latest_version_is_left_alone(projects: GitProjectStore) -> None:
-    projects.commit("chat1", PROJECT, VersionInfo("run1", 1))
+    latest = projects.commit("chat1", PROJECT, VersionInfo("run1", 1))
+    assert latest is not None
     installs, records = Installs(), Records()
-    sync = sync_on(projects, FakeContainer(PROJECT), install=installs)
+    unmarked = FakeContainer(PROJECT)
+    sync = sync_on(projects, unmarked, install=installs)
     assert await sync.restore_if_stale("s1", records) is None
     assert (installs.sandboxes, records.seen) == ([], [])
+    assert unmarked.marker() == latest.id  # marked now: next time, no comparison
+
+
+async def test_changes_that_could_not_be_recorded_are_kept(projects: GitProjectStore) -> None:
+    latest = projects.commit("chat1", PROJECT, VersionInfo("run1", 1))
+    assert latest is not None
+    container = FakeContainer({**PROJECT, "big.bin": b"x" * 100})  # over the cap: not recorded
+    container.files[MARKER] = f"{latest.id}\n".encode()
+    assert await sync_on(projects, container).restore_if_stale("s1", Records()) is None
+    assert container.files["big.bin"] == b"x" * 100
+
+
+async def test_a_sandbox_behind_the_latest_version_is_restored(projects: GitProjectStore) -> None:
+    first = projects.commit("chat1", TEMPLATE, VersionInfo("run1", 1))
+    latest = projects.commit("chat1", PROJECT, VersionInfo(note="restored elsewhere"))
+    assert first is not None
+    assert latest is not None
+    container = FakeContainer(TEMPLATE)
+    container.files[MARKER] = f"{first.id}\n".encode()
+    restored = await sync_on(projects, container).restore_if_stale("s1", Records())
+    assert restored == latest
+    assert container.project() == PROJECT
+    assert container.marker() == latest.id
 
 
 async def test_no_install_when_package_json_is_the_same(projects: GitProjectStore) -> None:

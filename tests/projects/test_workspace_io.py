@@ -9,7 +9,7 @@ import tarfile
 import pytest
 
 from app.projects.errors import ProjectError
-from app.projects.workspace_io import tar_argv, workspace_files, write_workspace
+from app.projects.workspace_io import MARKER, tar_argv, workspace_snapshot, write_workspace
 
 pytestmark = pytest.mark.anyio
 
@@ -37,11 +37,19 @@ def workspace_tar() -> bytes:
         add("./node_modules/react/index.js", b"react")
         add("./dist/index.html", b"built")
         add("./debug.log", b"log")
+        add("./.kiln", kind=tarfile.DIRTYPE)
+        add(f"./{MARKER}", b"abc123\n")
     return out.getvalue()
 
 
 def test_only_regular_source_files_at_safe_paths_are_taken() -> None:
-    assert workspace_files(workspace_tar()) == {"src/App.jsx": b"app", "package.json": b"{}"}
+    snapshot = workspace_snapshot(workspace_tar())
+    assert snapshot.files == {"src/App.jsx": b"app", "package.json": b"{}"}
+
+
+def test_the_marker_names_the_version_and_is_no_project_file() -> None:
+    assert workspace_snapshot(workspace_tar()).marker == "abc123"
+    assert "--exclude=.kiln" not in tar_argv()
 
 
 def test_the_ignored_folders_never_leave_the_container() -> None:
