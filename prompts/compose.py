@@ -115,11 +115,14 @@ def system_prompt(
     mode: Mode | str = Mode.GENERATE,
     *,
     existing_files: Mapping[str, str | None] | None = None,
+    file_map: str = "",
 ) -> str:
     """The system prompt for ``framework`` (a template name) in ``mode``.
 
     ``existing_files`` maps a project path to its content, or to ``None`` for a file that exists
-    but is left out for space (:func:`select_file_contents` makes that choice for a budget).
+    but is left out for space (:func:`select_file_contents` makes that choice for a budget);
+    ``file_map`` lists every file of the project (``app.agent.context`` renders it). The worked
+    example is the edit-mode one (``example_edit_<framework>``) in edit mode.
     Raises ``KeyError`` for an unknown framework and ``ValueError`` for an unknown mode.
     """
     template = get_template(framework)
@@ -135,10 +138,10 @@ def system_prompt(
         _fill_from("system_base", values),
         _fill_from(f"framework_{template.name}", values),
         load_text(f"mode_{chosen.value}"),
-        "# Example of a complete answer\n\n" + load_text(f"example_{template.name}"),
+        "# Example of a complete answer\n\n" + load_text(_example_name(template.name, chosen)),
     ]
-    if existing_files:
-        sections.append(existing_files_section(existing_files))
+    if existing_files or file_map:
+        sections.append(existing_files_section(existing_files or {}, file_map))
     return _SECTION_BREAK.join(sections) + "\n"
 
 
@@ -149,8 +152,13 @@ def _fill_from(name: str, values: Mapping[str, str]) -> str:
     return fill(text, **{key: value for key, value in values.items() if key in wanted})
 
 
-def existing_files_section(files: Mapping[str, str | None]) -> str:
-    """The system prompt's section listing the project's current files."""
+def _example_name(framework: str, mode: Mode) -> str:
+    """The worked example's text name: edit mode shows edit blocks, the others a new app."""
+    return f"example_edit_{framework}" if mode is Mode.EDIT else f"example_{framework}"
+
+
+def existing_files_section(files: Mapping[str, str | None], file_map: str = "") -> str:
+    """The system prompt's section with the project's file map and current files."""
     blocks = []
     for path, content in files.items():
         quoted = html.escape(path, quote=True)
@@ -158,7 +166,8 @@ def existing_files_section(files: Mapping[str, str | None]) -> str:
             blocks.append(f'<current_file path="{quoted}" omitted="true" />')
         else:
             blocks.append(f'<current_file path="{quoted}">\n{content.rstrip()}\n</current_file>')
-    return fill(load_text("existing_files"), files="\n".join(blocks))
+    listed = file_map or "\n".join(f"- {path}" for path in files)
+    return fill(load_text("existing_files"), file_map=listed, files="\n".join(blocks))
 
 
 def select_file_contents(

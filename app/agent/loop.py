@@ -23,10 +23,12 @@ import anyio
 
 from app.agent.budgets import Budgets, BudgetTracker, trim_history
 from app.agent.checkpoint import Checkpoint
+from app.agent.context import ContextSelection, select_context
+from app.agent.edit_feedback import read_result, refused_edit_result
 from app.agent.turn_outcome import PromptKind, Stop, StopReason, matching_rule, resolve_turn_outcome
 from app.agent.turn_recorder import TurnRecorder
 from app.agent.web_tools import ToolResult, WebTools
-from app.agent.workspace import Workspace
+from app.agent.workspace import EventTarget, Workspace
 from app.errors import BudgetExceeded, ProviderError, error_code
 from app.postgen.pipeline import PostGenReport, post_generate, write_files
 from app.providers.base import Message, Provider, ProviderRequest
@@ -35,11 +37,16 @@ from parser import StreamParser
 from parser.assemble import FileAssembler
 from parser.events import (
     Command,
+    EditBlock,
+    EditEnd,
+    EditStart,
+    Error,
     Event,
     FileContent,
     FileEnd,
     FileStart,
     InstallContent,
+    Read,
     SandboxEnd,
     SandboxStart,
     UrlScrape,
@@ -58,6 +65,9 @@ _SANDBOX_EVENTS = (
     SandboxEnd,
     InstallContent,
     Command,
+    EditStart,
+    EditBlock,
+    EditEnd,
 )
 _RECORD_TYPES = {
     "file": "file_written",
@@ -72,6 +82,9 @@ _RECORD_TYPES = {
 _BUILDS_AFTER = {StopReason.CODE_WRITTEN, StopReason.DONE, StopReason.MAX_TURNS}
 _FAILED = {StopReason.ERROR, StopReason.CONTEXT_LIMIT_EXCEEDED, StopReason.NO_OUTPUT}
 EMPTY_ANSWER = "(no answer)"  # providers refuse empty assistant messages
+CONTEXT_BUDGET_TOKENS = 20_000  # an edit turn's file map and file contents, at most...
+CONTEXT_WINDOW_SHARE = 4  # ...and at most this fraction of the model's context window
+MALFORMED_EDIT = "malformed_edit_block"
 
 
 @dataclass(frozen=True)
@@ -141,6 +154,11 @@ class AgentRun:
         self._errors: list[dict[str, Any]] = []
         self._postgen: PostGenReport | None = None
         self._active: anyio.CancelScope | None = None
+        self._mode, self._template = settings.mode, settings.template
+        self._context: ContextSelection | None = None
+        self._project_files: dict[str, str] = {}
+        self._edits_seen = (0, 0)  # applied and refused edits of the session already handled
+        self._edit_failures: dict[str, int] = {}
 
     async def run(self, request: str = "", checkpoint: Checkpoint | None = None) -> RunResult:
         """Run (or resume from ``checkpoint``) until the loop stops; never raises for the model's
@@ -152,6 +170,7 @@ class AgentRun:
             tasks.start_soon(self._watch_cancel)
             try:
                 await self._resume_files(state)
+                await self._prepare_edit(state)
                 await self._loop(state)
             finally:
                 # Closed here, in the scope that opened the session (task groups must be left
@@ -184,6 +203,40 @@ class AgentRun:
             target = await self._workspace.target(self._on_record)
             await write_files(target, state.files)
 
+    async def _prepare_edit(self, state: Checkpoint) -> None:
+        """A message to a chat whose project has files is an edit: the model is shown the
+        project's map and the files most likely concerned (a ``context`` event says which)."""
+        if self._mode is not Mode.GENERATE:
+            return
+        project = await self._workspace.existing_project()
+        if project is None:
+            return
+        self._mode, self._template = Mode.EDIT, project.template
+        self._project_files = project.files
+        budget = min(CONTEXT_BUDGET_TOKENS, self.settings.context_window // CONTEXT_WINDOW_SHARE)
+        self._context = select_context(
+            project.files,
+            state.request,
+            template=project.template,
+            entrypoints=get_template(project.template).entrypoints,
+            recent=project.recent,
+            budget_tokens=budget,
+            count_tokens=self._counter.count,
+        )
+        await self._emit({**self._context.to_event(), "mode": Mode.EDIT.value})
+
+    def _system_prompt(self, fixup: bool) -> str:
+        """The turn's system prompt: its mode's, with the project's files in an edit."""
+        mode = Mode.FIX if fixup else self._mode
+        if self._context is None:
+            return system_prompt(self._template, mode)
+        return system_prompt(
+            self._template,
+            mode,
+            existing_files=self._context.contents,
+            file_map=self._context.file_map,
+        )
+
     async def _loop(self, state: Checkpoint) -> None:
         while state.stop_reason is None:
             await self._turn(state, fixup=False)
@@ -215,7 +268,8 @@ class AgentRun:
     async def _post_generate(self, state: Checkpoint) -> None:
         target = await self._workspace.target(self._on_record)
         template = get_template(self._workspace.template)
-        report = post_generate(target, template, state.files, state.packages, self._take_output)
+        files = {**self._project_files, **state.files}  # an edit's project is whole
+        report = post_generate(target, template, files, state.packages, self._take_output)
         await self._cancellable(self._keep_postgen(report))
 
     async def _keep_postgen(self, report: Awaitable[PostGenReport]) -> None:
@@ -242,7 +296,7 @@ class AgentRun:
         except BudgetExceeded as exc:
             state.stop_reason, state.stop_detail = StopReason.MAX_TURNS.value, str(exc)
             return False
-        system = system_prompt(self.settings.template, Mode.FIX if fixup else self.settings.mode)
+        system = self._system_prompt(fixup)
         trimmed = trim_history(
             self._counter,
             system,
@@ -297,7 +351,10 @@ class AgentRun:
             await stream.aclose()
         for event in parser.close():
             await self._handle(event, turn)
-        self._tracker.record_usage(stream.usage.input_tokens, stream.usage.output_tokens)
+        usage = stream.usage
+        self._tracker.record_usage(
+            usage.input_tokens, usage.output_tokens, estimated=usage.estimated
+        )
         return "".join(answer), fatal
 
     async def _decide(self, state: Checkpoint, fatal: str | None) -> None:
@@ -345,12 +402,39 @@ class AgentRun:
         if isinstance(event, _SANDBOX_EVENTS):
             target = await self._workspace.target(self._on_record)
             await self._cancellable(target.handle(event))
+            if isinstance(event, EditEnd):
+                await self._after_edit(target)
+        elif isinstance(event, Read):
+            target = await self._workspace.target(self._on_record)
+            read = functools.partial(self._read, target, event.path)
+            await self._cancellable(self._tool_call(event.path, read))
+        elif isinstance(event, Error) and event.code == MALFORMED_EDIT:
+            self._recorder.edit_refused(ToolResult("edit", "malformed", False, event.message))
         elif isinstance(event, WebSearch):
             search = functools.partial(self._tools.search, event.query, event.max_results)
             await self._cancellable(self._tool_call(event.query, search))
         elif isinstance(event, UrlScrape):
             scrape = functools.partial(self._tools.scrape, event.url)
             await self._cancellable(self._tool_call(event.url, scrape))
+
+    async def _read(self, target: EventTarget, path: str) -> ToolResult:
+        """A file's current content for ``<edward_read>``."""
+        return read_result(path, await target.read_file(path))
+
+    async def _after_edit(self, target: EventTarget) -> None:
+        """An edit ended: an applied one is a written file; a refused one goes back to the
+        model with the file's current content (after :data:`EDIT_ATTEMPTS`, asking for the
+        whole file)."""
+        applied, failed = target.log.applied_edits, target.log.failed_edits
+        seen_applied, seen_failed = self._edits_seen
+        self._edits_seen = (len(applied), len(failed))
+        for path, content in applied[seen_applied:]:
+            self._assembler.apply_all(_file_events({path: content}))
+            self._recorder.file_written(path)
+        for refused in failed[seen_failed:]:
+            count = self._edit_failures.get(refused.path, 0) + 1
+            self._edit_failures[refused.path] = count
+            self._recorder.edit_refused(refused_edit_result(refused, count))
 
     async def _tool_call(self, request: str, call: Callable[[], Awaitable[ToolResult]]) -> None:
         if self._tracker.allow_tool_call():

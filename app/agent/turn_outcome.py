@@ -4,16 +4,19 @@
 
 1. the user cancelled, or something failed fatally: stop;
 2. a budget was exceeded: stop;
-3. the turn wrote code: stop - the app is written, post-generation takes over (even if the turn
+3. an edit of the turn was refused (its blocks matched nowhere or several places, or were
+   malformed): continue with a continuation prompt carrying why and the file as it is - unless
+   this was the last turn allowed;
+4. the turn wrote code: stop - the app is written, post-generation takes over (even if the turn
    also searched: what the user asked for exists now, and a build error, if any, is fed back by
    the fix-up turns, not by another open-ended turn);
-4. the turn produced tool results (search, page, command output): continue with a continuation
+5. the turn produced tool results (search, page, command output): continue with a continuation
    prompt carrying them - unless this was the last turn allowed;
-5. the model said ``<edward_done />``: stop;
-6. a reply in words only (no action started): stop, it was conversational;
-7. anything else made no progress (nothing at all, or an action that led nowhere, such as an
+6. the model said ``<edward_done />``: stop;
+7. a reply in words only (no action started): stop, it was conversational;
+8. anything else made no progress (nothing at all, or an action that led nowhere, such as an
    install without files): nudge once, if a turn is left;
-8. otherwise (the nudge is spent): stop, ``no_output``.
+9. otherwise (the nudge is spent): stop, ``no_output``.
 
 A rule that would continue on the last allowed turn stops with ``max_turns`` instead.
 
@@ -66,6 +69,7 @@ class TurnFacts:
     nudge_used: bool = False
     cancelled: bool = False
     fatal_error: str | None = None  # the message of an error that ends the run
+    edits_refused: bool = False  # an edit the model must redo (its reason is a tool result)
 
     @property
     def last_turn(self) -> bool:
@@ -130,6 +134,8 @@ RULES: tuple[Rule, ...] = (
     Rule("cancelled", lambda f: f.cancelled, _stop(StopReason.CANCELLED)),
     Rule("fatal_error", lambda f: f.fatal_error is not None, _error_stop),
     Rule("budget_exceeded", lambda f: bool(f.budgets_exceeded), _budget_stop),
+    Rule("edit_refused_on_last_turn", lambda f: f.edits_refused and f.last_turn, _max_turns),
+    Rule("edit_refused", lambda f: f.edits_refused, _continuation),
     Rule("code_written", lambda f: bool(f.files_written), _stop(StopReason.CODE_WRITTEN)),
     Rule("tool_results_on_last_turn", lambda f: bool(f.tool_results) and f.last_turn, _max_turns),
     Rule("tool_results", lambda f: bool(f.tool_results), _continuation),

@@ -33,6 +33,7 @@ class TurnRecorder:
     done_seen: bool = False
     text_seen: bool = False
     actions_started: bool = False
+    edits_refused: bool = False
     _output: list[str] = field(default_factory=list)
 
     def observe(self, event: Event) -> None:
@@ -46,6 +47,16 @@ class TurnRecorder:
             self.done_seen = True
         if isinstance(event, _ACTIONS):
             self.actions_started = True
+
+    def edit_refused(self, result: ToolResult) -> None:
+        """An edit was refused: the model gets why (and the file) and must redo it."""
+        self.edits_refused = True
+        self.tool_results.append(result)
+
+    def file_written(self, path: str) -> None:
+        """A file was written by other means than its own events (an applied edit)."""
+        if path not in self.files_written:
+            self.files_written.append(path)
 
     def command_output(self, line: str) -> None:
         """One line of a running command's output (kept for the model's tool result)."""
@@ -81,4 +92,5 @@ class TurnRecorder:
             nudge_used=nudge_used,
             cancelled=cancelled,
             fatal_error=fatal_error,
+            edits_refused=self.edits_refused,
         )

@@ -14,6 +14,8 @@ from typing import Protocol
 import anyio
 import redis.asyncio
 
+from app.agent.context import ExistingProject, existing_project, guess_template
+from app.postgen.template_workspace import read_template_workspace
 from app.projects.store import VersionInfo
 from app.projects.sync import ProjectSync
 from parser.events import Event
@@ -32,6 +34,7 @@ from sandbox import (
 
 BUFFER_TTL_GRACE_SECONDS = 600.0  # write-buffer keys outlive the sandbox's idle TTL by this
 CLOSE_LIMIT_SECONDS = 600.0  # waiting for the last installs and flushes when a run ends
+RECENT_VERSIONS = 2  # the files these last versions changed are "changed in the last turns"
 
 
 class EventTarget(Protocol):
@@ -45,6 +48,10 @@ class EventTarget(Protocol):
 
     async def finish(self) -> SessionLog:
         """Wait for pending installs and flushes."""
+        ...
+
+    async def read_file(self, path: str) -> str | None:
+        """``path`` as the run left it so far (``None`` if there is no such file)."""
         ...
 
 
@@ -76,6 +83,11 @@ class Workspace(Protocol):
     async def record_version(self, turn: int, note: str = "") -> None:
         """Wait for pending installs and flushes, then record what the sandbox holds as a
         version of the chat's project if it changed (nothing without a project or sandbox)."""
+        ...
+
+    async def existing_project(self) -> ExistingProject | None:
+        """The chat's project when it has files beyond its template's (a message is then an
+        edit); its template becomes the workspace's unless one was chosen explicitly."""
         ...
 
 
@@ -175,6 +187,34 @@ class SandboxWorkspace:
             return
         await self._session.finish()
         await self._record(turn, note)
+
+    async def existing_project(self) -> ExistingProject | None:
+        """The latest version's files, with the template of the chat's sandbox (or the one
+        its files point to when the sandbox is gone) and the files the last versions changed."""
+        if self._project is None or self._session is not None:
+            return None
+        latest = await self._project.latest()
+        if latest is None:
+            return None
+        store, chat = self._project.store, self._project.chat
+        stored = await anyio.to_thread.run_sync(store.files, chat, latest.number)
+        versions = await anyio.to_thread.run_sync(store.versions, chat)
+        recent = [c.path for v in reversed(versions[-RECENT_VERSIONS:]) for c in v.changes]
+        if not self._explicit:
+            name = await self._sandbox_template() or guess_template(stored, self.template)
+            self._template = get_template(name)
+        template_files = read_template_workspace(self.template)
+        return existing_project(stored, self.template, template_files, recent)
+
+    async def _sandbox_template(self) -> str | None:
+        """The template of the chat's sandbox, if it has one (acquiring another would replace
+        it)."""
+        try:
+            sandbox_id = await self._manager.registry.chat_sandbox(self._chat)
+            record = await self._manager.registry.get(sandbox_id) if sandbox_id else None
+        except SandboxError:
+            return None
+        return record.template if record is not None and record.template in TEMPLATES else None
 
     async def _record(self, turn: int, note: str) -> None:
         if self._project is None or self.sandbox_id is None or self._on_record is None:

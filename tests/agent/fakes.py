@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from app.agent.context import ExistingProject
 from app.agent.web_tools import ToolResult
 from parser.assemble import FileAssembler
-from parser.events import Command, Event, InstallContent
-from sandbox.session import RecordSink, SessionLog
+from parser.events import Command, EditBlock, EditEnd, EditStart, Event, InstallContent
+from sandbox.session import FailedEdit, RecordSink, SessionLog
+from sandbox.writes.edit_blocks import apply_edit_blocks
 
 RECORDINGS = Path(__file__).resolve().parents[3] / "shared" / "recordings"
 
@@ -16,17 +18,31 @@ RECORDINGS = Path(__file__).resolve().parents[3] / "shared" / "recordings"
 class FakeTarget:
     """Records what a sandbox session would do; commands "run" with a scripted exit code."""
 
-    def __init__(self, on_record: RecordSink, exit_codes: dict[str, int]) -> None:
+    def __init__(
+        self, on_record: RecordSink, exit_codes: dict[str, int], files: dict[str, str]
+    ) -> None:
         self.log = SessionLog()
         self.assembler = FileAssembler()
         self.events: list[Event] = []
+        self.existing = dict(files)  # what the sandbox held before the run
+        self._blocks: list[tuple[str, str]] = []
         self._on_record = on_record
         self._exit_codes = exit_codes
+
+    @property
+    def files(self) -> dict[str, str]:
+        """The sandbox's files now: what it held, with what the run wrote."""
+        return {**self.existing, **self.assembler.files}
+
+    async def read_file(self, path: str) -> str | None:
+        return self.files.get(path)
 
     async def handle(self, event: Event) -> None:
         self.events.append(event)
         self.assembler.apply(event)
-        if isinstance(event, InstallContent) and event.dependencies:
+        if isinstance(event, EditStart | EditBlock | EditEnd):
+            await self._edit(event)
+        elif isinstance(event, InstallContent) and event.dependencies:
             record = {"packages": list(event.dependencies), "exit_code": 0}
             self.log.installs.append(record)
             await self._on_record("install", record)
@@ -41,13 +57,41 @@ class FakeTarget:
     async def finish(self) -> SessionLog:
         return self.log
 
+    async def _edit(self, event: EditStart | EditBlock | EditEnd) -> None:
+        """As the session does: blocks applied all or none at the edit's end."""
+        if isinstance(event, EditStart):
+            self._blocks = []
+        elif isinstance(event, EditBlock):
+            self._blocks.append((event.search, event.replace))
+            return
+        current = self.files.get(event.path)
+        if not isinstance(event, EditEnd) or not self._blocks:
+            return
+        if current is None:
+            failed = FailedEdit(event.path, "edit_no_match", "no such file", None)
+            self.log.failed_edits.append(failed)
+            return
+        result = apply_edit_blocks(event.path, current, self._blocks)
+        if result.content is None:
+            self.log.failed_edits.append(
+                FailedEdit(event.path, result.code, result.message, current)
+            )
+            await self._on_record("error", {"code": result.code, "message": result.message})
+            return
+        self.existing[event.path] = result.content
+        self.log.applied_edits.append((event.path, result.content))
+        await self._on_record("file", {"path": event.path})
+
 
 class FakeWorkspace:
     """Acquires a :class:`FakeTarget` on first use, like the real one acquires a sandbox."""
 
     template = "vite-react"
 
-    def __init__(self, exit_codes: dict[str, int] | None = None) -> None:
+    def __init__(
+        self, exit_codes: dict[str, int] | None = None, project: ExistingProject | None = None
+    ) -> None:
+        self.project = project
         self.sandbox_id: str | None = None
         self.dev_url: str | None = None
         self.target_: FakeTarget | None = None
@@ -57,7 +101,8 @@ class FakeWorkspace:
 
     async def target(self, on_record: RecordSink) -> FakeTarget:
         if self.target_ is None:
-            self.target_ = FakeTarget(on_record, self._exit_codes)
+            files = self.project.files if self.project else {}
+            self.target_ = FakeTarget(on_record, self._exit_codes, files)
             self.sandbox_id, self.dev_url = "fake1", "http://127.0.0.1:1/"
         return self.target_
 
@@ -70,6 +115,9 @@ class FakeWorkspace:
 
     async def record_version(self, turn: int, note: str = "") -> None:
         self.versions_recorded.append((turn, note))
+
+    async def existing_project(self) -> ExistingProject | None:
+        return self.project
 
 
 class FakeTools:

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import pytest
 
 from parser import DIALECTS, StreamParser
-from parser.events import Error, Event, FileStart
+from parser.assemble import FileAssembler
+from parser.events import EditBlock, Error, Event, FileStart
 from prompts.compose import (
     MAX_LISTED_PROBLEMS,
     Mode,
@@ -23,6 +24,7 @@ from prompts.compose import (
 from prompts.fitting import PromptBudgetError
 from sandbox.execution.command_policy import POLICY
 from sandbox.images.templates import TEMPLATES
+from sandbox.writes.edit_blocks import apply_edit_blocks
 
 
 @dataclass(frozen=True)
@@ -283,3 +285,39 @@ def test_fixup_with_build_output_only() -> None:
 def test_fixup_needs_something_to_fix() -> None:
     with pytest.raises(ValueError, match="findings or build output"):
         fixup_prompt([])
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_the_edit_example_parses_cleanly_and_applies_to_the_new_app_example(
+    framework: str,
+) -> None:
+    """The edit example changes the app of the generate example: every block must apply."""
+    events = parse(load_text(f"example_edit_{framework}"))
+    assert not [event for event in events if isinstance(event, Error)]
+    assert [event.type for event in events].count("done") == 1
+    app = FileAssembler()
+    app.apply_all(parse(load_text(f"example_{framework}")))
+    blocks: dict[str, list[tuple[str, str]]] = {}
+    for event in events:
+        if isinstance(event, EditBlock):
+            blocks.setdefault(event.path, []).append((event.search, event.replace))
+    assert blocks
+    changed = []
+    for path, edits in blocks.items():
+        result = apply_edit_blocks(path, app.files[path], edits)
+        assert result.ok, result.message
+        changed.append(result.content or "")
+    assert any("<h1>Clicker</h1>" in content for content in changed)
+
+
+def test_edit_mode_shows_the_edit_example_and_the_file_map() -> None:
+    prompt = system_prompt(
+        "vite-react",
+        Mode.EDIT,
+        existing_files={"src/App.jsx": "x\n"},
+        file_map="- src/App.jsx (2 bytes)\n- src/big.js (9000 bytes)",
+    )
+    assert load_text("example_edit_vite-react") in prompt
+    assert load_text("example_vite-react") not in prompt
+    assert "- src/big.js (9000 bytes)" in prompt
+    assert load_text("example_vite-react") in system_prompt("vite-react", Mode.GENERATE)

@@ -1,0 +1,137 @@
+"""Edit mode end to end in the loop: recordings of follow-up turns against an existing project.
+
+The project is the counter app of the vite-react worked example on top of the template's files;
+the stand-in sandbox applies edits with the same pure function as the real session.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.agent.context import ExistingProject
+from app.agent.loop import AgentRun, RunResult, RunSettings
+from app.postgen.template_workspace import read_template_workspace
+from app.providers.replay import ReplayProvider
+from parser import StreamParser
+from parser.assemble import FileAssembler
+from prompts.compose import load_text
+from tests.agent.fakes import Collector, FakeTools, FakeWorkspace
+
+pytestmark = pytest.mark.anyio
+
+RECORDINGS = Path(__file__).resolve().parents[1] / "data" / "edits"
+REQUEST = "rename the heading to Clicker and keep everything else"
+
+
+def counter_project() -> ExistingProject:
+    """The template's files with the counter app of the worked example written over them."""
+    assembler = FileAssembler()
+    parser = StreamParser()
+    assembler.apply_all([*parser.feed(load_text("example_vite-react")), *parser.close()])
+    files = {**read_template_workspace("vite-react"), **assembler.files}
+    return ExistingProject("vite-react", files, ("src/App.jsx",))
+
+
+async def run(name: str, workspace: FakeWorkspace, events: Collector) -> RunResult:
+    settings = RunSettings(
+        model="recording", template="vite-react", provider_name="replay", context_window=200_000
+    )
+    provider = ReplayProvider(recording_file=RECORDINGS / name, fast=True)
+    agent = AgentRun(settings, provider, workspace, FakeTools(), emit=events)
+    return await agent.run(REQUEST)
+
+
+def prompts_of(events: Collector) -> list[str]:
+    return [event["prompt"] for event in events.of_type("turn_start")]
+
+
+async def test_a_follow_up_edit_changes_one_line_and_keeps_every_other_file() -> None:
+    project = counter_project()
+    workspace, events = FakeWorkspace(project=project), Collector()
+    result = await run("rename-heading.jsonl", workspace, events)
+    assert (result.status, result.stop_reason, result.turns) == ("completed", "code_written", 1)
+    assert workspace.target_ is not None
+    after = workspace.target_.files
+    assert after["src/App.jsx"] == project.files["src/App.jsx"].replace(
+        "Counter</h1>", "Clicker</h1>"
+    )
+    assert {p: c for p, c in after.items() if p != "src/App.jsx"} == {
+        p: c for p, c in project.files.items() if p != "src/App.jsx"
+    }
+    assert result.files == ["src/App.jsx"]
+    context = events.of_type("context")[0]
+    assert context["mode"] == "edit"
+    included = {item["path"]: item["reason"] for item in context["included"]}
+    assert included["src/App.jsx"] == "entrypoint"
+    assert included["src/components/Counter.jsx"] == "imported by an entrypoint"
+
+
+async def test_the_system_prompt_of_an_edit_shows_the_project() -> None:
+    workspace, events = FakeWorkspace(project=counter_project()), Collector()
+    seen: list[str] = []
+
+    class Spy(ReplayProvider):
+        def stream(self, request, cancel=None):  # type: ignore[no-untyped-def]
+            seen.append(request.system)
+            return super().stream(request, cancel)
+
+    settings = RunSettings(
+        model="recording", template="vite-react", provider_name="replay", context_window=200_000
+    )
+    provider = Spy(recording_file=RECORDINGS / "rename-heading.jsonl", fast=True)
+    await AgentRun(settings, provider, workspace, FakeTools(), emit=events).run(REQUEST)
+    assert load_text("mode_edit") in seen[0]
+    assert load_text("example_edit_vite-react") in seen[0]
+    assert '<current_file path="src/App.jsx">' in seen[0]
+    assert "- src/App.jsx (" in seen[0]
+
+
+async def test_a_new_chat_is_not_an_edit() -> None:
+    events = Collector()
+    recording = Path(__file__).resolve().parents[3] / "shared" / "recordings"
+    settings = RunSettings(
+        model="recording", template="vite-react", provider_name="replay", context_window=200_000
+    )
+    provider = ReplayProvider(recording_file=recording / "todo-vite-react.txt", fast=True)
+    await AgentRun(settings, provider, FakeWorkspace(), FakeTools(), emit=events).run("todos")
+    assert events.of_type("context") == []
+
+
+async def test_an_ambiguous_block_is_refused_and_the_retry_applies() -> None:
+    project = counter_project()
+    workspace, events = FakeWorkspace(project=project), Collector()
+    result = await run("ambiguous-then-retry.jsonl", workspace, events)
+    assert (result.status, result.stop_reason, result.turns) == ("completed", "code_written", 2)
+    feedback = prompts_of(events)[1]
+    assert "matches 3 places" in feedback
+    assert project.files["src/components/Counter.jsx"] in feedback  # the file as it is
+    assert workspace.target_ is not None
+    counter = workspace.target_.files["src/components/Counter.jsx"]
+    assert ">Start over</button>" in counter
+    assert counter.count("setCount(") == project.files["src/components/Counter.jsx"].count(
+        "setCount("
+    )
+
+
+async def test_missing_blocks_twice_lead_to_a_whole_file_answer() -> None:
+    workspace, events = FakeWorkspace(project=counter_project()), Collector()
+    result = await run("missing-then-whole-file.jsonl", workspace, events)
+    assert (result.status, result.stop_reason, result.turns) == ("completed", "code_written", 3)
+    first, second = prompts_of(events)[1:3]
+    assert "matches nowhere" in first
+    assert "Send corrected SEARCH/REPLACE blocks" in first
+    assert "write the whole file" in second
+    assert workspace.target_ is not None
+    assert "<h1>Clicker</h1>" in workspace.target_.files["src/App.jsx"]
+
+
+async def test_a_read_is_answered_with_the_file_and_counted_as_a_tool_call() -> None:
+    project = counter_project()
+    workspace, events = FakeWorkspace(project=project), Collector()
+    result = await run("read-then-edit.jsonl", workspace, events)
+    assert (result.stop_reason, result.turns) == ("code_written", 2)
+    assert project.files["src/components/Counter.jsx"] in prompts_of(events)[1]
+    assert [r["tool"] for r in events.of_type("tool_result")] == ["read"]
+    assert result.usage["tool_calls"] == 1
