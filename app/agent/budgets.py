@@ -88,10 +88,15 @@ class TurnUsage:
     refused_tool_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    estimated: bool = False  # kiln counted the tokens itself: the provider reported none
 
     def to_dict(self) -> dict[str, int]:
-        """JSON-ready form (the run's usage record)."""
-        return dataclasses.asdict(self)
+        """JSON-ready form (the run's usage record); ``estimated`` only when true (the rare case,
+        so every other record keeps its shape)."""
+        record = dataclasses.asdict(self)
+        if not self.estimated:
+            del record["estimated"]
+        return record
 
 
 @dataclass(slots=True)
@@ -143,11 +148,15 @@ class BudgetTracker:
         usage.refused_tool_calls += 1
         return False
 
-    def record_usage(self, input_tokens: int, output_tokens: int) -> None:
-        """Add the provider's reported token usage to the current turn."""
+    def record_usage(
+        self, input_tokens: int, output_tokens: int, *, estimated: bool = False
+    ) -> None:
+        """Add the provider's reported token usage to the current turn (``estimated``: kiln's
+        own count, for a provider that reported none)."""
         usage = self._current()
         usage.input_tokens += input_tokens
         usage.output_tokens += output_tokens
+        usage.estimated = usage.estimated or estimated
         limit = self.budgets.max_run_tokens
         if limit and self.total_tokens > limit:
             self._mark(RUN_TOKENS)

@@ -197,15 +197,18 @@ export class RunView {
 
 const COUNT = new Intl.NumberFormat("en");
 
-/** "1,234 tokens in · 567 out" from a run's usage (`{turns: [{input_tokens, output_tokens}]}`);
- * "" when nothing was counted (a run that never reached the model). */
+/** "1,234 tokens in · 567 out" from a run's usage (`{turns: [{input_tokens, output_tokens,
+ * estimated?}]}`), "≈… (estimated)" when kiln counted a turn itself (a server that reports no
+ * usage); "" when nothing was counted (a run that never reached the model). */
 export function describeUsage(usage) {
   const turns = Array.isArray(usage?.turns) ? usage.turns : [];
   const sum = (key) => turns.reduce((total, turn) => total + (Number(turn[key]) || 0), 0);
   const tokensIn = sum("input_tokens");
   const tokensOut = sum("output_tokens");
   if (!tokensIn && !tokensOut) return "";
-  return ` · ${COUNT.format(tokensIn)} tokens in · ${COUNT.format(tokensOut)} out`;
+  const about = turns.some((turn) => turn.estimated) ? "≈" : "";
+  const text = ` · ${about}${COUNT.format(tokensIn)} tokens in · ${about}${COUNT.format(tokensOut)} out`;
+  return about ? `${text} (estimated)` : text;
 }
 
 const HANDLERS = {

@@ -173,6 +173,20 @@ def test_usage_record() -> None:
     }
 
 
+def test_an_estimated_usage_is_marked_in_the_record() -> None:
+    tracker = BudgetTracker(Budgets())
+    tracker.start_turn()
+    tracker.record_usage(10, 5)
+    tracker.start_turn()
+    tracker.record_usage(20, 7, estimated=True)
+
+    first, second = tracker.to_dict()["turns"]
+    assert "estimated" not in first
+    assert second["estimated"] is True
+    resumed = BudgetTracker.from_dict(Budgets(), tracker.to_dict())
+    assert resumed.to_dict() == tracker.to_dict()
+
+
 def test_the_fit_leaves_room_for_the_output() -> None:
     messages = [Msg("user", "one two three")]  # 3 + 2, plus 1 system word, plus 1 = 7
 

@@ -413,6 +413,9 @@ def chat_server() -> Iterator[WireServer]:
         yield wire
 
 
+TODO_ANSWER = tuple(TODO.read_text()[i : i + 400] for i in range(0, len(TODO.read_text()), 400))
+
+
 def compatible_env(server: WireServer, window: int, cap: int) -> dict[str, str]:
     """The settings of an ``openai-compatible`` server with ``window`` and output ``cap``."""
     return {
@@ -429,9 +432,7 @@ async def test_an_openai_compatible_run_uses_its_configured_window_and_cap(
     chat_server: WireServer,
 ) -> None:
     env = compatible_env(chat_server, 65_536, 2_048)
-    answer = TODO.read_text()
-    chunks = tuple(answer[i : i + 400] for i in range(0, len(answer), 400))
-    chat_server.script(*[Answer(chunks, input_tokens=1_234, output_tokens=567)] * 3)
+    chat_server.script(*[Answer(TODO_ANSWER, input_tokens=1_234, output_tokens=567)] * 3)
     service = RunService(store, client, settings, env=env)
     factory = default_provider_factory(env)
     async with running_workers(settings, store, client, MemoryWorkspaces(), factory):
@@ -447,6 +448,29 @@ async def test_an_openai_compatible_run_uses_its_configured_window_and_cap(
     assert finished is not None
     first = finished.usage["turns"][0]
     assert (first["input_tokens"], first["output_tokens"]) == (1_234, 567)
+
+
+async def test_an_openai_compatible_server_without_usage_gets_an_estimate_marked_as_such(
+    settings: ServiceSettings,
+    store: Store,
+    client: redis.asyncio.Redis,
+    chat_server: WireServer,
+) -> None:
+    env = compatible_env(chat_server, 65_536, 2_048)
+    chat_server.script(*[Answer(TODO_ANSWER, usage=False)] * 3)
+    service = RunService(store, client, settings, env=env)
+    factory = default_provider_factory(env)
+    async with running_workers(settings, store, client, MemoryWorkspaces(), factory):
+        user, chat = new_chat(store)
+        run_id, _ = await service.submit(user.id, chat.id, "make a todo app", "openai-compatible")
+        events = await events_until_finished(store, client, run_id)
+    assert events[-1]["status"] == "completed"
+    finished = store.get_run(run_id)
+    assert finished is not None
+    first = finished.usage["turns"][0]
+    assert first["estimated"] is True
+    assert first["input_tokens"] > 1_000  # kiln's system prompt and the request, counted
+    assert first["output_tokens"] > 1_000  # the whole todo app, counted
 
 
 async def test_an_openai_compatible_window_too_small_fails_before_any_request(

@@ -7,6 +7,7 @@ its tokens in and out."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from playwright.sync_api import Page, Request, Route, expect
 
@@ -58,6 +59,10 @@ USAGE = {
     ],
     "total_tokens": 1801,
 }
+ESTIMATED = {  # a server that sent no usage: kiln counted (app.providers.openai_compatible)
+    "turns": [{"turn": 1, "input_tokens": 2048, "output_tokens": 300, "estimated": True}],
+    "total_tokens": 2348,
+}
 
 
 def _offer_compatible(route: Route) -> None:
@@ -68,10 +73,19 @@ def _offer_compatible(route: Route) -> None:
     )
 
 
-def _with_usage(route: Route) -> None:
-    """``GET /api/runs/{id}`` with a two-turn usage record."""
-    response = route.fetch()
-    route.fulfill(response=response, json={**response.json(), "usage": USAGE})
+class RunUsages:
+    """``GET /api/runs/{id}`` with ``usages[n]`` for the n-th run asked about."""
+
+    def __init__(self, *usages: dict[str, Any]) -> None:
+        self.usages = usages
+        self.by_run: dict[str, dict[str, Any]] = {}
+
+    def __call__(self, route: Route) -> None:
+        response = route.fetch()
+        run = response.json()
+        if run["id"] not in self.by_run:  # the page asks about a run more than once
+            self.by_run[run["id"]] = self.usages[len(self.by_run)]
+        route.fulfill(response=response, json={**run, "usage": self.by_run[run["id"]]})
 
 
 def test_each_message_names_its_provider_and_model_and_the_footer_shows_tokens(
@@ -79,7 +93,7 @@ def test_each_message_names_its_provider_and_model_and_the_footer_shows_tokens(
 ) -> None:
     fake_service.pace = 0.0
     page.route("**/api/me", _offer_compatible)
-    page.route("**/api/runs/*", _with_usage)  # the run itself, not its /events or /cancel
+    page.route("**/api/runs/*", RunUsages(USAGE, ESTIMATED))  # the run, not /events or /cancel
     sign_in(page, f"{fake_base_url(fake_service)}/login?token={fake_service.login_token}")
     page.get_by_role("button", name="Settings").click()
     dialog = page.get_by_role("dialog", name="Provider settings")
@@ -111,7 +125,8 @@ def test_each_message_names_its_provider_and_model_and_the_footer_shows_tokens(
         "provider": "replay",
         "model": "todo-app",
     }
-    expect(footer.nth(1)).to_contain_text("1,234 tokens in · 567 out")
+    expect(footer.nth(1)).to_contain_text("≈2,048 tokens in · ≈300 out (estimated)")
+    expect(footer.first).to_contain_text("1,234 tokens in · 567 out")
     page.unroute_all(behavior="ignoreErrors")  # no handler may run while the page closes
 
 
