@@ -25,6 +25,7 @@ from app.agent.budgets import Budgets, BudgetTracker, trim_history
 from app.agent.checkpoint import Checkpoint
 from app.agent.context import ContextSelection, select_context
 from app.agent.edit_feedback import read_result, refused_edit_result
+from app.agent.rewrite_guard import REWRITE_REFUSED, refused_rewrite
 from app.agent.turn_outcome import PromptKind, Stop, StopReason, matching_rule, resolve_turn_outcome
 from app.agent.turn_recorder import TurnRecorder
 from app.agent.web_tools import ToolResult, WebTools
@@ -157,6 +158,7 @@ class AgentRun:
         self._mode, self._template = settings.mode, settings.template
         self._context: ContextSelection | None = None
         self._project_files: dict[str, str] = {}
+        self._current: dict[str, str] = {}  # existing files as the run left them so far
         self._edits_seen = (0, 0)  # applied and refused edits of the session already handled
         self._edit_failures: dict[str, int] = {}
 
@@ -169,8 +171,8 @@ class AgentRun:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(self._watch_cancel)
             try:
+                await self._prepare_edit(state)  # before a resume acquires the sandbox
                 await self._resume_files(state)
-                await self._prepare_edit(state)
                 await self._loop(state)
             finally:
                 # Closed here, in the scope that opened the session (task groups must be left
@@ -213,6 +215,7 @@ class AgentRun:
             return
         self._mode, self._template = Mode.EDIT, project.template
         self._project_files = project.files
+        self._current = dict(project.files)
         budget = min(CONTEXT_BUDGET_TOKENS, self.settings.context_window // CONTEXT_WINDOW_SHARE)
         self._context = select_context(
             project.files,
@@ -404,6 +407,8 @@ class AgentRun:
             await self._cancellable(target.handle(event))
             if isinstance(event, EditEnd):
                 await self._after_edit(target)
+            elif isinstance(event, FileEnd):
+                await self._guard_rewrite(target, event.path)
         elif isinstance(event, Read):
             target = await self._workspace.target(self._on_record)
             read = functools.partial(self._read, target, event.path)
@@ -431,10 +436,31 @@ class AgentRun:
         for path, content in applied[seen_applied:]:
             self._assembler.apply_all(_file_events({path: content}))
             self._recorder.file_written(path)
+            if path in self._current:
+                self._current[path] = content
         for refused in failed[seen_failed:]:
             count = self._edit_failures.get(refused.path, 0) + 1
             self._edit_failures[refused.path] = count
             self._recorder.edit_refused(refused_edit_result(refused, count))
+
+    async def _guard_rewrite(self, target: EventTarget, path: str) -> None:
+        """A whole-file rewrite of an existing file that lost code is undone: the previous
+        content is written back and the model told why (``app.agent.rewrite_guard``)."""
+        old = self._current.get(path)
+        if old is None:
+            return
+        new = self._assembler.files.get(path, "")
+        reason = refused_rewrite(path, old, new)
+        if reason is None:
+            self._current[path] = new
+            return
+        restore = _file_events({path: old})
+        for event in restore:
+            await self._cancellable(target.handle(event))
+        self._assembler.apply_all(restore)
+        advice = f"Change {path!r} with <edward_edit> blocks, or write it whole without omissions."
+        self._recorder.edit_refused(ToolResult("file", path, False, f"{reason}. {advice}"))
+        await self._error(REWRITE_REFUSED, reason, "recoverable")
 
     async def _tool_call(self, request: str, call: Callable[[], Awaitable[ToolResult]]) -> None:
         if self._tracker.allow_tool_call():

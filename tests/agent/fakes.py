@@ -8,7 +8,17 @@ from typing import Any
 from app.agent.context import ExistingProject
 from app.agent.web_tools import ToolResult
 from parser.assemble import FileAssembler
-from parser.events import Command, EditBlock, EditEnd, EditStart, Event, InstallContent
+from parser.events import (
+    Command,
+    EditBlock,
+    EditEnd,
+    EditStart,
+    Event,
+    FileContent,
+    FileEnd,
+    FileStart,
+    InstallContent,
+)
 from sandbox.session import FailedEdit, RecordSink, SessionLog
 from sandbox.writes.edit_blocks import apply_edit_blocks
 
@@ -78,7 +88,8 @@ class FakeTarget:
             )
             await self._on_record("error", {"code": result.code, "message": result.message})
             return
-        self.existing[event.path] = result.content
+        path, content = event.path, result.content
+        self.assembler.apply_all([FileStart(path), FileContent(path, content), FileEnd(path)])
         self.log.applied_edits.append((event.path, result.content))
         await self._on_record("file", {"path": event.path})
 

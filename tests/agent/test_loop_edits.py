@@ -135,3 +135,16 @@ async def test_a_read_is_answered_with_the_file_and_counted_as_a_tool_call() -> 
     assert project.files["src/components/Counter.jsx"] in prompts_of(events)[1]
     assert [r["tool"] for r in events.of_type("tool_result")] == ["read"]
     assert result.usage["tool_calls"] == 1
+
+
+async def test_a_placeholder_rewrite_is_refused_and_the_old_file_kept() -> None:
+    project = counter_project()
+    workspace, events = FakeWorkspace(project=project), Collector()
+    result = await run("placeholder-rewrite.jsonl", workspace, events)
+    assert (result.status, result.stop_reason, result.turns) == ("completed", "code_written", 2)
+    assert [e["code"] for e in events.of_type("error")] == ["rewrite_refused"]
+    feedback = prompts_of(events)[1]
+    assert "placeholder where code was" in feedback
+    assert workspace.target_ is not None
+    app = workspace.target_.files["src/App.jsx"]
+    assert app == project.files["src/App.jsx"].replace("<h1>Counter</h1>", "<h1>Clicker</h1>")

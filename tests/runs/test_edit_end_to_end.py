@@ -1,0 +1,123 @@
+"""Edit mode end to end: real Redis, Docker sandbox, git project store, workers and HTTP.
+
+Alice builds the todo app (the shared recording), then asks for the heading to be renamed: the
+second run is an edit (a ``context`` event, the project shown to the model) whose one
+search/replace block changes one line of ``src/App.jsx`` in her sandbox; every other file of the
+project stays byte for byte what the first run left.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import anyio
+import docker
+import pytest
+import redis
+
+from app.config import ServiceSettings
+from app.projects.workspace_io import read_workspace
+from sandbox.containers.networks import remove_network
+from sandbox.containers.provisioning import remove_volume
+from tests.api.harness import Person, SseFrame, add_person, sse_frames
+from tests.api.stack import LiveService, copy_recordings, live_service
+from tests.sandbox.docker_support import leftovers, settings_for, sweep
+
+pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.slow, pytest.mark.npm]
+
+EDITS_REDIS_DB = 12  # others: sandbox 0, api 3, end-to-end 4, runs 7, web 9, projects 11
+SECRET = "edits-end-to-end-secret-01234567"
+OLD_LINE, NEW_LINE = "      <h1>Todos</h1>\n", "      <h1>My todos</h1>\n"
+RENAME = (
+    "<Response>\nRenamed.\n\n"
+    '<edward_sandbox project="todo-app" base="vite-react">\n<edward_edit path="src/App.jsx">\n'
+    f"<<<<<<< SEARCH\n{OLD_LINE}=======\n{NEW_LINE}>>>>>>> REPLACE\n</edward_edit>\n"
+    "</edward_sandbox>\n</Response>\n<edward_done />\n"
+)
+
+
+def edits_redis_url(session_url: str) -> str:
+    return session_url.rsplit("/", 1)[0] + f"/{EDITS_REDIS_DB}"
+
+
+@pytest.fixture(scope="module")
+def instance(redis_url: str) -> Iterator[str]:
+    """This module's kiln instance; every Docker object of it must be gone at the end."""
+    name = f"test-edits-{secrets.token_hex(3)}"
+    yield name
+    client = docker.from_env()
+    try:
+        left = leftovers(client, name)
+        sweep(client, name, edits_redis_url(redis_url))
+    finally:
+        client.close()
+    assert not left, f"the edit tests left Docker objects behind: {left}"
+
+
+@pytest.fixture(scope="module")
+async def live(
+    instance: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[LiveService]:
+    url = edits_redis_url(redis_url)
+    root = tmp_path_factory.mktemp("edits")
+    settings = ServiceSettings(root / "data", SECRET, redis_url=url)
+    sandbox_settings = settings_for(instance, url, warm_pool_size=0)
+    flusher = redis.Redis.from_url(url)
+    flusher.flushdb()
+    flusher.close()
+    recordings = copy_recordings(root / "rec")
+    (recordings / "rename.txt").write_text(RENAME)
+    async with live_service(settings, sandbox_settings, recordings) as served:
+        yield served
+        for record in await served.stack.manager.list():
+            await served.stack.manager.destroy(record.id)
+        await remove_network(served.stack.manager.client, sandbox_settings.egress_network)
+        await remove_volume(served.stack.manager.client, sandbox_settings.npm_cache_volume)
+
+
+async def run_to_end(who: Person, chat_id: str, model: str) -> tuple[dict[str, Any], list[Any]]:
+    """Post a message, follow its events to ``run_finished``; the run and the events' data."""
+    posted = await who.client.post(
+        f"/api/chats/{chat_id}/messages",
+        json={"content": "rename the heading of App.jsx", "model": model},
+    )
+    assert posted.status_code == 202, posted.text
+    frames: list[SseFrame] = []
+    run_id = posted.json()["run_id"]
+    with anyio.fail_after(300):
+        async with who.client.stream("GET", f"/api/runs/{run_id}/events") as response:
+            async for frame in sse_frames(response):
+                if frame.comment is None:
+                    frames.append(frame)
+    run = (await who.client.get(f"/api/runs/{run_id}")).json()
+    events = [frame.data for frame in frames if frame.data]
+    assert run["status"] == "completed", "\n".join(map(repr, [run, *events]))
+    return run, events
+
+
+async def test_a_second_run_edits_the_first_runs_app_in_place(live: LiveService) -> None:
+    alice = add_person(live.stack.store, f"alice-{secrets.token_hex(3)}", live.url)
+    try:
+        chat = await alice.client.post("/api/chats", json={"title": "todos"})
+        chat_id = chat.json()["chat"]["id"]
+        first, first_events = await run_to_end(alice, chat_id, "todo")
+        assert not [e for e in first_events if e.get("type") == "context"]
+        container = await live.stack.manager.container_for(first["sandbox_id"])
+        before = (await read_workspace(container)).files
+        second, events = await run_to_end(alice, chat_id, "rename")
+        container = await live.stack.manager.container_for(second["sandbox_id"])
+        after = (await read_workspace(container)).files
+    finally:
+        await alice.client.aclose()
+    assert second["sandbox_id"] == first["sandbox_id"]
+    app = before["src/App.jsx"].decode()
+    assert after["src/App.jsx"].decode() == app.replace(OLD_LINE, NEW_LINE)
+    untouched = {path: content for path, content in before.items() if path != "src/App.jsx"}
+    assert {path: after.get(path) for path in untouched} == untouched
+    context = next(e for e in events if e.get("type") == "context")
+    assert context["mode"] == "edit"
+    assert "src/App.jsx" in {item["path"] for item in context["included"]}
+    assert [e["path"] for e in events if e.get("type") == "file_written"] == ["src/App.jsx"]
+    assert not [e for e in events if e.get("type") == "error"]
