@@ -143,11 +143,13 @@ def select_context(
     file_map = render_map(files, graph)
     map_tokens = count_tokens(file_map)
     candidates = {path: files[path] for path in ranked}
+    tokens_of = {path: count_tokens(content) for path, content in candidates.items()}
     room = max(0, budget_tokens - map_tokens)
-    contents = select_file_contents(candidates, room, count_tokens)
+    by_text = {candidates[path]: n for path, n in tokens_of.items()}
+    contents = select_file_contents(candidates, room, lambda t: by_text.get(t) or count_tokens(t))
     included, left_out = [], []
     for path, reason in ranked.items():
-        tokens = count_tokens(files[path])
+        tokens = tokens_of[path]
         if contents[path] is None:
             left_out.append(ContextFile(path, DID_NOT_FIT, tokens))
         else:

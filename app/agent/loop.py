@@ -217,7 +217,8 @@ class AgentRun:
         self._project_files = project.files
         self._current = dict(project.files)
         budget = min(CONTEXT_BUDGET_TOKENS, self.settings.context_window // CONTEXT_WINDOW_SHARE)
-        self._context = select_context(
+        select = functools.partial(
+            select_context,
             project.files,
             state.request,
             template=project.template,
@@ -226,6 +227,8 @@ class AgentRun:
             budget_tokens=budget,
             count_tokens=self._counter.count,
         )
+        # In a thread: scanning a few hundred files' imports takes most of a second.
+        self._context = await anyio.to_thread.run_sync(select)
         await self._emit({**self._context.to_event(), "mode": Mode.EDIT.value})
 
     def _system_prompt(self, fixup: bool) -> str:
