@@ -72,6 +72,7 @@ _SANDBOX_EVENTS = (
 )
 _RECORD_TYPES = {
     "file": "file_written",
+    "edit": "edit_applied",
     "install_start": "install_started",
     "install": "install_finished",
     "command_start": "command_started",

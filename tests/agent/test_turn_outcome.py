@@ -76,6 +76,19 @@ def test_written_code_stops() -> None:
     assert outcome == Stop(StopReason.CODE_WRITTEN)
 
 
+def test_a_refused_edit_continues_even_when_the_turn_wrote_files() -> None:
+    refused = ToolResult("edit", "src/App.jsx", False, "matches nowhere")
+    outcome = resolve_turn_outcome(
+        facts(edits_refused=True, files_written=("src/a.js",), tool_results=(refused,))
+    )
+    assert outcome == Continue(PromptKind.CONTINUATION, (refused,))
+
+
+def test_a_refused_edit_on_the_last_turn_stops_at_max_turns() -> None:
+    outcome = resolve_turn_outcome(facts(edits_refused=True, turn=12))
+    assert outcome == Stop(StopReason.MAX_TURNS)
+
+
 def test_tool_results_continue_with_a_continuation_carrying_them() -> None:
     outcome = resolve_turn_outcome(facts(tool_results=(SEARCH,), text_seen=True))
 
