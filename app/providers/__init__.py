@@ -185,7 +185,7 @@ def resolve_provider(
     else:
         served_by = provider_of(model)
         if served_by is None:
-            return _replay_choice(model)
+            return _recording_or_hint(model, env)
         provider = _keyed_provider_of(model, served_by, keys)
     return ProviderChoice(provider, model, keys[provider], env.get(BASE_URL_VARS[provider]) or None)
 
@@ -255,6 +255,20 @@ def _keyed_provider_of(model: str, served_by: str, keys: Mapping[str, str]) -> s
             f"configured ({API_KEY_VARS[served_by]}); keys configured: {have}"
         )
     return served_by
+
+
+def _recording_or_hint(model: str, env: Mapping[str, str]) -> ProviderChoice:
+    """``model`` as a recording name; when it cannot be one and an openai-compatible server is
+    set up, the refusal says how to ask for that server's model instead."""
+    try:
+        return _replay_choice(model)
+    except ModelRefused as exc:
+        if not _compatible_is_set(env):
+            raise
+        raise ModelRefused(
+            f"{exc}; for a model of the openai-compatible server, name the provider "
+            f"'{OPENAI_COMPATIBLE}' too"
+        ) from exc
 
 
 def _replay_choice(model: str | None) -> ProviderChoice:

@@ -267,6 +267,14 @@ def test_resolve_openai_compatible_refuses(
         resolve_provider("openai-compatible", model, env)
 
 
+def test_a_compatible_model_asked_alone_is_refused_with_a_hint() -> None:
+    with pytest.raises(ModelRefused, match="name the provider 'openai-compatible'"):
+        resolve_provider(None, "llama3.1:8b", COMPATIBLE)
+    with pytest.raises(ModelRefused, match="not a recording name") as caught:
+        resolve_provider(None, "llama3.1:8b", {})
+    assert "openai-compatible" not in str(caught.value)  # no server: no such hint
+
+
 def test_a_bad_compatible_setting_does_not_break_other_providers() -> None:
     env = ALL_KEYS | {"KILN_OPENAI_COMPATIBLE_BASE_URL": "ftp://nope"}
     assert resolve_provider("openai", None, env).provider == "openai"
