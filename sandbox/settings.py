@@ -27,9 +27,10 @@ SYSTEM_CA_BUNDLES = (
 
 
 # The default of KILN_MAX_SANDBOXES: this many sandboxes per memory limit's worth of host memory.
-# An idle sandbox uses a small part of its limit (bench/capacity.py: about 60-100 MiB for an
-# idle vanilla dev server against a 1g limit), so ten per limit leaves room for about one in
-# ten working near its limit at once; runs, not idle previews, are what use memory.
+# An idle sandbox uses a small part of its limit (bench/capacity.py, 200 idle vanilla sandboxes:
+# about 23 MiB each, its container and containerd-shim, against a 1g limit), so on a 24 GiB host
+# the default 235 idle ones use about 5.5 GiB and leave the rest to the ones working (a build or
+# a busy dev server uses a few hundred MiB); runs, not idle previews, are what use memory.
 SANDBOXES_PER_LIMIT = 10
 DEFAULT_MAX_SANDBOXES_RANGE = (2, 1000)
 MAX_SANDBOXES_CEILING = 10_000  # an explicit KILN_MAX_SANDBOXES above this is a typo

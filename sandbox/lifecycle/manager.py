@@ -123,7 +123,11 @@ class SandboxManager:
         )
 
     async def aclose(self) -> None:
-        """Remove the shared sandbox network if no sandbox is left; close Redis and Docker."""
+        """Remove the shared sandbox network if no sandbox is left; close Redis and Docker.
+
+        Nothing is left behind by a process that used sandboxes and gave them all up (tests, the
+        CLI). Another process of the instance that records a sandbox just now recreates the
+        network; one that had found it a moment before fails that one provision, in words."""
         try:
             if not await self.registry.all():
                 await remove_network(self.client, self.settings.network)

@@ -1,0 +1,259 @@
+"""Capacity benchmark: how many idle ``vanilla`` sandboxes one host holds; prints numbers (never
+a test).
+
+Fills the host with idle sandboxes (each acquired for a chat of its own, its dev server
+answering), ``--sandboxes`` of them, ``--concurrency`` at a time, and reports:
+
+- **acquire** (a cold sandbox: container on the shared network, then its dev server answering)
+  p50 and max, sampled ``--samples`` times with 0, N/2 and N other sandboxes on the host (each
+  sample destroyed again);
+- **memory per idle sandbox**: the host's ``MemAvailable`` drop divided by the sandboxes, and
+  the containers' own memory (cgroup usage, anonymous ``rss``), with the pids they use;
+- **what limits it**: how many sandboxes the memory available, the kernel's ``pid_max`` and the
+  shared network's subnet would allow at those rates, and ``KILN_MAX_SANDBOXES``'s default.
+
+Runs in its own kiln instance with an embedded Redis, one shared sandbox network (no network
+per sandbox), the production memory limit, and removes every Docker object it made, also when
+interrupted. Refuses to start when the memory available would not hold the sandboxes asked for
+at the rate of the first ones (``--min-free-gib`` kept free). Start small:
+
+    python bench/capacity.py --sandboxes 50
+    python bench/capacity.py --sandboxes 200    # only if the 50 run says memory allows
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import ipaddress
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.service.embedded_redis import EmbeddedRedis
+from sandbox import Sandbox, SandboxManager, SandboxSettings, call, connect, sweep_instance
+from sandbox.settings import default_max_sandboxes
+
+TEMPLATE = "vanilla"
+GIB, MIB = 2**30, 2**20
+CGROUP_V1 = Path("/sys/fs/cgroup/memory/docker")
+PIDS_V1 = Path("/sys/fs/cgroup/pids/docker")
+CGROUP_V2 = Path("/sys/fs/cgroup/system.slice")
+READY_LIMIT_SECONDS = 180.0
+
+
+def mem_available() -> int:
+    """The host's ``MemAvailable`` in bytes."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no MemAvailable in /proc/meminfo")
+
+
+def container_usage(container_id: str) -> tuple[int, int, int]:
+    """``(cgroup memory usage, anonymous rss, pids)`` of a container (0 where unreadable)."""
+    v1 = CGROUP_V1 / container_id
+    if v1.is_dir():
+        stat = dict(line.split() for line in (v1 / "memory.stat").read_text().splitlines())
+        pids = int((PIDS_V1 / container_id / "pids.current").read_text())
+        return int((v1 / "memory.usage_in_bytes").read_text()), int(stat["total_rss"]), pids
+    v2 = CGROUP_V2 / f"docker-{container_id}.scope"
+    if v2.is_dir():
+        stat = dict(line.split() for line in (v2 / "memory.stat").read_text().splitlines())
+        pids = int((v2 / "pids.current").read_text())
+        return int((v2 / "memory.current").read_text()), int(stat["anon"]), pids
+    return 0, 0, 0
+
+
+def shim_pss(container_ids: set[str]) -> dict[str, int]:
+    """The proportional memory (PSS, bytes) of each container's ``containerd-shim``."""
+    found: dict[str, int] = {}
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if b"-id" not in argv or not argv[0].endswith(b"containerd-shim-runc-v2"):
+                continue
+            container = argv[argv.index(b"-id") + 1].decode()
+            if container in container_ids:
+                rollup = (proc / "smaps_rollup").read_text().splitlines()
+                pss = next(line for line in rollup if line.startswith("Pss:"))
+                found[container] = int(pss.split()[1]) * 1024
+        except (OSError, ValueError, IndexError, StopIteration):
+            continue
+    return found
+
+
+@dataclasses.dataclass
+class Fleet:
+    """The idle sandboxes the benchmark holds, and how long each acquire took."""
+
+    manager: SandboxManager
+    held: list[Sandbox] = dataclasses.field(default_factory=list)
+    chats: int = 0
+
+    async def acquire(self) -> tuple[Sandbox, float, float]:
+        """A cold sandbox for a new chat, its dev server answering; (sandbox, started, ready)."""
+        self.chats += 1
+        start = time.perf_counter()
+        sandbox = await self.manager.acquire(f"bench-chat-{self.chats}", "bench", TEMPLATE)
+        started = time.perf_counter() - start
+        ready = await self.manager.wait_ready(sandbox.id, READY_LIMIT_SECONDS)
+        async with httpx.AsyncClient() as client:
+            with anyio.fail_after(READY_LIMIT_SECONDS):
+                while (await client.get(f"{ready.dev_url}/")).status_code != 200:
+                    await anyio.sleep(0.1)
+        await self.manager.release(sandbox.id)
+        return ready, started, time.perf_counter() - start
+
+    async def fill(self, count: int, concurrency: int) -> float:
+        """Hold ``count`` sandboxes in all; the seconds it took."""
+        start, limiter = time.perf_counter(), anyio.CapacityLimiter(concurrency)
+
+        async def one() -> None:
+            async with limiter:
+                sandbox, _, _ = await self.acquire()
+                self.held.append(sandbox)
+
+        async with anyio.create_task_group() as group:
+            for _ in range(count - len(self.held)):
+                group.start_soon(one)
+        return time.perf_counter() - start
+
+    async def sample(self, samples: int) -> tuple[list[float], list[float]]:
+        """Acquire times (container started, dev server answering) with the fleet as it is."""
+        started, ready = [], []
+        for _ in range(samples):
+            sandbox, up, answered = await self.acquire()
+            started.append(up)
+            ready.append(answered)
+            await self.manager.destroy(sandbox.id)
+        return started, ready
+
+    def usage(self) -> tuple[float, float, float, float]:
+        """Mean (usage MiB, rss MiB, pids, shim PSS MiB) over the held sandboxes."""
+        rows = [container_usage(sandbox.container_id) for sandbox in self.held]
+        shims = shim_pss({sandbox.container_id for sandbox in self.held})
+        if not rows:
+            return 0.0, 0.0, 0.0, 0.0
+        return (
+            statistics.mean(r[0] for r in rows) / MIB,
+            statistics.mean(r[1] for r in rows) / MIB,
+            statistics.mean(r[2] for r in rows),
+            statistics.mean(shims.values() or [0]) / MIB,
+        )
+
+
+def ms(values: list[float]) -> str:
+    """``p50 / max`` in milliseconds."""
+    return f"p50 {statistics.median(values) * 1000:7.0f} ms, max {max(values) * 1000:7.0f} ms"
+
+
+async def acquire_row(fleet: Fleet, samples: int) -> None:
+    """Print the acquire times with the fleet as it is now."""
+    started, ready = await fleet.sample(samples)
+    print(
+        f"  acquire with {len(fleet.held):4d} others: container {ms(started)};"
+        f" dev server answering {ms(ready)}"
+    )
+
+
+async def subnet_size(manager: SandboxManager) -> int:
+    """How many addresses the shared sandbox network's subnet has for containers."""
+    network = await call(manager.client.networks.get, manager.settings.network)
+    subnet = network.attrs["IPAM"]["Config"][0]["Subnet"]
+    return int(ipaddress.ip_network(subnet).num_addresses) - 3  # network, gateway, broadcast
+
+
+async def measure(manager: SandboxManager, args: argparse.Namespace) -> None:
+    """Fill the host in steps, sampling acquires and memory on the way (module docstring)."""
+    fleet, target = Fleet(manager), args.sandboxes
+    free_before = mem_available()
+    print(f"host: {free_before / GIB:.1f} GiB available; memory limit {manager.settings.mem_limit}")
+    await acquire_row(fleet, args.samples)
+    seconds = await fleet.fill(min(10, target), args.concurrency)
+    per_sandbox = (free_before - mem_available()) / len(fleet.held)
+    wanted = per_sandbox * target + args.min_free_gib * GIB
+    if wanted > free_before:
+        print(f"  {target} sandboxes at {per_sandbox / MIB:.0f} MiB each need more than is free")
+        target = int((free_before - args.min_free_gib * GIB) / per_sandbox)
+        print(f"  going to {target} instead")
+    seconds += await fleet.fill(target // 2, args.concurrency)
+    await acquire_row(fleet, args.samples)
+    seconds += await fleet.fill(target, args.concurrency)
+    print(f"  filled to {len(fleet.held)} in {seconds:.0f} s ({len(fleet.held) / seconds:.2f}/s)")
+    await anyio.sleep(args.settle)
+    await acquire_row(fleet, args.samples)
+    await report(manager, fleet, free_before)
+
+
+async def report(manager: SandboxManager, fleet: Fleet, free_before: int) -> None:
+    """Memory per idle sandbox and what would limit the host."""
+    count, free_now = len(fleet.held), mem_available()
+    per_sandbox = (free_before - free_now) / count
+    usage, rss, pids, shim = fleet.usage()
+    print(f"  {count} idle sandboxes held: {free_now / GIB:.1f} GiB still available")
+    print(
+        f"  memory per idle sandbox: {per_sandbox / MIB:.0f} MiB of host memory (MemAvailable;"
+        f" other work on the host counts too); its container {usage:.0f} MiB (cgroup usage,"
+        f" anonymous rss {rss:.0f} MiB) + its containerd-shim {shim:.0f} MiB (PSS); {pids:.0f} pids"
+    )
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    # The larger of the two: the host's drop is noisy when other work runs on the host.
+    estimate = max(per_sandbox, (usage + shim) * MIB)
+    limits = {
+        "memory (all available now)": count + int(free_now / estimate),
+        "kernel pid_max": int(pid_max / max(pids, 1)),
+        "shared network's addresses": await subnet_size(manager),
+        "KILN_MAX_SANDBOXES default": default_max_sandboxes(manager.settings.mem_limit),
+    }
+    print("  what limits this host (sandboxes):")
+    for what, most in sorted(limits.items(), key=lambda item: item[1]):
+        print(f"    {what:<28} {most:6d}")
+
+
+async def bench(args: argparse.Namespace) -> None:
+    """Run in an instance of its own; remove everything it made, whatever happens."""
+    instance = f"bench-capacity-{secrets.token_hex(3)}"
+    root = Path(tempfile.mkdtemp(prefix="kiln-capacity-bench-"))
+    async with EmbeddedRedis(root / "redis") as redis_server:
+        base = SandboxSettings.from_env()
+        settings = dataclasses.replace(
+            base, redis_url=redis_server.url, instance=instance, warm_pool_size=0,
+            egress_network=f"kiln-egress-{instance}", max_sandboxes=args.sandboxes + 1,
+            npm_cache_volume=f"kiln-npm-cache-{instance}",
+        )  # fmt: skip
+        manager = await SandboxManager.open(settings)
+        try:
+            await measure(manager, args)
+        finally:
+            with anyio.CancelScope(shield=True):
+                start = time.perf_counter()
+                client = await anyio.to_thread.run_sync(connect)
+                removed = await sweep_instance(client, instance, manager.registry)
+                await call(client.close)
+                await manager.aclose()
+                seconds = time.perf_counter() - start
+                print(f"cleanup: removed {len(removed)} Docker objects in {seconds:.0f} s")
+
+
+def main() -> None:
+    """Parse the options and run the benchmark."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sandboxes", type=int, default=50, help="idle sandboxes to hold (50)")
+    parser.add_argument("--samples", type=int, default=5, help="acquires per sample point (5)")
+    parser.add_argument("--concurrency", type=int, default=4, help="acquires at once (4)")
+    parser.add_argument("--settle", type=float, default=10.0, help="seconds before measuring")
+    parser.add_argument("--min-free-gib", type=float, default=4.0, help="memory left free (4)")
+    anyio.run(bench, parser.parse_args())
+
+
+if __name__ == "__main__":
+    main()
