@@ -147,6 +147,7 @@ class SandboxSession:
         )
         self.writer = FileEventWriter(buffer, self.scheduler, template, ports.read_workspace)
         self._edits: dict[str, list[tuple[str, str]]] = {}
+        self._written: set[str] = set()  # paths this session wrote (the buffer has them)
         self._installs_pending = 0
         self._installs_idle = anyio.Event()
         self._installs_idle.set()
@@ -197,6 +198,7 @@ class SandboxSession:
         elif isinstance(event, FileContent):
             await self.writer.append(event.path, event.content)
         elif isinstance(event, FileStart):
+            self._written.add(event.path)
             await self.writer.start(event.path)
         elif isinstance(event, FileEnd):
             await self._file_end(event.path)
@@ -210,11 +212,13 @@ class SandboxSession:
             await self._error(event.code, event.message, event.severity)
 
     async def read_file(self, path: str) -> str | None:
-        """``path`` as this run left it: the write buffer's content if the run wrote it, else
-        the sandbox's file (``None`` if there is none)."""
-        buffered = await self.writer.read(path)
-        if buffered is not None:
-            return buffered.decode(errors="replace")
+        """``path`` as this run left it: the write buffer's content if the run wrote it (it
+        may not be flushed yet), else the sandbox's file (``None`` if there is none). The
+        buffer may also hold an earlier run's content, which a restored version replaced."""
+        if path in self._written:
+            buffered = await self.writer.read(path)
+            if buffered is not None:
+                return buffered.decode(errors="replace")
         return await self.ports.read_workspace(path)
 
     async def _edit(self, event: EditStart | EditBlock | EditEnd) -> None:
@@ -240,6 +244,7 @@ class SandboxSession:
         if result.content is None:
             await self._refuse_edit(FailedEdit(path, result.code, result.message, current))
             return
+        self._written.add(path)
         await self.writer.start(path)
         await self.writer.append(path, result.content)
         self.log.applied_edits.append((path, result.content))

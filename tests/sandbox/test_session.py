@@ -297,3 +297,14 @@ async def test_a_refused_edit_leaves_the_file_and_says_why(
     assert log.files == []
     assert log.applied_edits == []
     assert not [kind for kind, _ in records if kind == "edit"]
+
+
+async def test_an_edit_ignores_what_an_earlier_run_left_in_the_buffer(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = session
+    await running.buffer.replace("src/App.jsx", b"  <h1>Counter</h1>\n  <p>an older run's</p>\n")
+    sandbox.files["src/App.jsx"] = b"  <h1>Counter</h1>\n"  # a restored version
+    await _handle_text(running, EDIT)
+    await running.finish()
+    assert sandbox.files["src/App.jsx"] == b"  <h1>Clicker</h1>\n"
