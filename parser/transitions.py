@@ -149,7 +149,8 @@ def _build() -> Table:
     table[State.SHELL, Role.SHELL, CLOSE] = CLOSERS[State.SHELL]
     _end_open(table, State.SHELL, (Role.SANDBOX, CLOSE))
     table[State.EDIT, Role.EDIT, CLOSE] = CLOSERS[State.EDIT]
-    _end_open(table, State.EDIT, (Role.SANDBOX, CLOSE))
+    # An edit's body is lines of blocks, never markup: the next file or edit ends a forgotten one.
+    _end_open(table, State.EDIT, (Role.SANDBOX, CLOSE), (Role.EDIT, OPEN), (Role.FILE, OPEN))
     return table
 
 

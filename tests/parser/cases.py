@@ -601,6 +601,19 @@ CASES = [
         id="read-tags",
     ),
     pytest.param(
+        f'{SB}<edward_edit path="a.js">\n<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE\n'
+        f'<edward_edit path="b.js">\n<<<<<<< SEARCH\nc\n=======\nd\n>>>>>>> REPLACE\n'
+        f'<file path="c.js">e</file>{SB_END}',
+        [
+            ("sandbox", "p"),
+            ("edit", "a.js", ("a\n", "b\n"), "unclosed_tag"),
+            ("edit", "b.js", ("c\n", "d\n"), "unclosed_tag"),
+            ("file", "c.js", "e"),
+            ("end_sandbox",),
+        ],
+        id="edit-ended-by-the-next-edit-or-file",
+    ),
+    pytest.param(
         '<edward_edit path="a.js">x</edward_edit>',
         [("text", '<edward_edit path="a.js">x</edward_edit>')],
         id="edit-outside-sandbox-is-text",
