@@ -6,10 +6,12 @@ the stand-in sandbox applies edits with the same pure function as the real sessi
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from app.agent.checkpoint import Checkpoint
 from app.agent.context import ExistingProject
 from app.agent.loop import AgentRun, RunResult, RunSettings
 from app.postgen.template_workspace import read_template_workspace
@@ -34,13 +36,23 @@ def counter_project() -> ExistingProject:
     return ExistingProject("vite-react", files, ("src/App.jsx",))
 
 
-async def run(name: str, workspace: FakeWorkspace, events: Collector) -> RunResult:
+async def run(
+    name: str,
+    workspace: FakeWorkspace,
+    events: Collector,
+    checkpoint: Checkpoint | None = None,
+    checkpoints: list[Checkpoint] | None = None,
+) -> RunResult:
+    async def save(state: Checkpoint) -> None:
+        if checkpoints is not None:
+            checkpoints.append(Checkpoint.from_dict(json.loads(json.dumps(state.to_dict()))))
+
     settings = RunSettings(
         model="recording", template="vite-react", provider_name="replay", context_window=200_000
     )
     provider = ReplayProvider(recording_file=RECORDINGS / name, fast=True)
-    agent = AgentRun(settings, provider, workspace, FakeTools(), emit=events)
-    return await agent.run(REQUEST)
+    agent = AgentRun(settings, provider, workspace, FakeTools(), emit=events, save=save)
+    return await agent.run(REQUEST, checkpoint=checkpoint)
 
 
 def prompts_of(events: Collector) -> list[str]:
@@ -148,3 +160,22 @@ async def test_a_placeholder_rewrite_is_refused_and_the_old_file_kept() -> None:
     assert workspace.target_ is not None
     app = workspace.target_.files["src/App.jsx"]
     assert app == project.files["src/App.jsx"].replace("<h1>Counter</h1>", "<h1>Clicker</h1>")
+
+
+async def test_an_edit_run_resumed_after_a_refused_turn_ends_the_same() -> None:
+    checkpoints: list[Checkpoint] = []
+    whole_space = FakeWorkspace(project=counter_project())
+    whole = await run("ambiguous-then-retry.jsonl", whole_space, Collector(), None, checkpoints)
+    assert whole_space.target_ is not None
+    state = checkpoints[0]  # after the refused turn
+    assert (state.turn, state.stop_reason) == (1, None)
+    space, events = FakeWorkspace(project=counter_project()), Collector()
+    resumed = await run("ambiguous-then-retry.jsonl", space, events, state)
+    assert (resumed.stop_reason, resumed.turns, resumed.files) == (
+        whole.stop_reason,
+        whole.turns,
+        whole.files,
+    )
+    assert events.of_type("context")[0]["mode"] == "edit"
+    assert space.target_ is not None
+    assert space.target_.files == whole_space.target_.files
