@@ -247,9 +247,10 @@ class SandboxSession:
         self._written.add(path)
         await self.writer.start(path)
         await self.writer.append(path, result.content)
-        self.log.applied_edits.append((path, result.content))
-        await self._on_record("edit", {"path": path, "blocks": len(blocks)})
         await self._file_end(path)
+        if path in self.writer.completed:  # not a template config file it refused
+            self.log.applied_edits.append((path, result.content))
+            await self._on_record("edit", {"path": path, "blocks": len(blocks)})
 
     async def _refuse_edit(self, failed: FailedEdit) -> None:
         self.log.failed_edits.append(failed)

@@ -308,3 +308,19 @@ async def test_an_edit_ignores_what_an_earlier_run_left_in_the_buffer(
     await _handle_text(running, EDIT)
     await running.finish()
     assert sandbox.files["src/App.jsx"] == b"  <h1>Clicker</h1>\n"
+
+
+async def test_an_edit_of_a_template_config_file_is_refused_like_a_rewrite(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = session
+    sandbox.files["vite.config.js"] = b"export default {}\n"
+    edit = EDIT.replace("src/App.jsx", "vite.config.js").replace(
+        "  <h1>Counter</h1>\n=======\n  <h1>Clicker</h1>",
+        "export default {}\n=======\nexport default 1;",
+    )
+    await _handle_text(running, edit)
+    log = await running.finish()
+    assert sandbox.files["vite.config.js"] == b"export default {}\n"
+    assert log.applied_edits == []
+    assert [w["code"] for w in log.warnings] == ["config_refused"]
