@@ -86,6 +86,7 @@ class Restore:
 
 
 async def timed(work: Awaitable[Any]) -> tuple[Any, float]:
+    """``work``'s result and how long it took."""
     start = time.perf_counter()
     result = await work
     return result, time.perf_counter() - start
@@ -122,6 +123,7 @@ async def restore_once(manager: SandboxManager, sync: ProjectSync, chat: str) ->
     marks: dict[str, float] = {}
 
     async def note(kind: str, record: Any) -> None:
+        """When each kind of record came first (the install's start ends the write)."""
         marks.setdefault(kind, time.perf_counter())
 
     start = time.perf_counter()
@@ -141,6 +143,7 @@ async def restores(
     trials: int,
     before: Callable[[], Awaitable[None]],
 ) -> list[Restore]:
+    """``trials`` restores, each after ``before`` (which fills the warm pool, if any)."""
     results = []
     for _ in range(trials):
         await before()
@@ -175,6 +178,8 @@ async def commit_costs(
 
 
 def report(name: str, results: list[Restore]) -> None:
+    """One line per phase: the mean total, its spread and the mean of each part."""
+
     def mean(pick: Callable[[Restore], float]) -> str:
         return f"{statistics.mean(pick(r) for r in results):6.2f}s"
 
@@ -188,8 +193,14 @@ def report(name: str, results: list[Restore]) -> None:
 
 
 async def bench(args: argparse.Namespace) -> None:
+    """The whole benchmark in a temporary folder and its own kiln instance."""
     instance = f"bench-projects-{secrets.token_hex(3)}"
-    root = Path(tempfile.mkdtemp(prefix="kiln-projects-bench-"))
+    with tempfile.TemporaryDirectory(prefix="kiln-projects-bench-") as folder:
+        await bench_in(Path(folder), instance, args)
+
+
+async def bench_in(root: Path, instance: str, args: argparse.Namespace) -> None:
+    """An embedded Redis, the phases, then every Docker object of ``instance`` removed."""
     async with EmbeddedRedis(root / "redis") as redis_server:
         base = SandboxSettings.from_env()
         settings = dataclasses.replace(
@@ -209,6 +220,7 @@ async def bench(args: argparse.Namespace) -> None:
 async def run_phases(
     settings: SandboxSettings, projects: GitProjectStore, chat: str, args: argparse.Namespace
 ) -> None:
+    """The project, the cold restores and the commit costs, then the warm restores."""
     cold = await SandboxManager.open(settings)
     try:
         await make_project(cold, projects, chat)
@@ -228,6 +240,7 @@ async def run_phases(
             sync = ProjectSync(projects, warm, chat, install=manager_installer(warm))
 
             async def pool_filled() -> None:
+                """Wait for a warm sandbox to take."""
                 with anyio.fail_after(PREVIEW_LIMIT_SECONDS):
                     while warm.pool.available(TEMPLATE) < 1:
                         await anyio.sleep(0.1)
