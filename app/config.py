@@ -8,6 +8,8 @@
 - ``KILN_MAX_ACTIVE_RUNS`` (200), ``KILN_MAX_ACTIVE_RUNS_PER_USER`` (2),
   ``KILN_MAX_ACTIVE_RUNS_PER_CHAT`` (1): limits of active (queued or running) runs;
 - ``KILN_USER_REQUESTS_PER_MINUTE`` (30): messages one user may send per minute;
+- ``KILN_MAX_EVENT_STREAMS_PER_USER`` (20): live event streams one user may hold open per
+  process (429 beyond it);
 - ``KILN_RUN_CLAIM_IDLE`` (30 s): a run whose worker went silent this long is reclaimed;
 - ``KILN_QUEUED_TIMEOUT`` (600 s) / ``KILN_RUN_DEADLINE`` (1800 s): longer waits in the queue,
   or longer runs, are failed by the stale-run reaper;
@@ -68,6 +70,7 @@ class ServiceSettings:
     event_batch_seconds: float = 0.1
     event_batch_bytes: int = 16384
     project_max_bytes: int = 50 * 2**20
+    max_event_streams_per_user: int = 20
 
     @property
     def database_path(self) -> Path:
@@ -109,6 +112,9 @@ class ServiceSettings:
             worker_concurrency=_count(read, "KILN_WORKER_CONCURRENCY", cls.worker_concurrency),
             event_batch_seconds=read.number("KILN_EVENT_BATCH_MS", 100.0) / 1000.0,
             event_batch_bytes=_count(read, "KILN_EVENT_BATCH_BYTES", cls.event_batch_bytes),
+            max_event_streams_per_user=_count(
+                read, "KILN_MAX_EVENT_STREAMS_PER_USER", cls.max_event_streams_per_user
+            ),
         )
 
 

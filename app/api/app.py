@@ -38,6 +38,7 @@ from app.api.preview_access import (
     sandbox_resolver,
 )
 from app.api.services import ApiServices, ApiSettings, HealthCheck
+from app.api.stream_limits import StreamLimits
 from app.projects.sync import ProjectAccess
 from sandbox import PreviewProxy
 
@@ -87,12 +88,14 @@ def build_app(
     server at start-up and shutdown; ``kiln serve`` manages its services outside of it.
     ``projects`` serves the versions API (without it, those routes answer 503).
     """
+    api_settings = settings or ApiSettings()
     found = ApiServices(
         store=store,
         runs=run_service,
         sandboxes=sandbox_manager,
-        settings=settings or ApiSettings(),
+        settings=api_settings,
         health_checks=dict(health_checks or {}),
+        streams=StreamLimits(api_settings.max_event_streams_per_user),
     )
     routes: list[BaseRoute] = [
         *health.ROUTES,

@@ -3,7 +3,8 @@
 The event stream replays from ``Last-Event-ID`` (header) or ``?after=<seq>`` and then follows
 the run live until ``run_finished``; how replay and live events are stitched together without a
 gap or a duplicate is the run service's ``follow`` (subscribe, replay, drop live duplicates by
-``seq``). Ownership is checked before anything is streamed: another user's run is a 404.
+``seq``). Ownership is checked before anything is streamed: another user's run is a 404. One
+user may hold a bounded number of streams open (:mod:`app.api.stream_limits`): 429 beyond it.
 """
 
 from __future__ import annotations
@@ -52,10 +53,11 @@ class RunEvents:
         after = resume_point(
             request.headers.get("last-event-id"), request.query_params.get("after")
         )
-        async with found.runs.follow(run.id, after) as events:
-            await EventStreamResponse(events, found.settings.sse_ping_interval)(
-                scope, receive, send
-            )
+        with found.streams.held(user.id):
+            async with found.runs.follow(run.id, after) as events:
+                await EventStreamResponse(events, found.settings.sse_ping_interval)(
+                    scope, receive, send
+                )
 
 
 ROUTES = [

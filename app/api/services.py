@@ -20,6 +20,7 @@ from starlette.requests import HTTPConnection
 
 from app.api.ports import RunServicePort, SandboxesPort, StorePort
 from app.api.preview_seal import PreviewSeal
+from app.api.stream_limits import StreamLimits
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -37,6 +38,7 @@ class ApiSettings:
     public_port: int | None = 8000
     session_ttl: float = SESSION_TTL_SECONDS
     sse_ping_interval: float = 15.0
+    max_event_streams_per_user: int = 20
     recordings_dir: Path | None = None
     # The environment the provider choice sees (server-wide keys, base URLs).
     provider_env: Mapping[str, str] = field(default_factory=dict)
@@ -54,6 +56,7 @@ class ApiServices:
     sandboxes: SandboxesPort
     settings: ApiSettings = field(default_factory=ApiSettings)
     health_checks: Mapping[str, HealthCheck] = field(default_factory=dict)
+    streams: StreamLimits = field(default_factory=lambda: StreamLimits(20))
 
     @property
     def seal(self) -> PreviewSeal:

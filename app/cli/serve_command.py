@@ -151,10 +151,11 @@ def build_app_for(stack: ServiceStack) -> ASGIApp:
         public_host=settings.public_host,
         public_port=settings.port,
         recordings_dir=Path(recordings) if recordings else None,
+        max_event_streams_per_user=settings.max_event_streams_per_user,
         provider_env=dict(os.environ),
         secret_key=settings.secret_key,  # preview links sealed by one process open in another
     )
-    runs = RunService(stack.store, stack.redis, settings)
+    runs = RunService(stack.store, stack.redis, settings, live=stack.live)
     return build_app(
         stack.store,
         runs,

@@ -4,8 +4,10 @@ duplicates, ending after ``run_finished``.
 The order that makes it exact: **subscribe first** (and wait for Redis to confirm it: SUBSCRIBE
 only sends the command, and a publish that lands before the server has processed it is lost to
 this follower), then replay the store after ``after_seq``, then take live messages, dropping
-those already replayed (by ``seq``). Anything published while the replay ran is in the
-subscription's buffer, and anything stored before the subscription is in the replay. A live
+those already replayed (by ``seq``). Live messages come through the process's one pub/sub
+connection (:class:`app.runs.live.LiveEvents`); a follower given none runs a private one.
+Anything published while the replay ran is in the subscription's buffer, and anything stored
+before the subscription is in the replay. A live
 message further ahead than the next expected ``seq`` (a publish that failed, or live buffering
 dropped) sends the follower back to the store.
 
@@ -36,6 +38,7 @@ import redis.asyncio.client
 import redis.exceptions
 
 from app.runs.events import TERMINAL_EVENT, events_channel
+from app.runs.live import LiveEvents
 from app.store import Store
 
 log = logging.getLogger(__name__)
@@ -44,9 +47,6 @@ PAGE_SIZE = 500
 # A run ended without a ``run_finished`` event (only a crash at the worst moment can do it):
 # after this long, followers stop waiting for one.
 MISSING_END_GRACE_SECONDS = 5.0
-# How long entering waits for Redis to confirm the subscription. Past it the follower goes on
-# (the store poll still finds every event, only later), so a sick Redis cannot hang a client.
-SUBSCRIBE_CONFIRM_SECONDS = 5.0
 Numbered = tuple[int, dict[str, Any]]
 
 
@@ -62,46 +62,28 @@ class RunFollower:
         *,
         buffer_size: int = 1000,
         poll_seconds: float = 2.0,
+        live: LiveEvents | None = None,
     ) -> None:
-        """Follow ``run_id`` from the event after ``after_seq``."""
+        """Follow ``run_id`` from the event after ``after_seq``; ``live`` is the process's
+        pub/sub fan-out (a private one is run for this follower when none is given)."""
         self._store, self._redis, self.run_id = store, client, run_id
+        self._hub, self._private_hub = live or LiveEvents(client), live is None
         self._last = after_seq
         self._buffer: collections.deque[Numbered] = collections.deque()
         self._buffer_size, self._poll_seconds = buffer_size, poll_seconds
         self._arrived = anyio.Event()
-        self._pubsub: redis.asyncio.client.PubSub | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
         self.overflows = 0  # times the live buffer was dropped for a slow consumer
         self.store_reads = 0
 
     async def __aenter__(self) -> RunFollower:
-        self._pubsub = self._redis.pubsub()
-        try:
-            await self._pubsub.subscribe(events_channel(self.run_id))
-            if not await self._confirmed():
-                log.warning("run %r: Redis did not confirm the subscription in time", self.run_id)
-        except redis.exceptions.RedisError as exc:
-            log.warning("run %r followed from the store only: %s", self.run_id, exc)
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
-        self._tasks.start_soon(self._listen)
+        if self._private_hub:
+            self._tasks.start_soon(self._hub.run)
+        if not await self._hub.subscribe(events_channel(self.run_id), self._keep):
+            log.warning("run %r: Redis did not confirm the subscription in time", self.run_id)
         return self
-
-    async def _confirmed(self) -> bool:
-        """Wait (at most :data:`SUBSCRIBE_CONFIRM_SECONDS`) for the ``subscribe`` reply."""
-        assert self._pubsub is not None
-        # get_message's own timeout, not a cancel scope: cancelling a read mid-reply would leave
-        # the connection out of step.
-        deadline = time.monotonic() + SUBSCRIBE_CONFIRM_SECONDS
-        while (left := deadline - time.monotonic()) > 0:
-            message = await self._pubsub.get_message(timeout=left)
-            if message is None:
-                continue
-            if message.get("type") == "subscribe":
-                return True
-            if message.get("type") == "message":  # not before the confirmation, but keep it
-                self._keep(message["data"])
-        return False
 
     async def __aexit__(
         self,
@@ -110,13 +92,10 @@ class RunFollower:
         traceback: TracebackType | None,
     ) -> bool | None:
         assert self._tasks is not None
-        assert self._pubsub is not None
+        with anyio.CancelScope(shield=True):
+            await self._hub.unsubscribe(events_channel(self.run_id), self._keep)
         self._tasks.cancel_scope.cancel()
-        try:
-            return await self._tasks.__aexit__(exc_type, exc, traceback)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._pubsub.aclose()  # type: ignore[no-untyped-call]
+        return await self._tasks.__aexit__(exc_type, exc, traceback)
 
     def __aiter__(self) -> AsyncIterator[Numbered]:
         return self._events()
@@ -179,22 +158,8 @@ class RunFollower:
         )
         return bool(tail) and tail[0][1].get("type") == TERMINAL_EVENT
 
-    async def _listen(self) -> None:
-        """Move published events into the bounded buffer; drop it when it overflows."""
-        assert self._pubsub is not None
-        if not self._pubsub.subscribed:
-            return
-        try:
-            while True:
-                message = await self._pubsub.get_message(
-                    ignore_subscribe_messages=True, timeout=None
-                )
-                if message is not None and message.get("type") == "message":
-                    self._keep(message["data"])
-        except redis.exceptions.RedisError as exc:
-            log.warning("live events of run %r lost, reading the store: %s", self.run_id, exc)
-
     def _keep(self, data: bytes | str) -> None:
+        """Move a published event into the bounded buffer; drop it when it overflows."""
         payload = json.loads(data)
         if len(self._buffer) >= self._buffer_size:
             self._buffer.clear()

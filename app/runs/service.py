@@ -31,6 +31,7 @@ from app.runs.cancel import request_cancel
 from app.runs.ending import end_run
 from app.runs.errors import InvalidRunRequest, QueueUnavailable, RunNotFound
 from app.runs.follow import RunFollower
+from app.runs.live import LiveEvents
 from app.runs.queue import RunQueue
 from app.store import FAILED, QUEUED, Message, Run, Store, new_id
 from sandbox import TEMPLATES
@@ -48,9 +49,12 @@ class RunService:
         settings: ServiceSettings,
         *,
         env: Mapping[str, str] | None = None,
+        live: LiveEvents | None = None,
     ) -> None:
-        """``env`` supplies the operator's provider keys (default: the process environment)."""
+        """``env`` supplies the operator's provider keys (default: the process environment);
+        ``live`` is the process's one pub/sub fan-out for followers (see :mod:`app.runs.live`)."""
         self._store, self._redis, self._settings = store, client, settings
+        self._live = live
         self._env = os.environ if env is None else env
         self.admission = Admission(client, settings)
         self.queue = RunQueue(client)
@@ -145,7 +149,7 @@ class RunService:
         async with service.follow(run_id, after) as events:
             async for seq, event in events: ...
         """
-        return RunFollower(self._store, self._redis, run_id, after_seq)
+        return RunFollower(self._store, self._redis, run_id, after_seq, live=self._live)
 
     async def _owned_chat(self, user_id: str, chat_id: str) -> None:
         chat = await anyio.to_thread.run_sync(self._store.get_chat, chat_id)

@@ -6,10 +6,13 @@
         stack.store, stack.redis, stack.manager    # the manager runs its warm pool and reaper
         workers = stack.workers(2)                 # run each with ``await worker.run()``
         stack.projects                             # the chats' versioned projects
+        stack.live                                 # the one pub/sub connection of followers
         checks = stack.health_checks()             # for /healthz
 
 The sandbox settings come from the environment (``KILN_SANDBOX_*`` and friends), with the
-service's Redis URL, so sandboxes and runs share one Redis.
+service's Redis URL, so sandboxes and runs share one Redis. The Redis client's pool is bounded
+and *waits* (at most :data:`POOL_WAIT_SECONDS`) for a free connection rather than failing at
+once, so a burst of work slows down instead of answering 503s.
 """
 
 from __future__ import annotations
@@ -29,9 +32,13 @@ from app.errors import ConfigError
 from app.projects.store import ProjectStore
 from app.projects.workspaces import project_store, project_workspaces
 from app.runs.execution import ProviderFactory
+from app.runs.live import LiveEvents
 from app.runs.worker import Worker, default_provider_factory
 from app.store import Store
 from sandbox import SandboxManager, SandboxSettings, call
+
+POOL_CONNECTIONS = 200
+POOL_WAIT_SECONDS = 10.0
 
 
 @dataclass
@@ -42,6 +49,7 @@ class ServiceStack:
     store: Store
     redis: redis.asyncio.Redis
     manager: SandboxManager
+    live: LiveEvents
 
     def workers(self, count: int, providers: ProviderFactory | None = None) -> list[Worker]:
         """``count`` workers on this stack; ``providers`` defaults to the real providers."""
@@ -95,9 +103,16 @@ async def open_stack(
     async with AsyncExitStack() as stack:
         store = store or Store(settings.database_path, settings.secret_key)
         stack.callback(store.close)
-        client = redis.asyncio.Redis.from_url(settings.redis_url)
+        pool = redis.asyncio.BlockingConnectionPool.from_url(
+            settings.redis_url, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT_SECONDS
+        )
+        client = redis.asyncio.Redis.from_pool(pool)  # closing the client closes the pool
         stack.push_async_callback(client.aclose)
         manager = await SandboxManager.open(sandboxes)
         stack.push_async_callback(manager.aclose)
         await stack.enter_async_context(manager)
-        yield ServiceStack(settings, store, client, manager)
+        live = LiveEvents(client)
+        tasks = await stack.enter_async_context(anyio.create_task_group())
+        stack.callback(tasks.cancel_scope.cancel)
+        tasks.start_soon(live.run)
+        yield ServiceStack(settings, store, client, manager, live)

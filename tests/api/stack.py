@@ -93,7 +93,7 @@ async def live_service(
     async with open_stack(settings, sandbox_settings) as stack, anyio.create_task_group() as tasks:
         for worker in stack.workers(workers, replay_factory(recordings)):
             await tasks.start(worker.run)
-        runs = RunService(stack.store, stack.redis, settings, env={})
+        runs = RunService(stack.store, stack.redis, settings, env={}, live=stack.live)
         api_settings = ApiSettings(
             public_host="localhost", public_port=settings.port, recordings_dir=recordings
         )
