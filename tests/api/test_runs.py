@@ -144,7 +144,10 @@ async def test_a_client_that_leaves_releases_its_subscription(api: Api) -> None:
     channel = events_channel(run_id)
     with anyio.fail_after(20):
         async with api.alice.client.stream("GET", f"/api/runs/{run_id}/events") as response:
-            await anext(sse_frames(response))
+            # Keep the reader: a dropped async generator is closed by the event loop soon
+            # after, and closing it closes the response (the server saw a client leave).
+            frames = sse_frames(response)
+            await anext(frames)
             subscribed = await api.redis.pubsub_numsub(channel)
         while (await api.redis.pubsub_numsub(channel))[0][1] != 0:
             await anyio.sleep(0.05)

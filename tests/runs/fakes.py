@@ -67,7 +67,7 @@ class FolderTarget(FakeTarget):
     """A :class:`FakeTarget` that also writes each finished file into a folder."""
 
     def __init__(self, folder: Path, on_record: RecordSink) -> None:
-        super().__init__(on_record, {})
+        super().__init__(on_record, {}, {})
         self._folder = folder
 
     async def handle(self, event: Event) -> None:
