@@ -100,5 +100,9 @@ export async function readFile(sandboxId, path) {
 export const previewLogin = async (sandboxId) =>
   (await request("POST", `/api/sandboxes/${enc(sandboxId)}/preview-login`)).url;
 
+/** Whether the sandbox's preview is ready: `{state: "ready"|"starting"|"failing", code, message}`
+ * (a sandbox that is gone is an ApiError with status 404). */
+export const previewState = (sandboxId) => request("GET", `/api/sandboxes/${enc(sandboxId)}/preview`);
+
 /** The SSE URL of a run's events after sequence number `after`. */
 export const eventsUrl = (runId, after) => `/api/runs/${enc(runId)}/events?after=${after}`;

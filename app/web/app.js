@@ -33,7 +33,7 @@ const log = new LogPanel({ view: $("log-view"), badge: $("log-count") });
 const preview = new PreviewPanel({
   frame: $("preview-frame"), overlay: $("preview-overlay"), state: $("preview-state"),
   address: $("preview-address"), reload: $("preview-reload"), open: $("preview-open"),
-}, api.previewLogin);
+}, api.previewLogin, api.previewState);
 const versions = new VersionsPanel({
   list: $("versions-list"), status: $("versions-status"), title: $("diff-title"), diff: $("diff-view"), count: $("versions-count"),
 }, () => afterRestore());
@@ -266,8 +266,9 @@ function endLive(runId) {
   state.activeRun = null;
   setRunning(false);
   api.getRun(runId).then((run) => {
-    if (run.preview_url) preview.setUrl(run.preview_url, run.sandbox_id);
-    else preview.idle();
+    // The finished app: a preview opened mid-run loads again (setUrl loads a new one itself).
+    if (!run.preview_url) preview.idle();
+    else if (!preview.setUrl(run.preview_url, run.sandbox_id)) preview.runEnded();
     if (run.sandbox_id) mergeWorkspace(run.sandbox_id, state.generation);
     if (preview.url) tabs.follow("preview");
   }).catch(() => {});

@@ -3,32 +3,41 @@
 // The UI's session cookie is never sent to a preview host, so every load goes through a
 // one-time sign-in link (`POST /api/sandboxes/{id}/preview-login`) that sets the preview host's
 // own cookie and redirects to `/`. Once loaded, the frame keeps its page: Vite's HMR updates it
-// as files land, so it is only reloaded on request. While a frame loads it shows a "starting"
-// state (the proxy itself serves a self-refreshing page until the dev server answers).
+// as files land; it is loaded again when a run ends (the same element, a new `src`: whatever the
+// frame went through mid-run, the finished app shows) and on request.
+//
+// The state shown comes from the sandbox's real readiness (`GET /api/sandboxes/{id}/preview`,
+// polled), never from the frame having loaded something: the frame also "loads" the proxy's
+// retrying page or an error page. A sandbox that is gone says so.
 
 const WORDS = {
   empty: "The preview appears here once kiln has started your app.",
   waiting: "Waiting for the app's sandbox…",
   starting: "Starting the preview…",
   failed: "The preview could not be opened.",
+  gone: "This preview's sandbox is gone. Send a message to build the app again.",
 };
-const LABELS = { live: "Live", starting: "Starting", waiting: "Waiting", empty: "", failed: "Unavailable" };
+const LABELS = {
+  live: "Live", starting: "Starting", waiting: "Waiting", empty: "", failed: "Error", gone: "Gone",
+};
+// How often readiness is asked: often while the preview is not live, now and then once it is
+// (a dev server may crash, a sandbox may be reaped).
+const CHECK_MS = { live: 5000, other: 1000 };
 
 export class PreviewPanel {
   /**
    * @param {{frame: HTMLIFrameElement, overlay: HTMLElement, state: HTMLElement,
    *          address: HTMLElement, reload: HTMLButtonElement, open: HTMLAnchorElement}} els
    * @param {(sandboxId: string) => Promise<string>} signIn  a one-time sign-in URL
+   * @param {(sandboxId: string) => Promise<{state: string, code: string, message: string}>} readiness
    */
-  constructor(els, signIn) {
+  constructor(els, signIn, readiness) {
     this.els = els;
     this.signIn = signIn;
+    this.readiness = readiness;
     this.url = null;
     this.loads = 0;
-    this.onLoad = (event) => {
-      if (this.url && event.target === this.els.frame && event.target.src) this.show("live");
-    };
-    els.frame.addEventListener("load", this.onLoad);
+    this.timer = null;
     els.reload.addEventListener("click", () => this.reload());
     els.open.addEventListener("click", (event) => this.openTab(event));
     this.reset();
@@ -39,6 +48,7 @@ export class PreviewPanel {
     this.url = null;
     this.sandboxId = null;
     this.loads += 1;
+    clearTimeout(this.timer);
     this.els.frame.removeAttribute("src");
     this.els.frame.hidden = true;
     this.els.address.textContent = "";
@@ -76,23 +86,68 @@ export class PreviewPanel {
     if (this.url) this.load();
   }
 
+  /** A run is over: show what it built (a frame opened mid-run may have missed updates). */
+  runEnded() {
+    if (this.url && this.state !== "gone") this.load();
+  }
+
   async load() {
     const load = ++this.loads;
-    this.show("starting");
+    if (this.state !== "live") this.show("starting");
     let src = this.url;
     try {
       if (this.sandboxId) src = await this.signIn(this.sandboxId);
-    } catch {
-      // Fall back to the plain URL: a cookie from an earlier sign-in may still be there.
+    } catch (exc) {
+      if (exc?.status === 404 && load === this.loads) return this.gone();
+      // Otherwise the plain URL: a cookie from an earlier sign-in may still be there.
     }
-    if (load !== this.loads) return; // another load (or chat) took over
-    // A cross-origin frame cannot be told to reload; a fresh element loads the page anew.
-    const fresh = this.els.frame.cloneNode(false);
-    fresh.hidden = false;
-    fresh.addEventListener("load", this.onLoad);
-    fresh.src = src;
-    this.els.frame.replaceWith(fresh);
-    this.els.frame = fresh;
+    if (load !== this.loads) return undefined; // another load (or chat) took over
+    // The same element (a page holding it keeps it); a new src navigates even a cross-origin
+    // frame, and setting the attribute navigates even when the value is unchanged.
+    this.els.frame.hidden = false;
+    this.els.frame.src = src;
+    this.checks = 0;
+    this.check(load);
+    return undefined;
+  }
+
+  /** Ask whether the preview is ready, show the answer, and ask again later. */
+  async check(load) {
+    clearTimeout(this.timer);
+    let answer = null;
+    try {
+      if (this.sandboxId) answer = await this.readiness(this.sandboxId);
+    } catch (exc) {
+      if (load !== this.loads) return;
+      if (exc?.status === 404) return this.gone();
+      // A blip (network, an outage): keep what is shown and ask again.
+    }
+    if (load !== this.loads) return;
+    if (answer) this.showReadiness(answer);
+    if (load !== this.loads) return; // showing it loaded the frame again, with its own checks
+    const delay = this.state === "live" ? CHECK_MS.live : CHECK_MS.other;
+    this.timer = setTimeout(() => this.check(load), delay);
+  }
+
+  showReadiness({ state, message }) {
+    // Ready only after this load's first answer: the frame may hold the retrying page or a page
+    // whose scripts failed meanwhile, so it loads again (a sign-in link works once).
+    const waited = state === "ready" && this.state !== "live" && this.checks > 0;
+    this.checks += 1;
+    if (state === "ready") this.show("live");
+    else if (state === "failing") this.show("failed", message);
+    else this.show("starting");
+    if (waited) this.load();
+  }
+
+  gone() {
+    clearTimeout(this.timer);
+    this.els.frame.removeAttribute("src");
+    this.els.frame.hidden = true;
+    this.els.reload.disabled = true;
+    this.els.open.removeAttribute("href");
+    this.els.open.setAttribute("aria-disabled", "true");
+    this.show("gone");
   }
 
   async openTab(event) {
@@ -113,13 +168,17 @@ export class PreviewPanel {
     }
   }
 
-  show(state) {
+  /** Show `state`; `detail` (a message in words from the server) follows its sentence. */
+  show(state, detail = "") {
     this.state = state;
     const { overlay, state: label } = this.els;
     overlay.hidden = state === "live";
-    overlay.querySelector(".overlay-text").textContent = WORDS[state] || "";
+    const words = WORDS[state] || "";
+    overlay.querySelector(".overlay-text").textContent = detail ? `${words} ${capitalized(detail)}.` : words;
     overlay.classList.toggle("busy", state === "starting" || state === "waiting");
     label.textContent = LABELS[state];
     label.dataset.state = state;
   }
 }
+
+const capitalized = (text) => text.charAt(0).toUpperCase() + text.slice(1);

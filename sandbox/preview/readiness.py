@@ -59,4 +59,3 @@ async def probe_preview(
         return Readiness("failing", "preview_upstream_error", msg)
     msg = f"the dev server of sandbox {sandbox_id!r} is up"
     return Readiness("ready", "preview_ready", msg)
-

@@ -228,6 +228,7 @@ def build_app(service: FakeService) -> ASGIApp:
             partial(_preview_login, service),
             methods=["POST"],
         ),
+        Route("/api/sandboxes/{id}/preview", partial(_preview_state, service)),
         Route("/", _index),
         Mount("/static", StaticFiles(directory=WEB_DIR)),
     ]
@@ -359,3 +360,12 @@ async def _preview_login(service: FakeService, request: Request) -> Response:
         return _error(404, "not_found", "no such sandbox")
     url = f"http://{sandbox}.preview.localhost:{service.port}/__kiln/login?token=x"
     return JSONResponse({"url": url})
+
+
+async def _preview_state(service: FakeService, request: Request) -> Response:
+    """The fake preview page is always there: ready."""
+    sandbox = request.path_params["id"]
+    if sandbox not in service.files or not _authorized(request):
+        return _error(404, "not_found", "no such sandbox")
+    message = f"the dev server of sandbox {sandbox!r} is up"
+    return JSONResponse({"state": "ready", "code": "preview_ready", "message": message})
