@@ -74,7 +74,8 @@ from sandbox.execution.install_queue import InstallQueue, InstallResult
 from sandbox.execution.workspace_files import WorkspaceFile
 from sandbox.handle import Sandbox
 from sandbox.images.templates import DEFAULT_TEMPLATE, Template, get_template
-from sandbox.lifecycle import reaper
+from sandbox.lifecycle import egress, reaper
+from sandbox.lifecycle.egress import EgressLeases
 from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
 from sandbox.lifecycle.warm_pool import WarmPool
 from sandbox.settings import SandboxSettings
@@ -104,6 +105,7 @@ class SandboxManager:
         self._locks: dict[str, anyio.Lock] = {}
         self._queues: dict[str, InstallQueue] = {}
         self._group: anyio.abc.TaskGroup | None = None
+        self.egress_leases = EgressLeases(registry.redis, settings.instance)
         self.pool: WarmPool[Sandbox] = WarmPool(
             size=settings.warm_pool_size,
             templates=settings.warm_pool_templates,
@@ -140,7 +142,12 @@ class SandboxManager:
     async def __aenter__(self) -> SandboxManager:
         self._group = anyio.create_task_group()
         await self._group.__aenter__()
+        try:
+            await self.reconcile_egress()  # a killed process's installs may have left it on
+        except SandboxError as exc:
+            log.warning("egress reconciliation at start failed: %s", exc)
         self._group.start_soon(self.pool.run)
+        self._group.start_soon(self._egress_heartbeat)
         self._group.start_soon(self._reap_loop)
         return self
 
@@ -268,9 +275,22 @@ class SandboxManager:
         return sandbox
 
     async def reap(self, now: float | None = None) -> reaper.ReapReport:
-        """One reaper pass over this instance (idle, expired, orphans)."""
+        """One reaper pass over this instance (idle, expired, orphans), egress leases too."""
         when = self._clock() if now is None else now
+        await self.reconcile_egress(when)
         return await reaper.reap(self.client, self.registry, self.settings, self.destroy, now=when)
+
+    async def reconcile_egress(self, now: float | None = None) -> tuple[str, ...]:
+        """Disconnect this instance's containers that are on the egress network without a live
+        lease (see :mod:`sandbox.lifecycle.egress`); the container ids disconnected."""
+        when = self._clock() if now is None else now
+        settings = self.settings
+        removed = await egress.reconcile(
+            self.client, self.egress_leases, settings.egress_network, settings.instance, when
+        )
+        for container_id in removed:
+            log.warning("egress of container %r had no live lease: disconnected", container_id)
+        return tuple(removed)
 
     # -- installs and commands ------------------------------------------------------------
 
@@ -449,10 +469,16 @@ class SandboxManager:
     async def _egress(self, sandbox_id: str) -> AsyncIterator[None]:
         container = await self.container_for(sandbox_id)
         settings = self.settings
-        async with egress_attached(
-            self.client, settings.egress_network, settings.instance, container.id
-        ):
-            yield
+        lease = settings.install_timeout_seconds + egress.LEASE_MARGIN_SECONDS
+        await self.egress_leases.grant(container.id, self._clock() + lease)
+        try:
+            async with egress_attached(
+                self.client, settings.egress_network, settings.instance, container.id
+            ):
+                yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.egress_leases.end(container.id)
 
     async def _exec(
         self, sandbox_id: str, argv: Sequence[str], timeout: float, on_output: OutputSink | None
@@ -466,6 +492,15 @@ class SandboxManager:
             output_cap=self.settings.output_cap_bytes,
             on_output=on_output,
         )
+
+    async def _egress_heartbeat(self) -> None:
+        """Keep this process's egress leases live (they die with it: see ``egress``)."""
+        while True:
+            try:
+                await self.egress_leases.beat()
+            except SandboxError as exc:
+                log.warning("egress heartbeat failed: %s", exc)
+            await anyio.sleep(egress.HEARTBEAT_EVERY_SECONDS)
 
     async def _reap_loop(self) -> None:
         while True:
