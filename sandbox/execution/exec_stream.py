@@ -13,6 +13,14 @@ the container's main process), so the container's memory cgroup is asked: its ``
 counter (``memory.events`` on cgroup v2, ``memory.oom_control`` on v1) is read before the
 command and, after a 137, again; a rise means the command was killed for memory
 (``ExecResult.oom_killed``), which is never reported as a timeout.
+
+No process started by a command outlives it: ``timeout`` kills the command's process group, but a
+process that left the group (``setsid``, a double fork, a detached child) would keep running,
+with the install's egress too. Each command runs with a mark of its own in its environment
+(:data:`COMMAND_MARK`), which children inherit whatever group they move to; when the command has
+ended, every process of the container carrying that mark is killed. (A process that re-executes
+itself with an empty environment escapes the mark; the sandbox's pid limit and its lifetime still
+bound it.)
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from __future__ import annotations
 import codecs
 import functools
 import re
+import secrets
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -41,6 +50,13 @@ OOM_COUNTER_ARGV = (
 )
 _OOM_KILL = re.compile(rb"^oom_kill (\d+)$", re.MULTILINE)
 KILL_GRACE_SECONDS = 5
+COMMAND_MARK = "KILN_COMMAND"
+# Kills every process whose environment holds the mark given as $1 (run as the sandbox user, who
+# owns every process a command can start).
+KILL_MARKED = (
+    'for d in /proc/[0-9]*; do grep -qxzF "KILN_COMMAND=$1" "$d/environ" 2>/dev/null'
+    ' && kill -9 "${d#/proc/}" 2>/dev/null; done; exit 0'
+)
 HOST_GRACE_SECONDS = 15.0
 
 
@@ -122,7 +138,8 @@ async def exec_streaming(
 ) -> ExecResult:
     """Run ``argv`` in the container as the sandbox user; stream its output lines to the sink."""
     oom_before = await oom_kills(client, container_id)
-    exec_id = await _create(client, container_id, timeout_argv(argv, timeout))
+    mark = secrets.token_hex(8)
+    exec_id = await _create(client, container_id, timeout_argv(argv, timeout), mark)
     stream = await call(client.api.exec_start, exec_id, stream=True, demux=False)
     output = CappedOutput(output_cap, on_output)
     try:
@@ -135,6 +152,7 @@ async def exec_streaming(
         with anyio.CancelScope(shield=True):  # a cancelled command must not leak its socket
             await call(stream.close)
             await call(stream._response.close)
+            await kill_marked(client, container_id, mark)
     info = await call(client.api.exec_inspect, exec_id)
     exit_code = info.get("ExitCode")
     oom_killed = (
@@ -153,6 +171,12 @@ async def exec_streaming(
     )
 
 
+async def kill_marked(client: docker.DockerClient, container_id: str, mark: str) -> None:
+    """Kill every process of the container started by the command that carried ``mark``."""
+    exec_id = await _create(client, container_id, ["sh", "-c", KILL_MARKED, "sh", mark])
+    await call(client.api.exec_start, exec_id)
+
+
 async def oom_kills(client: docker.DockerClient, container_id: str) -> int | None:
     """How many processes the container's memory cgroup has OOM-killed; None if unknown."""
     exec_id = await _create(client, container_id, list(OOM_COUNTER_ARGV))
@@ -166,7 +190,9 @@ def parse_oom_kills(output: bytes) -> int | None:
     return None if found is None else int(found.group(1))
 
 
-async def _create(client: docker.DockerClient, container_id: str, argv: list[str]) -> str:
+async def _create(
+    client: docker.DockerClient, container_id: str, argv: list[str], mark: str | None = None
+) -> str:
     response = await call(
         client.api.exec_create,
         container_id,
@@ -175,6 +201,7 @@ async def _create(client: docker.DockerClient, container_id: str, argv: list[str
         stderr=True,
         user=f"{SANDBOX_UID}:{SANDBOX_UID}",
         workdir=WORKSPACE,
+        environment={COMMAND_MARK: mark} if mark else None,
     )
     return str(response["Id"])
 

@@ -27,6 +27,27 @@ CHATTY = "for (let i = 0; i < 5000; i++) console.log('line ' + i)\n"
 # Memory outside V8's heap, so the kernel (not V8's own limit) stops it at the cgroup's limit.
 HOG = "const kept = []; for (;;) kept.push(Buffer.alloc(1 << 20).fill(1))\n"
 HOG_LIMIT = "160m"
+# A command that leaves processes behind the way daemons do: a detached child in a session of its
+# own (setsid), and a double fork (a subshell's background sleeper, reparented to init).
+ESCAPE = (
+    "const { spawn } = require('child_process');"
+    "spawn('sleep', ['300'], { detached: true, stdio: 'ignore' }).unref();"
+    "spawn('sh', ['-c', '(sleep 301 &); exit 0'], { detached: true, stdio: 'ignore' }).unref();"
+    "setTimeout(() => process.exit(0), 500);\n"
+)
+LEFTOVERS = (
+    "const fs = require('fs');"
+    "console.log(fs.readdirSync('/proc').filter(p => /^[0-9]+$/.test(p)).filter(p => {"
+    "  try { const argv = fs.readFileSync('/proc/' + p + '/cmdline', 'utf8').split('\\0');"
+    "    return argv[0] === 'sleep' && ['300', '301'].includes(argv[1]) }"
+    "  catch { return false } }).length)"
+)
+DEV_SERVER_ALIVE = (
+    "const fs = require('fs');"
+    "console.log(fs.readdirSync('/proc').filter(p => /^[0-9]+$/.test(p)).some(p => {"
+    "  try { return fs.readFileSync('/proc/' + p + '/cmdline', 'utf8').includes('server.js') }"
+    "  catch { return false } }))"
+)
 STILL_SPINNING = (
     "const fs = require('fs');"
     "console.log(fs.readdirSync('/proc').filter(p => /^[0-9]+$/.test(p)).some(p => {"
@@ -44,7 +65,7 @@ async def sandbox(manager: SandboxManager) -> AsyncIterator[Sandbox]:
     await call(
         container.put_archive,
         "/workspace",
-        _tar({"spin.js": SPIN, "chatty.js": CHATTY, "hog.js": HOG}),
+        _tar({"spin.js": SPIN, "chatty.js": CHATTY, "hog.js": HOG, "escape.js": ESCAPE}),
     )
     yield acquired
     await manager.destroy(acquired.id)
@@ -119,6 +140,20 @@ async def test_a_command_past_its_timeout_is_killed(
     container = await call(manager.client.containers.get, sandbox.container_id)
     probe = await call(container.exec_run, ["node", "-e", STILL_SPINNING], user="1000:1000")
     assert probe.output.decode().strip() == "false"
+
+
+async def test_no_process_a_command_started_outlives_it(
+    manager: SandboxManager, sandbox: Sandbox
+) -> None:
+    """setsid and a double fork leave the command's process group; its mark still finds them."""
+    result = await manager.run_command(sandbox.id, ["node", "escape.js"])
+    assert result.ok, result.output
+    # The test's own probe (the policy would refuse reading /proc).
+    container = await call(manager.client.containers.get, sandbox.container_id)
+    probe = await call(container.exec_run, ["node", "-e", LEFTOVERS], user="1000:1000")
+    assert probe.output.decode().strip() == "0"
+    dev_server = await call(container.exec_run, ["node", "-e", DEV_SERVER_ALIVE], user="1000:1000")
+    assert dev_server.output.decode().strip() == "true"  # the dev server is not a command's
 
 
 async def test_a_command_killed_for_memory_is_out_of_memory_not_a_timeout(
