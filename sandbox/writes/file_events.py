@@ -24,7 +24,7 @@ from sandbox.writes.template_files import (
     decide_write,
     is_template_config,
 )
-from sandbox.writes.write_buffer import WriteBuffer
+from sandbox.writes.write_buffer import WriteBuffer, utf8
 
 # Reads a file of the sandbox's workspace as it is now (``None`` if there is none).
 WorkspaceReader = Callable[[str], Awaitable[str | None]]
@@ -108,7 +108,7 @@ class FileEventWriter:
             text = content.decode()
             cleaned = strip_wrapping_fence(text)
             if cleaned != text:
-                await self.buffer.replace(path, cleaned.encode())
+                await self.buffer.replace(path, utf8(cleaned))
                 self.scheduler.note_write()
         self._complete(path)
         return []
@@ -129,7 +129,7 @@ class FileEventWriter:
         if decision.action is WriteAction.REFUSE or decision.content is None:
             await self.buffer.forget(path)
         else:
-            await self.buffer.replace(decision.path, decision.content.encode())
+            await self.buffer.replace(decision.path, utf8(decision.content))
             self.scheduler.note_write()
             self._complete(decision.path)
         code = "config_refused" if decision.action is WriteAction.REFUSE else "config_merged"

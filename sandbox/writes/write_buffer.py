@@ -56,6 +56,16 @@ def redis_errors(action: str) -> contextlib.AbstractContextManager[None]:
     return wrap_redis_errors(action, unreachable=SandboxUnavailable, failed=WriteFailed)
 
 
+def utf8(text: str) -> bytes:
+    """The UTF-8 bytes of a file's text. A lone surrogate (a Python string may hold one, from a
+    JSON escape like ``\\ud800`` in a model's stream; UTF-8 cannot) becomes U+FFFD, so one odd
+    character never fails a whole file, let alone the run."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode()
+
+
 @dataclass(frozen=True, slots=True)
 class BufferedFile:
     """One file as a snapshot saw it: its content and the version that produced it."""
@@ -132,7 +142,7 @@ class WriteBuffer:
 
     async def append(self, path: str, chunk: str, *, publish: bool = True) -> None:
         """Append ``chunk`` to ``path`` and mark it dirty, in one pipeline."""
-        await self._write(path, chunk.encode(), reset=False, publish=publish)
+        await self._write(path, utf8(chunk), reset=False, publish=publish)
 
     async def append_many(self, chunks: Mapping[str, str], held: Set[str] = frozenset()) -> None:
         """Append each file's gathered chunk, all in one pipeline (``held`` paths unpublished)."""
@@ -140,7 +150,7 @@ class WriteBuffer:
         with redis_errors(where):
             async with self.client.pipeline(transaction=True) as pipe:
                 for path, chunk in chunks.items():
-                    self._queue_write(pipe, path, chunk.encode(), False, path not in held)
+                    self._queue_write(pipe, path, utf8(chunk), False, path not in held)
                 await pipe.execute()
 
     async def replace(self, path: str, content: bytes) -> None:

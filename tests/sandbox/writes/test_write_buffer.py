@@ -11,7 +11,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from sandbox.errors import SandboxUnavailable
-from sandbox.writes.write_buffer import WriteBuffer, discard_sandbox_writes
+from sandbox.writes.write_buffer import WriteBuffer, discard_sandbox_writes, utf8
 
 pytestmark = pytest.mark.anyio
 
@@ -102,3 +102,16 @@ async def test_unreachable_redis_is_sandbox_unavailable() -> None:
             await WriteBuffer(client, "wb-down", ttl_seconds=60).append("a.txt", "x")
     finally:
         await client.aclose()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("plain é 名", "plain é 名".encode(), id="valid"),
+        pytest.param("a\ud800b", "a\ufffdb".encode(), id="lone-high-surrogate"),
+        pytest.param("\udfff", "\ufffd".encode(), id="lone-low-surrogate"),
+    ],
+)
+def test_file_text_is_utf8_with_lone_surrogates_replaced(text: str, expected: bytes) -> None:
+    """A JSON escape in a model's stream can hold a lone surrogate; it never fails a write."""
+    assert utf8(text) == expected
