@@ -43,7 +43,7 @@ from pathlib import Path
 
 from app.errors import ConfigError
 from app.providers.compatible_settings import CompatibleSettings
-from sandbox import EnvReader
+from sandbox import EnvReader, data_dir_from_env
 
 SECRET_FILE = "secret.key"
 MIN_SECRET_LENGTH = 16
@@ -88,7 +88,7 @@ class ServiceSettings:
         directory and, when ``KILN_SECRET_KEY`` is unset, the secret file."""
         read = EnvReader(env, ConfigError)
         CompatibleSettings.from_env(read.env)  # checked now; read again where it is used
-        data_dir = read.path("KILN_DATA_DIR", Path("~/.local/share/kiln").expanduser())
+        data_dir = data_dir_from_env(read.env)
         return cls(
             data_dir=data_dir,
             secret_key=_secret_key(read.env, data_dir),

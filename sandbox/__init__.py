@@ -108,7 +108,9 @@ if TYPE_CHECKING:
         manager_ports,
     )
     from sandbox.settings import (
+        DEFAULT_DATA_DIR,
         SandboxSettings,
+        data_dir_from_env,
         host_memory_bytes,
     )
     from sandbox.writes.fences import (
@@ -137,6 +139,8 @@ _EXPORTS: dict[str, str] = {
     "EnvReader": "sandbox.env_settings",
     "size_bytes": "sandbox.env_settings",
     "host_memory_bytes": "sandbox.settings",
+    "DEFAULT_DATA_DIR": "sandbox.settings",
+    "data_dir_from_env": "sandbox.settings",
     "Sandbox": "sandbox.handle",
     "WorkspaceFile": "sandbox.execution.workspace_files",
     "Record": "sandbox.session",
@@ -188,6 +192,7 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "BUILD_LOCK",
+    "DEFAULT_DATA_DIR",
     "DEFAULT_TEMPLATE",
     "EXCLUDED_NAMES",
     "SANDBOX_ID",
@@ -233,6 +238,7 @@ __all__ = [
     "call",
     "connect",
     "context_files",
+    "data_dir_from_env",
     "default_images_dir",
     "ensure_stand_in",
     "get_template",

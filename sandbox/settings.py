@@ -6,6 +6,7 @@ Values go through :class:`~sandbox.env_settings.EnvReader`: a malformed one rais
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,31 @@ SYSTEM_CA_BUNDLES = (
 SANDBOXES_PER_LIMIT = 10
 DEFAULT_MAX_SANDBOXES_RANGE = (2, 1000)
 MAX_SANDBOXES_CEILING = 10_000  # an explicit KILN_MAX_SANDBOXES above this is a typo
+
+
+# Where kiln keeps its data (``KILN_DATA_DIR``); the default instance name derives from it.
+DEFAULT_DATA_DIR = Path("~/.local/share/kiln")
+
+
+def data_dir_from_env(env: Mapping[str, str] | None = None) -> Path:
+    """``KILN_DATA_DIR`` of ``env`` (``os.environ`` unless given), else the default; ``~``
+    expanded, not resolved."""
+    return EnvReader(env).path("KILN_DATA_DIR", DEFAULT_DATA_DIR.expanduser())
+
+
+def instance_for(folder: Path) -> str:
+    """The instance name of the deployment whose data lives in ``folder``: ``kiln-`` and 8 hex
+    digits of its resolved path. Two servers on one Docker host with different data dirs then
+    never share an instance (each reaps only its own), while ``kiln run``/``kiln sandbox`` on a
+    server's data dir share that server's."""
+    digest = hashlib.sha256(str(folder.expanduser().resolve()).encode()).hexdigest()
+    return f"kiln-{digest[:8]}"
+
+
+def instance_name(env: Mapping[str, str] | None = None) -> str:
+    """``KILN_INSTANCE``, else :func:`instance_for` the data dir (the one rule for the name)."""
+    read = EnvReader(env)
+    return read.text("KILN_INSTANCE", "") or instance_for(data_dir_from_env(read.env))
 
 
 def host_memory_bytes() -> int:
@@ -79,7 +105,8 @@ class SandboxSettings:
     output_cap_bytes: int = 256 * 1024
     egress_network: str = "kiln-egress"
     npm_cache_volume: str = "kiln-npm-cache"
-    # Distinguishes sandboxes of one kiln deployment (or one test session) from another's.
+    # Distinguishes sandboxes of one kiln deployment (or one test session) from another's;
+    # from_env() derives it from the data dir unless KILN_INSTANCE is set (see instance_name()).
     instance: str = "default"
     extra_labels: dict[str, str] = field(default_factory=dict)
     # Templates that keep a warm pool of ``warm_pool_size`` started sandboxes each.
@@ -129,7 +156,7 @@ class SandboxSettings:
             warm_pool_size=read.integer("KILN_WARM_POOL_SIZE", d.warm_pool_size, low=0),
             command_timeout_seconds=read.number("KILN_COMMAND_TIMEOUT", d.command_timeout_seconds),
             install_timeout_seconds=read.number("KILN_INSTALL_TIMEOUT", d.install_timeout_seconds),
-            instance=read.text("KILN_INSTANCE", d.instance),
+            instance=instance_name(read.env),
             warm_pool_templates=read.names("KILN_WARM_POOL_TEMPLATES", d.warm_pool_templates),
             max_lifetime_seconds=read.number("KILN_SANDBOX_MAX_LIFETIME", d.max_lifetime_seconds),
             reap_interval_seconds=read.number("KILN_REAP_INTERVAL", d.reap_interval_seconds),

@@ -28,7 +28,7 @@ from app.cli.doctor_capacity import check_capacity
 from app.cli.doctor_result import CheckResult
 from app.errors import ConfigError
 from app.tokens import check_tokenizer
-from sandbox import ImageBuilder, ImageBuildSettings, SandboxError, call, connect
+from sandbox import ImageBuilder, ImageBuildSettings, SandboxError, call, connect, data_dir_from_env
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
 GOOD_IMAGE_STATES = ("up to date", "present")
@@ -48,7 +48,7 @@ def handle_doctor(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     if args.data_dir is not None:
         env["KILN_DATA_DIR"] = str(args.data_dir)
-    data_dir = Path(env.get("KILN_DATA_DIR") or "~/.local/share/kiln").expanduser()
+    data_dir = data_dir_from_env(env)
     results = anyio.run(run_checks, data_dir, env.get("REDIS_URL") or None)
     if args.json:
         print(

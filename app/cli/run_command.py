@@ -29,6 +29,7 @@ from app.agent.loop import AgentRun, Emit, RunResult, RunSettings
 from app.agent.web_tools import web_tools_from_env
 from app.agent.workspace import SandboxWorkspace
 from app.cli.commands import COMMANDS
+from app.cli.local_sandbox import DATA_DIR_HELP, cli_sandbox_settings
 from app.cli.run_progress import ProgressPrinter
 from app.cli.sandbox_apply import load_recording, recorded_framework
 from app.errors import ConfigError, KilnError, ModelRefused
@@ -62,6 +63,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     command.add_argument(
         "--events", type=Path, metavar="FILE", help="also write every run event to FILE (JSONL)"
     )
+    command.add_argument("--data-dir", type=Path, help=DATA_DIR_HELP)
     command.set_defaults(handler=handle_run)
 
 
@@ -69,7 +71,7 @@ def handle_run(args: argparse.Namespace) -> int:
     """Handle ``kiln run``; returns the exit code."""
     try:
         provider, settings = _choose(args)
-        sandbox_settings = SandboxSettings.from_env()
+        sandbox_settings = cli_sandbox_settings(args.data_dir)
         images = ImageBuildSettings.from_env()
     except (ConfigError, ModelRefused, ValueError, OSError, StreamFormatError) as exc:
         print(f"kiln run: {exc}", file=sys.stderr)

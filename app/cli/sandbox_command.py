@@ -16,10 +16,12 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import anyio
 
 from app.cli.commands import COMMANDS
+from app.cli.local_sandbox import DATA_DIR_HELP, cli_sandbox_settings
 from app.cli.sandbox_apply import configure_apply, run_apply
 from sandbox import (
     TEMPLATES,
@@ -51,13 +53,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     for name, subcommand in SUBCOMMANDS.items():
         parser = actions.add_parser(name, help=subcommand.help, description=subcommand.help)
         subcommand.configure(parser)
+        parser.add_argument("--data-dir", type=Path, help=DATA_DIR_HELP)
         parser.set_defaults(handler=functools.partial(handle, subcommand.run))
 
 
 def handle(run: Run, args: argparse.Namespace) -> int:
     """Open a manager from the environment, run one subcommand, map errors to exit codes."""
     try:
-        settings = SandboxSettings.from_env()
+        settings = cli_sandbox_settings(args.data_dir)
     except ValueError as exc:
         print(f"kiln sandbox: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -13,6 +13,7 @@ from sandbox.settings import (
     SYSTEM_CA_BUNDLES,
     SandboxSettings,
     default_max_sandboxes,
+    instance_for,
     system_ca_bundle,
 )
 
@@ -182,3 +183,22 @@ def test_kiln_max_sandboxes_overrides_the_derived_capacity() -> None:
 def test_a_nonsense_max_sandboxes_is_refused(value: str) -> None:
     with pytest.raises(SandboxConfigError, match=f"^KILN_MAX_SANDBOXES={value!r} must be"):
         SandboxSettings.from_env({"KILN_MAX_SANDBOXES": value})
+
+
+def test_the_instance_is_named_after_the_resolved_data_dir_unless_set(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "a")
+    first = SandboxSettings.from_env({"KILN_DATA_DIR": str(tmp_path / "a")}).instance
+    same = SandboxSettings.from_env({"KILN_DATA_DIR": str(tmp_path / "link")}).instance
+    other = SandboxSettings.from_env({"KILN_DATA_DIR": str(tmp_path / "b")}).instance
+    assert re.fullmatch(r"kiln-[0-9a-f]{8}", first)
+    assert first == same == instance_for(tmp_path / "a") != other
+    named = {"KILN_DATA_DIR": str(tmp_path / "a"), "KILN_INSTANCE": "kiln-own-x"}
+    assert SandboxSettings.from_env(named).instance == "kiln-own-x"
+
+
+def test_the_default_data_dir_gives_the_default_instance(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", "/nonexistent-home")
+    assert SandboxSettings.from_env({}).instance == instance_for(
+        Path("/nonexistent-home/.local/share/kiln")
+    )
