@@ -10,6 +10,7 @@ import re
 import secrets
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,9 +30,11 @@ from tests.app.kiln_process import (
     kiln_env,
 )
 from tests.sandbox.docker_support import leftovers, sweep
+from tests.servers import wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis]
 CREATED = re.compile(r"created user 'local'")
+RUN_AFTER_OUTAGE_SECONDS = 90.0
 
 
 @pytest.fixture
@@ -122,6 +125,77 @@ def test_access_log_on_request(tmp_path: Path, instance: str) -> None:
         served.wait_for(LOGIN_LINK)
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
     assert '"logger": "uvicorn.access"' in served.tail()
+
+
+LONG_ANSWER = "<Response>\n" + " ".join(f"word{i}" for i in range(600)) + "\n</Response>\n"
+
+
+def run_status(client: httpx.Client, run_id: str) -> str:
+    """The run's status now."""
+    status: str = client.get(f"/api/runs/{run_id}").json()["status"]
+    return status
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        pytest.param("queued", id="before-the-stream"),
+        pytest.param("streaming", id="mid-stream"),
+    ],
+)
+def test_a_redis_killed_under_a_run_comes_back_and_the_run_completes(
+    tmp_path: Path, instance: str, when: str
+) -> None:
+    """kill -9 of the embedded redis-server: the supervisor restarts it (append-only file), no
+    loop spins on the outage, the run ends completed and every event is stored in order."""
+    data, port = tmp_path / "data", free_port()
+    recordings = hello_recordings(tmp_path / "rec")
+    (recordings / "long.txt").write_text(LONG_ANSWER)
+    # A run whose worker lost track of it in the outage is reclaimed after this idle time.
+    env = kiln_env(instance, recordings, KILN_RUN_CLAIM_IDLE="5")
+    args = ["serve", "--port", str(port), "--data-dir", str(data), "--no-build"]
+    base = f"http://127.0.0.1:{port}"
+    with KilnProcess(args, env, tmp_path / "serve.log") as served:
+        link = served.wait_for(LOGIN_LINK)
+        url = recorded_url(data)
+        assert url is not None
+        with sign_in(base, link) as client:
+            chat = client.post("/api/chats", json={"title": "long"}).json()["chat"]
+            posted = client.post(
+                f"/api/chats/{chat['id']}/messages", json={"content": "go", "model": "long"}
+            )
+            assert posted.status_code == 202, posted.text
+            run_id = posted.json()["run_id"]
+            if when == "streaming":
+                wait_until(lambda: run_status(client, run_id) == "running", "the run to start")
+            kill_redis(url)
+            deadline = time.monotonic() + RUN_AFTER_OUTAGE_SECONDS
+            while run_status_or_none(client, run_id) not in ("completed", "failed", "cancelled"):
+                assert time.monotonic() < deadline, f"the run never ended; log: {served.tail()}"
+                time.sleep(0.5)
+            assert run_status(client, run_id) == "completed", served.tail()
+            assert client.get("/healthz").json()["ok"] is True
+            finished = finish_event(client, run_id)
+    assert finished["status"] == "completed"
+
+
+def run_status_or_none(client: httpx.Client, run_id: str) -> str | None:
+    """The run's status, or ``None`` while the service answers errors (Redis restarting)."""
+    try:
+        response = client.get(f"/api/runs/{run_id}", timeout=5)
+    except httpx.HTTPError:
+        return None
+    return str(response.json()["status"]) if response.status_code == 200 else None
+
+
+def kill_redis(url: str) -> None:
+    """SIGKILL the redis-server answering on ``url``."""
+    client = redis.Redis.from_url(url)
+    try:
+        pid = int(client.info("server")["process_id"])
+    finally:
+        client.close()
+    os.kill(pid, signal.SIGKILL)
 
 
 def test_ctrl_c_to_the_process_group_stops_serve_and_then_its_redis(
