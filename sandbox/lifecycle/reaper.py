@@ -13,7 +13,8 @@ Three rules, each a pure function below, applied by :func:`reap`:
 Objects shared by all sandboxes (``kiln.sandbox=shared``: the sandbox and egress networks, the npm
 cache) are kept; :func:`sweep_instance` removes everything of an instance, shared objects included
 (the test suite's final sweep, ``kiln sandbox reap --all``). Only objects carrying the instance's
-label are ever touched, so test sessions reap only their own.
+label are ever touched, so test sessions, and servers with different data dirs (the default
+instance is named after the data dir), reap only their own.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 import docker
 
 from sandbox.containers.docker_boundary import call
-from sandbox.containers.labels import EXPIRY_LABEL, SHARED, instance_filter
+from sandbox.containers.labels import EXPIRY_LABEL, INSTANCE_LABEL, SHARED, instance_filter
 from sandbox.containers.networks import remove_network
 from sandbox.containers.provisioning import remove_container, remove_volume
 from sandbox.errors import SandboxNotFound
@@ -65,6 +66,10 @@ class LabelledObject:
         """The sandbox it belongs to (``shared`` for shared objects)."""
         return self.labels.get(LABEL, "")
 
+    def belongs_to(self, instance: str) -> bool:
+        """Whether it carries ``instance``'s label (the one test before removing anything)."""
+        return self.labels.get(INSTANCE_LABEL) == instance
+
 
 def idle_records(records: Iterable[SandboxRecord], now: float, ttl: float) -> list[SandboxRecord]:
     """Records not used for longer than ``ttl`` seconds."""
@@ -80,9 +85,19 @@ def label_expired(labels: Mapping[str, str], now: float) -> bool:
     return 0 < expiry < now
 
 
-def orphans(objects: Iterable[LabelledObject], known_ids: set[str]) -> list[LabelledObject]:
-    """Objects of sandboxes the registry does not know; shared objects are never orphans."""
-    return [o for o in objects if o.sandbox_id != SHARED and o.sandbox_id not in known_ids]
+def orphans(
+    objects: Iterable[LabelledObject], known_ids: set[str], instance: str
+) -> list[LabelledObject]:
+    """Objects of ``instance`` whose sandbox its registry does not know. Shared objects are
+    never orphans, nor is anything of another instance: its sandboxes live in another registry
+    (another server's Redis), so "unknown here" says nothing about them."""
+    return [
+        o
+        for o in objects
+        if o.belongs_to(instance)
+        and o.sandbox_id not in (SHARED, "")
+        and o.sandbox_id not in known_ids
+    ]
 
 
 async def reap(
@@ -106,14 +121,17 @@ async def reap(
             await destroy(sandbox_id)
             known.discard(sandbox_id)
             report.expired.append(sandbox_id)
-    for obj in orphans(objects, known):
+    for obj in orphans(objects, known, settings.instance):
         if await remove_object(client, obj):
             getattr(report, f"orphan_{obj.kind}s").append(obj.name)
     return report
 
 
 async def labelled_objects(client: docker.DockerClient, instance: str) -> list[LabelledObject]:
-    """Every container, network and volume carrying ``instance``'s label; containers first."""
+    """Every container, network and volume carrying ``instance``'s label; containers first.
+
+    Docker's label filter selects them; the labels are checked again (by :func:`orphans`), so
+    an engine or proxy that ignored the filter still never costs another instance anything."""
     filters = instance_filter(instance)
     # Sparse: no inspect per container, which fails for one removed meanwhile.
     containers = await call(client.containers.list, all=True, sparse=True, filters=filters)
@@ -145,9 +163,8 @@ async def sweep_instance(
     client: docker.DockerClient, instance: str, registry: SandboxRegistry | None = None
 ) -> list[LabelledObject]:
     """Remove every object of ``instance`` (shared ones too) and its registry; what was removed."""
-    removed = [
-        obj for obj in await labelled_objects(client, instance) if await remove_object(client, obj)
-    ]
+    objects = [obj for obj in await labelled_objects(client, instance) if obj.belongs_to(instance)]
+    removed = [obj for obj in objects if await remove_object(client, obj)]
     if registry is not None:
         await registry.clear()
     return removed

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from urllib.parse import urlsplit, urlunsplit
 
+import anyio
 import docker
 import pytest
 
-from sandbox.containers.labels import sandbox_labels, shared_labels
+from sandbox.containers.labels import INSTANCE_LABEL, sandbox_labels, shared_labels
 from sandbox.lifecycle.manager import SandboxManager
 from sandbox.lifecycle.reaper import (
     LabelledObject,
@@ -18,7 +21,7 @@ from sandbox.lifecycle.reaper import (
     sweep_instance,
 )
 from sandbox.lifecycle.registry import SandboxRecord
-from sandbox.settings import LABEL
+from sandbox.settings import LABEL, SandboxSettings
 from tests.sandbox.docker_support import TestInstances, leftovers, settings_for
 
 pytestmark = pytest.mark.anyio
@@ -50,12 +53,26 @@ def test_label_expiry(labels: dict[str, str], expired: bool) -> None:
 
 
 def test_orphans_are_objects_of_unknown_sandboxes_but_never_shared_ones() -> None:
+    ours = {INSTANCE_LABEL: "a"}
     objects = [
-        LabelledObject("container", "kiln-sb-known", {LABEL: "known"}),
-        LabelledObject("volume", "kiln-ws-lost", {LABEL: "lost"}),
-        LabelledObject("network", "kiln-egress", {LABEL: "shared"}),
+        LabelledObject("container", "kiln-sb-known", {LABEL: "known", **ours}),
+        LabelledObject("volume", "kiln-ws-lost", {LABEL: "lost", **ours}),
+        LabelledObject("network", "kiln-egress", {LABEL: "shared", **ours}),
     ]
-    assert [o.name for o in orphans(objects, known_ids={"known"})] == ["kiln-ws-lost"]
+    assert [o.name for o in orphans(objects, {"known"}, "a")] == ["kiln-ws-lost"]
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        pytest.param({LABEL: "theirs", INSTANCE_LABEL: "b"}, id="another-instance"),
+        pytest.param({LABEL: "theirs", INSTANCE_LABEL: "a-b"}, id="an-instance-it-prefixes"),
+        pytest.param({LABEL: "theirs"}, id="no-instance"),
+        pytest.param({LABEL: "", INSTANCE_LABEL: "a"}, id="no-sandbox"),
+    ],
+)
+def test_nothing_but_its_own_instances_sandbox_objects_is_an_orphan(labels: dict[str, str]) -> None:
+    assert orphans([LabelledObject("volume", "kiln-ws-theirs", labels)], set(), "a") == []
 
 
 @pytest.fixture
@@ -96,3 +113,58 @@ async def test_a_reaper_pass_removes_orphans_then_idle_sandboxes_and_only_its_in
         f"network kiln-sandboxes-{instance}",  # shared: kept while the instance runs
         f"volume kiln-shared-{instance}",
     ]
+
+
+PASSES = 3  # reaper periods both instances live through
+REAP_INTERVAL = 0.3
+
+
+def _db(redis_url: str, number: int) -> str:
+    """The same Redis server, another database (a server's private Redis, in effect)."""
+    parts = urlsplit(redis_url)
+    return urlunsplit(parts._replace(path=f"/{number}"))
+
+
+@asynccontextmanager
+async def _running(settings: SandboxSettings) -> AsyncIterator[SandboxManager]:
+    """A manager with its reaper loop running; its sandboxes swept at the end."""
+    manager = await SandboxManager.open(settings)
+    try:
+        async with manager:
+            yield manager
+    finally:
+        await sweep_instance(manager.client, settings.instance, manager.registry)
+        await manager.aclose()
+
+
+async def _reaped(client: docker.DockerClient, name: str) -> None:
+    """Wait until a canary volume is gone: a pass of its instance's reaper ran."""
+    with anyio.fail_after(30):
+        while name in {v.name for v in client.volumes.list(filters={"name": name})}:
+            await anyio.sleep(0.1)
+
+
+@pytest.mark.docker
+async def test_two_instances_on_one_engine_never_reap_each_other(
+    instances: TestInstances, redis_url: str, docker_client: docker.DockerClient
+) -> None:
+    names = [instances.new("own-a"), instances.new("own-b")]
+    settings = [
+        settings_for(name, _db(redis_url, i + 1), reap_interval_seconds=REAP_INTERVAL)
+        for i, name in enumerate(names)
+    ]
+    async with _running(settings[0]) as first, _running(settings[1]) as second:
+        sandboxes = [await first.provision("vanilla"), await second.provision("vanilla")]
+        for name in names:  # a shared object by hand too, as a server's egress network is
+            docker_client.volumes.create(f"kiln-shared-{name}", labels=shared_labels(name))
+        expected = {name: sorted(leftovers(docker_client, name)) for name in names}
+        for round_ in range(PASSES):
+            canaries = [f"kiln-ws-canary{round_}-{name}" for name in names]
+            for canary, name in zip(canaries, names, strict=True):
+                labels = sandbox_labels(f"canary{round_}", name, template="vanilla")
+                docker_client.volumes.create(canary, labels=labels)
+            for canary in canaries:
+                await _reaped(docker_client, canary)
+            assert {name: sorted(leftovers(docker_client, name)) for name in names} == expected
+        for manager, sandbox in zip((first, second), sandboxes, strict=True):
+            assert (await manager.get(sandbox.id)).container_id == sandbox.container_id
