@@ -24,6 +24,10 @@ if TYPE_CHECKING:
         call,
         connect,
     )
+    from sandbox.containers.npm_probe import (
+        NpmProbe,
+        probe_npm,
+    )
     from sandbox.env_settings import (
         EnvReader,
         size_bytes,
@@ -140,6 +144,8 @@ _EXPORTS: dict[str, str] = {
     "size_bytes": "sandbox.env_settings",
     "host_memory_bytes": "sandbox.settings",
     "DEFAULT_DATA_DIR": "sandbox.settings",
+    "NpmProbe": "sandbox.containers.npm_probe",
+    "probe_npm": "sandbox.containers.npm_probe",
     "data_dir_from_env": "sandbox.settings",
     "Sandbox": "sandbox.handle",
     "WorkspaceFile": "sandbox.execution.workspace_files",
@@ -211,6 +217,7 @@ __all__ = [
     "ImageRecipe",
     "ImageStatus",
     "InstallRefused",
+    "NpmProbe",
     "PreviewProxy",
     "Progress",
     "Readiness",
@@ -246,6 +253,7 @@ __all__ = [
     "manager_ports",
     "preview_label",
     "preview_url",
+    "probe_npm",
     "probe_preview",
     "refuse",
     "registry_prefix",

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,12 +41,15 @@ class InUse:
     host: int
 
 
-async def check_capacity(client: docker.DockerClient | None) -> list[CheckResult]:
-    """The capacity, memory, pids and networks checks (see the module docstring)."""
+async def check_capacity(
+    client: docker.DockerClient | None, env: Mapping[str, str] | None = None
+) -> list[CheckResult]:
+    """The capacity, memory, pids and networks checks (see the module docstring); settings
+    from ``env`` (``os.environ`` unless given)."""
     if client is None:
         return [CheckResult("capacity", False, "not checked: Docker is unavailable", "fix Docker")]
     try:
-        settings = await anyio.to_thread.run_sync(SandboxSettings.from_env)
+        settings = await anyio.to_thread.run_sync(SandboxSettings.from_env, env)
     except ValueError as exc:  # SandboxConfigError: a malformed setting, named in the message
         return [CheckResult("capacity", False, str(exc), "fix the setting it names")]
     try:

@@ -3,9 +3,10 @@
 Checks: the data directory is writable; Docker answers; Redis answers (``REDIS_URL``) or, with none
 set, the ``redis-server`` binary the embedded default starts is installed; every sandbox image is
 present and up to date; the host's sandbox capacity, memory, pids and networks and what is in use
-(:mod:`app.cli.doctor_capacity`); tiktoken's encoding files are cached. Exit code 0 when all pass, 1
-when any fails (2 for bad usage). ``--json`` prints ``{ok, checks: [{name, ok, detail, hint}]}``
-instead.
+(:mod:`app.cli.doctor_capacity`); the CA bundle sandboxes get and whether a sandbox reaches the
+npm registry (:mod:`app.cli.doctor_npm`); tiktoken's encoding files are cached. Exit code 0
+when all pass, 1 when any fails (2 for bad usage). ``--json`` prints
+``{ok, checks: [{name, ok, detail, hint}]}`` instead.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
@@ -25,6 +27,7 @@ import redis.exceptions
 
 from app.cli.commands import COMMANDS
 from app.cli.doctor_capacity import check_capacity
+from app.cli.doctor_npm import check_npm
 from app.cli.doctor_result import CheckResult
 from app.errors import ConfigError
 from app.tokens import check_tokenizer
@@ -49,7 +52,7 @@ def handle_doctor(args: argparse.Namespace) -> int:
     if args.data_dir is not None:
         env["KILN_DATA_DIR"] = str(args.data_dir)
     data_dir = data_dir_from_env(env)
-    results = anyio.run(run_checks, data_dir, env.get("REDIS_URL") or None)
+    results = anyio.run(run_checks, data_dir, env.get("REDIS_URL") or None, env)
     if args.json:
         print(
             json.dumps({"ok": all(r.ok for r in results), "checks": [asdict(r) for r in results]})
@@ -67,14 +70,17 @@ def format_result(result: CheckResult) -> str:
     return line if result.ok or not result.hint else f"{line}\n{indent}hint: {result.hint}"
 
 
-async def run_checks(data_dir: Path, redis_url: str | None) -> list[CheckResult]:
-    """Every check, in a fixed order."""
+async def run_checks(
+    data_dir: Path, redis_url: str | None, env: Mapping[str, str]
+) -> list[CheckResult]:
+    """Every check, in a fixed order; sandbox settings from ``env`` (``--data-dir`` applied)."""
     results = [await anyio.to_thread.run_sync(check_data_dir, data_dir)]
     results.append(await anyio.to_thread.run_sync(check_redis, redis_url, data_dir))
     client, docker_result = await check_docker()
     results.append(docker_result)
     results.extend(await check_images(client))
-    results.extend(await check_capacity(client))
+    results.extend(await check_capacity(client, env))
+    results.extend(await check_npm(client, env))
     results.append(await anyio.to_thread.run_sync(check_tokenizer_files))
     if client is not None:
         await call(client.close)

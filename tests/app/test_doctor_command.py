@@ -29,11 +29,13 @@ def run_doctor(capsys: pytest.CaptureFixture[str], data_dir: Path) -> tuple[int,
     return code, {check["name"]: check["ok"] for check in report["checks"]}
 
 
+@pytest.mark.npm
 def test_everything_passes_on_a_set_up_machine(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     redis_url: str,
+    instance: str,
 ) -> None:
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_CACHE))
     monkeypatch.setenv("REDIS_URL", redis_url)
@@ -50,16 +52,23 @@ def test_everything_passes_on_a_set_up_machine(
         "memory": True,
         "pids": True,
         "networks": True,
+        "ca bundle": True,
+        "npm registry": True,
         "tokenizer": True,
     }
     assert code == 0
 
 
 def test_failing_checks_exit_1_with_hints(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    instance: str,
 ) -> None:
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("REDIS_URL", f"redis://127.0.0.1:{free_port()}/0")
+    # Refused at once, from inside the probe container: no registry answers there.
+    monkeypatch.setenv("KILN_NPM_REGISTRY", "http://127.0.0.1:9/")
     code = main(["doctor", "--data-dir", str(tmp_path / "data")])
     out = capsys.readouterr().out
     assert code == 1
@@ -67,6 +76,9 @@ def test_failing_checks_exit_1_with_hints(
     assert "FAIL  tokenizer " in out
     assert "hint: point TIKTOKEN_CACHE_DIR" in out
     assert "ok    docker " in out
+    assert "FAIL  npm registry     http://127.0.0.1:9/ unreachable from a sandbox: " in out
+    assert "npm error code ECONNREFUSED" in out
+    assert "ok    ca bundle" in out
 
 
 def test_an_unwritable_data_dir_fails(tmp_path: Path) -> None:
