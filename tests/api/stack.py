@@ -20,7 +20,7 @@ import redis.asyncio
 from app.api.app import build_app
 from app.api.services import ApiSettings
 from app.config import ServiceSettings
-from app.projects.sync import ProjectAccess
+from app.projects.sync import ProjectAccess, manager_installer
 from app.providers.replay import ReplayPacing, ReplayProvider
 from app.runs.execution import ProviderFactory, ResolvedProvider
 from app.runs.service import RunService
@@ -88,14 +88,24 @@ async def live_service(
     recordings: Path,
     *,
     workers: int = 1,
+    providers: ProviderFactory | None = None,
+    provider_env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[LiveService]:
-    """Open the stack, start ``workers`` workers and serve the API; stop it all at the end."""
+    """Open the stack, start ``workers`` workers and serve the API; stop it all at the end.
+
+    The workers replay ``recordings`` unless given ``providers``; ``provider_env`` is what the
+    API and the run service resolve a message's provider with (a real provider's base URL, say)."""
     async with open_stack(settings, sandbox_settings) as stack, anyio.create_task_group() as tasks:
-        for worker in stack.workers(workers, replay_factory(recordings)):
+        for worker in stack.workers(workers, providers or replay_factory(recordings)):
             await tasks.start(worker.run)
-        runs = RunService(stack.store, stack.redis, settings, env={}, live=stack.live)
+        runs = RunService(
+            stack.store, stack.redis, settings, env=dict(provider_env or {}), live=stack.live
+        )
         api_settings = ApiSettings(
-            public_host="localhost", public_port=settings.port, recordings_dir=recordings
+            public_host="localhost",
+            public_port=settings.port,
+            recordings_dir=recordings,
+            provider_env=dict(provider_env or {}),
         )
         app = build_app(
             stack.store,
@@ -103,7 +113,7 @@ async def live_service(
             stack.manager,
             settings=api_settings,
             health_checks=stack.health_checks(),
-            projects=ProjectAccess(stack.projects, stack.manager),
+            projects=ProjectAccess(stack.projects, stack.manager, manager_installer(stack.manager)),
         )
         async with serving(app) as url:
             yield LiveService(url, stack, runs)

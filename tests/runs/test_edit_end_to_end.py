@@ -77,12 +77,13 @@ async def live(
         await remove_volume(served.stack.manager.client, sandbox_settings.npm_cache_volume)
 
 
-async def run_to_end(who: Person, chat_id: str, model: str) -> tuple[dict[str, Any], list[Any]]:
-    """Post a message, follow its events to ``run_finished``; the run and the events' data."""
-    posted = await who.client.post(
-        f"/api/chats/{chat_id}/messages",
-        json={"content": "rename the heading of App.jsx", "model": model},
-    )
+async def run_to_end(
+    who: Person, chat_id: str, model: str, **more: str
+) -> tuple[dict[str, Any], list[Any]]:
+    """Post a message (``more``: other fields, ``content`` or ``provider``), follow its events to
+    ``run_finished``; the run and the events' data."""
+    message = {"content": "rename the heading of App.jsx", "model": model, **more}
+    posted = await who.client.post(f"/api/chats/{chat_id}/messages", json=message)
     assert posted.status_code == 202, posted.text
     frames: list[SseFrame] = []
     run_id = posted.json()["run_id"]
