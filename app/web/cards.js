@@ -1,6 +1,7 @@
 // Compact cards in the transcript: installs and commands (status, exit code, expandable
-// output), web searches and page reads, files written, checks after generation, errors and
-// warnings, and the per-turn markers that say why the loop went on or stopped.
+// output), web searches, page reads and file reads, files written, edits of existing files,
+// the files an edit turn was shown, checks after generation, errors and warnings, and the
+// per-turn markers that say why the loop went on or stopped.
 
 import { h } from "./dom.js";
 import { describeContinue, describeRunError, describeStop } from "./errors.js";
@@ -52,11 +53,19 @@ export class StepCard {
   }
 }
 
-/** A web search or a page read, and its result. */
+const TOOL_TITLES = {
+  web_search: (request) => `Searching the web: ${request}`,
+  url_scrape: (request) => `Reading ${request}`,
+  read: (request) => `Looking at ${request}`,
+};
+
+const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+
+/** A web search, a page read or a file read (`<edward_read>`), and its result. */
 export class ToolCard {
   constructor(kind, request) {
     this.request = request;
-    const title = kind === "web_search" ? `Searching the web: ${request}` : `Reading ${request}`;
+    const title = TOOL_TITLES[kind](request);
     this.status = h("span", { class: "card-status" }, "working…");
     this.body = h("details", { class: "card-details", hidden: true });
     this.el = h(
@@ -110,7 +119,62 @@ export class FilesCard {
   close() {
     const n = this.chips.size;
     this.title.textContent = `Wrote ${n} file${n === 1 ? "" : "s"}`;
+    this.el.hidden = n === 0; // a turn that only edited: its edit cards say it all
   }
+}
+
+/** An edit of an existing file: its search/replace blocks, then applied or refused. */
+export class EditCard {
+  constructor(path, onOpen) {
+    this.path = path;
+    this.blocks = 0;
+    this.title = h("span", { class: "card-title" }, `Editing ${path}`);
+    this.status = h("span", { class: "card-status" }, "writing…");
+    this.el = h(
+      "div",
+      { class: "card edit", dataset: { state: "running", path } },
+      h("div", { class: "card-head" }, h("span", { class: "card-icon", "aria-hidden": "true" }, "✎"),
+        this.title, this.status,
+        h("button", { type: "button", class: "chip", onclick: () => onOpen(path) }, "open")),
+    );
+  }
+
+  block() {
+    this.blocks += 1;
+    this.status.textContent = plural(this.blocks, "block");
+  }
+
+  /** The blocks were applied (`edit_applied` says how many; it may come without `edit_block`s). */
+  applied(blocks) {
+    this.el.dataset.state = "ok";
+    this.title.textContent = `Edited ${this.path} (${plural(blocks || this.blocks, "block")})`;
+    this.status.textContent = "applied";
+  }
+
+  refused() {
+    this.el.dataset.state = "failed";
+    this.title.textContent = `Edit of ${this.path} not applied`;
+    this.status.textContent = "refused";
+  }
+}
+
+/** The files an edit turn was shown (`context` event): why each, its tokens, and those left out. */
+export function contextCard(event) {
+  const included = event.included || [];
+  const leftOut = event.left_out || [];
+  const tokens = (f) => (f.tokens == null ? "" : `, ${f.tokens} tokens`);
+  const row = (f) => h("li", {}, h("code", {}, f.path), ` (${f.reason}${tokens(f)})`);
+  const summary = `Looked at ${plural(included.length, "file")} of the project`
+    + (leftOut.length ? `, ${leftOut.length} left out` : "");
+  return h(
+    "details",
+    { class: "card context" },
+    h("summary", { class: "card-head" }, h("span", { class: "card-icon", "aria-hidden": "true" }, "⌕"),
+      h("span", { class: "card-title" }, summary)),
+    h("p", { class: "card-text" }, `File map ${event.map_tokens ?? "?"} tokens; budget ${event.budget_tokens ?? "?"} tokens.`),
+    included.length ? h("div", {}, h("strong", {}, "Shown"), h("ul", { class: "context-included" }, included.map(row))) : null,
+    leftOut.length ? h("div", {}, h("strong", {}, "Left out"), h("ul", { class: "context-left-out" }, leftOut.map(row))) : null,
+  );
 }
 
 /** An error or a warning, in words. */

@@ -3,7 +3,7 @@
 // turn markers, and the run's final state with its tokens in and out.
 
 import { getRun } from "./api.js";
-import { FilesCard, StepCard, ToolCard, postgenCard, problemCard, turnEndMarker, turnStartMarker } from "./cards.js";
+import { EditCard, FilesCard, StepCard, ToolCard, contextCard, postgenCard, problemCard, turnEndMarker, turnStartMarker } from "./cards.js";
 import { h, nearBottom } from "./dom.js";
 import { describeStatus, describeStop, presentable } from "./errors.js";
 import { renderProse } from "./prose.js";
@@ -73,6 +73,7 @@ export class RunView {
     this.commands = []; // command cards waiting to start, in order
     this.running = null; // the card that receives `output` lines
     this.tools = [];
+    this.edits = new Map(); // path -> the card of its edit in progress (or last ended)
     this.renderPending = new Set();
     this.finished = false;
   }
@@ -188,6 +189,14 @@ export class RunView {
     this.tools.push(card);
   }
 
+  /** Mark the edit a refusal names (its path is quoted in the message) as not applied. */
+  refusedEdit(event) {
+    const message = event.message || "";
+    const pending = [...this.edits.values()].filter((card) => card.el.dataset.state === "running");
+    const named = pending.find((card) => message.includes(`'${card.path}'`));
+    (named || pending[pending.length - 1])?.refused();
+  }
+
   /** The footer while the run is queued or cancelling. */
   setPending(text) {
     if (this.finished) return;
@@ -196,6 +205,8 @@ export class RunView {
 }
 
 const COUNT = new Intl.NumberFormat("en");
+// An edit's refusal comes as an error naming the file in its message (no path field).
+const REFUSED_EDIT_CODES = new Set(["edit_no_match", "edit_ambiguous", "malformed_edit_block", "config_refused"]);
 
 /** "1,234 tokens in · 567 out" from a run's usage (`{turns: [{input_tokens, output_tokens,
  * estimated?}]}`), "≈… (estimated)" when kiln counted a turn itself (a server that reports no
@@ -280,8 +291,31 @@ const HANDLERS = {
     const card = index >= 0 ? this.tools.splice(index, 1)[0] : this.tools.shift();
     card?.result(event);
   },
+  context(event) {
+    this.append(contextCard(event));
+  },
+  read(event) {
+    this.tool("read", event.path);
+  },
+  edit_start(event) {
+    const card = new EditCard(event.path, this.onOpenFile);
+    this.edits.set(event.path, card);
+    this.append(card.el);
+  },
+  edit_block(event) {
+    this.edits.get(event.path)?.block();
+  },
+  edit_applied(event) {
+    this.edits.get(event.path)?.applied(event.blocks);
+  },
+  file_written(event) {
+    // An edit's result is written like any file; a write path without `edit_applied` says so.
+    const card = this.edits.get(event.path);
+    if (card?.el.dataset.state === "running") card.applied();
+  },
   error(event) {
     if (event.code === "command_refused" && this.commands.length) this.commands.shift().refuse();
+    if (REFUSED_EDIT_CODES.has(event.code)) this.refusedEdit(event);
     // A cancel cuts the answer short, so the parser reports its open tags: that is no news.
     if (event.code === "unclosed_tag") this.held.push(event);
     else this.append(problemCard(event));

@@ -89,6 +89,7 @@ class FakeService:
     cut_every: int = 0  # close every SSE connection after this many events (0: never)
     overlap: int = 0  # resend this many events before the one asked for (duplicates to drop)
     failure: tuple[str, str] | None = None  # (code, message): runs fail at once with it
+    prelude: list[dict[str, Any]] = field(default_factory=list)  # sent before the recording
     login_token: str = field(default_factory=lambda: secrets.token_hex(8))
     chats: dict[str, dict[str, Any]] = field(default_factory=dict)
     messages: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -110,6 +111,8 @@ class FakeService:
         if self.failure is not None:
             await self.fail(run, *self.failure)
             return
+        for event in self.prelude:
+            await self.emit(run, event)
         parser, text = StreamParser(), DEMO.read_text()
         for start in range(0, len(text), self.chunk_size):
             if run.cancel.is_set():
