@@ -136,7 +136,13 @@ async def _run(
             manager, args.explicit_template, chat=f"cli-{uuid.uuid4().hex[:12]}", owner="cli"
         )
         agent = AgentRun(settings, provider, workspace, web_tools_from_env(), emit=emit)
-        return await agent.run(args.prompt)
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(progress.keep_alive)  # a line at least every 10 s of an install
+            try:
+                result = await agent.run(args.prompt)
+            finally:
+                tasks.cancel_scope.cancel()
+        return result
     finally:
         await provider.aclose()
         await manager.aclose()

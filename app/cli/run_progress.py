@@ -1,17 +1,52 @@
-"""Live progress of a run on a terminal: one line per step, prose and thinking as they stream."""
+"""Live progress of a run on a terminal: one line per step, prose and thinking as they stream.
+
+An install can take minutes on a slow registry while npm prints nothing: :meth:`keep_alive`
+then says it still runs (``installing zustand… 20 s``) whenever no line was printed for
+:data:`HEARTBEAT_SECONDS`, so a quiet terminal never looks like a hung one.
+"""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any, TextIO
+
+import anyio
+
+HEARTBEAT_SECONDS = 10.0  # the longest silence while an install runs
+TICK_SECONDS = 1.0  # how often keep_alive looks
 
 
 class ProgressPrinter:
     """Turns run events into readable progress lines on ``out`` (stderr for ``kiln run``)."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(
+        self,
+        out: TextIO,
+        clock: Callable[[], float] = time.monotonic,
+        heartbeat: float = HEARTBEAT_SECONDS,
+    ) -> None:
         self._out = out
         self._in_line = False  # streamed text is on the current line
         self._sizes: dict[str, int] = {}
+        self._clock = clock
+        self._heartbeat = heartbeat
+        self._last_line = clock()
+        self._installs: dict[str, float] = {}  # packages of each running install: its start
+
+    def tick(self) -> None:
+        """Say which installs still run when nothing was printed for the heartbeat period."""
+        now = self._clock()
+        if not self._installs or now - self._last_line < self._heartbeat:
+            return
+        for packages, started in self._installs.items():
+            self.line(f"  installing {packages}… {now - started:.0f} s")
+
+    async def keep_alive(self, period: float = TICK_SECONDS) -> None:
+        """:meth:`tick` every ``period`` seconds until cancelled (run beside the run)."""
+        while True:
+            await anyio.sleep(period)
+            self.tick()
 
     async def show(self, event: dict[str, Any]) -> None:
         """Print what ``event`` means for the person watching."""
@@ -27,6 +62,7 @@ class ProgressPrinter:
             self._in_line = False
         self._out.write(text + "\n")
         self._out.flush()
+        self._last_line = self._clock()
 
     def _stream(self, text: str) -> None:
         self._out.write(text)
@@ -61,10 +97,14 @@ class ProgressPrinter:
         self.line(f"  ✓ {event['path']} ({self._sizes.get(event['path'], 0)} chars)")
 
     def _on_install_started(self, event: dict[str, Any]) -> None:
-        self.line(f"  installing {' '.join(event['packages'])}")
+        packages = " ".join(event["packages"])
+        self._installs[packages] = self._clock()
+        self.line(f"  installing {packages}")
 
     def _on_install_finished(self, event: dict[str, Any]) -> None:
-        self.line(f"  installed {' '.join(event['packages'])} (exit {event['exit_code']})")
+        packages = " ".join(event["packages"])
+        self._installs.pop(packages, None)
+        self.line(f"  installed {packages} (exit {event['exit_code']})")
 
     def _on_command_started(self, event: dict[str, Any]) -> None:
         self.line(f"  $ {' '.join(event['argv'])}")
