@@ -131,7 +131,8 @@ OPEN_PREVIEW = """async ([url, sandboxId]) => {
     const response = await fetch(`/api/sandboxes/${id}/preview-login`, { method: "POST" });
     return (await response.json()).url;
   };
-  new PreviewPanel(els, signIn).setUrl(url, sandboxId);
+  const readiness = async (id) => (await fetch(`/api/sandboxes/${id}/preview`)).json();
+  new PreviewPanel(els, signIn, readiness).setUrl(url, sandboxId);
 }"""
 
 
