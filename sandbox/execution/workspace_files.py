@@ -6,8 +6,9 @@ and ``read_file`` do).
 
 - :func:`list_workspace` runs ``find`` with the dependency and build folders (``node_modules``,
   ``dist``, ``.git``, ``.next``) pruned at any depth: they hold tens of thousands of files nobody
-  reads in a chat. ``find`` lists regular files only, so symlinks are left out. Output is
-  NUL-separated, so any file name survives; at most :data:`MAX_LISTED` files are returned.
+  reads in a chat; ``.kiln`` too (kiln's own marker of the project version the sandbox holds).
+  ``find`` lists regular files only, so symlinks are left out. Output is NUL-separated, so any
+  file name survives; at most :data:`MAX_LISTED` files are returned.
 - :func:`read_workspace_file` runs a small Node program (every template image has Node): it
   refuses a path whose real path is not the path itself (a symlink anywhere along it), opens the
   file with ``O_NOFOLLOW``, asks ``fstat`` on the open descriptor whether it is a regular file
@@ -26,7 +27,7 @@ from parser.paths import normalize_file_path
 from sandbox.errors import FileTooLarge, SandboxUnavailable
 from sandbox.images.templates import SANDBOX_UID, WORKSPACE
 
-PRUNED_FOLDERS = ("node_modules", "dist", ".git", ".next")
+PRUNED_FOLDERS = ("node_modules", "dist", ".git", ".next", ".kiln")
 MAX_LISTED = 5000
 MAX_READ_BYTES = 2 * 1024 * 1024
 SANDBOX_USER = f"{SANDBOX_UID}:{SANDBOX_UID}"

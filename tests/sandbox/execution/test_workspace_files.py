@@ -19,7 +19,7 @@ from sandbox.execution.workspace_files import (
 def test_find_prunes_the_heavy_folders_and_prints_sizes_and_paths() -> None:
     argv = find_argv()
     assert argv[:2] == ["find", "/workspace"]
-    for name in ("node_modules", "dist", ".git", ".next"):
+    for name in ("node_modules", "dist", ".git", ".next", ".kiln"):
         assert argv[argv.index(name) - 1] == "-name"
     assert argv[-2:] == ["-printf", "%s %P\\0"]
 
