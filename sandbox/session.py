@@ -153,6 +153,10 @@ class SandboxSession:
         self._installs_idle.set()
         self._stack = contextlib.AsyncExitStack()
         self._tasks: TaskGroup | None = None
+        # One scope per running install: abandon() cancels these, never the task group's own
+        # scope, which also holds the task that abandons (it would be cancelled mid-close).
+        self._install_scopes: set[anyio.CancelScope] = set()
+        self._abandoned = False
 
     async def __aenter__(self) -> SandboxSession:
         await self._stack.enter_async_context(self.scheduler)
@@ -183,8 +187,9 @@ class SandboxSession:
 
     async def abandon(self) -> SessionLog:
         """A cancelled run: stop background installs, flush what was written, keep the log."""
-        if self._tasks is not None:
-            self._tasks.cancel_scope.cancel()
+        self._abandoned = True
+        for scope in self._install_scopes:
+            scope.cancel()
         await self._flushed()
         return self.log
 
@@ -282,6 +287,16 @@ class SandboxSession:
         self._tasks.start_soon(self._install, tuple(packages))
 
     async def _install(self, packages: tuple[str, ...]) -> None:
+        with anyio.CancelScope() as scope:
+            self._install_scopes.add(scope)
+            if self._abandoned:  # queued, not yet started, when the run was abandoned
+                scope.cancel()
+            try:
+                await self._install_now(packages)
+            finally:
+                self._install_scopes.discard(scope)
+
+    async def _install_now(self, packages: tuple[str, ...]) -> None:
         try:
             await self._on_record("install_start", {"packages": list(packages)})
             result = await self.ports.install(packages, self._output)

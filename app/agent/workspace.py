@@ -168,8 +168,7 @@ class SandboxWorkspace:
                 log = await (self._session.abandon() if abandon else self._session.finish())
         finally:
             await self._stack.aclose()
-            # A cancelled or failed run still records what it wrote. Here, because a session
-            # abandoned cancels the task that closes it (its task group's scope is this task's).
+            # A failed run (or one whose worker is shutting down) still records what it wrote.
             with anyio.CancelScope(shield=True):
                 await self._record(self._turn, "cancelled" if abandon else "run ended")
         try:

@@ -324,3 +324,22 @@ async def test_an_edit_of_a_template_config_file_is_refused_like_a_rewrite(
     assert sandbox.files["vite.config.js"] == b"export default {}\n"
     assert log.applied_edits == []
     assert [w["code"] for w in log.warnings] == ["config_refused"]
+
+
+async def test_abandon_stops_installs_but_not_the_task_that_abandons(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = session
+    sandbox.install_delay = 3600.0  # an install that would outlive the run
+    for event in [
+        InstallContent(["zustand"], "vite-react"),
+        FileStart("src/App.jsx"),
+        FileContent("src/App.jsx", "export default 1;\n"),
+        FileEnd("src/App.jsx"),
+    ]:
+        await running.handle(event)
+    with anyio.fail_after(10):
+        log = await running.abandon()
+        await anyio.sleep(0)  # a checkpoint: the caller goes on (it closes and releases next)
+    assert sandbox.timeline == ["write src/App.jsx"]
+    assert log.installs == []
