@@ -4,9 +4,10 @@
   files changed);
 - ``GET  .../versions/{v}/diff``: the version's unified diff against its parent, per file;
 - ``POST .../versions/{v}/restore``: the version becomes the newest (recorded as a new one:
-  history only grows) and is written into the chat's sandbox if it has one; a chat without a
-  sandbox gets it on its next run; refused (409 ``run_active``) while a run of the chat is
-  queued or running;
+  history only grows) and is written into the chat's sandbox if it has one, with ``npm install``
+  (through the install queue) when ``package.json`` changed (``installed``: true/false, or null
+  when none was needed); a chat without a sandbox gets it on its next run; refused (409
+  ``run_active``) while a run of the chat is queued or running;
 - ``GET  .../versions/{v}/archive``: a zip of the version's files.
 
 ``{v}`` is a version number or ``latest``. Another user's chat is a 404, as everywhere.
@@ -99,12 +100,17 @@ async def restore_version(request: Request) -> Response:
         )
     given = access(request)
     sandbox_id = await _live_sandbox(request, chat.sandbox_id)
-    sync = ProjectSync(given.store, given.containers, chat.id)
+    sync = ProjectSync(given.store, given.containers, chat.id, install=given.install)
     try:
-        source, version = await sync.restore(sandbox_id, ref)
+        source, version, installed = await sync.restore(sandbox_id, ref)
     except (ProjectError, SandboxError) as exc:
         raise project_failure(exc) from exc
-    body = {"version": version.to_dict(), "restored": source.number, "sandbox_id": sandbox_id}
+    body = {
+        "version": version.to_dict(),
+        "restored": source.number,
+        "sandbox_id": sandbox_id,
+        "installed": installed,
+    }
     return JSONResponse(body, 201)
 
 

@@ -40,7 +40,7 @@ from app.cli.local_user import local_login_url
 from app.config import ServiceSettings
 from app.errors import ConfigError
 from app.logs import setup_logging
-from app.projects.sync import ProjectAccess
+from app.projects.sync import ProjectAccess, manager_installer
 from app.runs.service import RunService
 from app.service.embedded_redis import EmbeddedRedis
 from app.service.http_server import KilnServer, server_config
@@ -165,7 +165,7 @@ def build_app_for(stack: ServiceStack) -> ASGIApp:
         stack.manager,
         settings=api_settings,
         health_checks=stack.health_checks(),
-        projects=ProjectAccess(stack.projects, stack.manager),
+        projects=ProjectAccess(stack.projects, stack.manager, manager_installer(stack.manager)),
     )
 
 

@@ -46,11 +46,13 @@ async def _ignore(kind: str, record: Mapping[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class ProjectAccess:
-    """What the versions API is given: the store, and the sandbox manager's containers to
-    write a restored version into a live sandbox (``None``: the next run restores it)."""
+    """What the versions API is given: the store, the sandbox manager's containers to write a
+    restored version into a live sandbox (``None``: the next run restores it) and the installer
+    a restore that changed ``package.json`` runs, as a restore on acquire does."""
 
     store: ProjectStore
     containers: Containers | None = None
+    install: Installer | None = None  # after a restore that changed package.json
 
 
 class ProjectSync:
@@ -136,23 +138,39 @@ class ProjectSync:
         start = {"phase": "started", "version": latest.number, "files": len(files)}
         await on_record("restore", start)
         await _write_difference(container, current, files, latest.id)
-        installed = None
-        if self._install is not None and current.get(PACKAGE_JSON) != files.get(PACKAGE_JSON):
-            installed = await self._install(sandbox_id, on_record)
+        installed = await self._install_if_changed(sandbox_id, current, files, on_record)
         done = {**start, "phase": "done", "installed": installed}
         await on_record("restore", done)
         return latest
 
-    async def restore(self, sandbox_id: str | None, ref: VersionRef) -> tuple[Version, Version]:
+    async def _install_if_changed(
+        self,
+        sandbox_id: str,
+        current: Mapping[str, bytes],
+        files: Mapping[str, bytes],
+        on_record: RecordSink,
+    ) -> bool | None:
+        """Install the dependencies if ``package.json`` changed; ``None``: nothing to do."""
+        if self._install is None or current.get(PACKAGE_JSON) == files.get(PACKAGE_JSON):
+            return None
+        return await self._install(sandbox_id, on_record)
+
+    async def restore(
+        self, sandbox_id: str | None, ref: VersionRef, on_record: RecordSink = _ignore
+    ) -> tuple[Version, Version, bool | None]:
         """Make version ``ref`` the newest (recorded as a new version: history only grows) and
-        write it into the sandbox, if the chat has one; ``(version restored, new version)``."""
+        write it into the sandbox, if the chat has one, installing the dependencies when
+        ``package.json`` changed; ``(version restored, new version, installed)`` (``installed``
+        is ``None`` when no install was needed)."""
         source, version = await self._in_thread(restore_version, self.store, self.chat, ref)
+        installed = None
         if sandbox_id is not None and self._containers is not None:
             files = await self._in_thread(self.store.files, self.chat, version.number)
             container = await self._container(sandbox_id)
             current = (await read_workspace(container)).files
             await _write_difference(container, current, files, version.id)
-        return source, version
+            installed = await self._install_if_changed(sandbox_id, current, files, on_record)
+        return source, version, installed
 
 
 def restore_version(store: ProjectStore, chat: str, ref: VersionRef) -> tuple[Version, Version]:

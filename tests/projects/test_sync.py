@@ -214,13 +214,14 @@ async def test_restoring_a_version_writes_it_and_grows_history(projects: GitProj
     projects.commit("chat1", TEMPLATE, VersionInfo("run1", 1))
     projects.commit("chat1", PROJECT, VersionInfo("run1", 2))
     container = FakeContainer(PROJECT)
-    source, version = await sync_on(projects, container).restore("s1", 1)
+    source, version, installed = await sync_on(projects, container).restore("s1", 1)
     assert (source.number, version.number, version.info.note) == (1, 3, "restored version 1")
+    assert installed is None  # no installer given
     assert container.project() == TEMPLATE
     assert projects.files("chat1", "latest") == TEMPLATE
 
 
 async def test_restoring_without_a_sandbox_only_records(projects: GitProjectStore) -> None:
     projects.commit("chat1", TEMPLATE, VersionInfo("run1", 1))
-    source, version = await sync_on(projects, None).restore(None, "latest")
+    source, version, _ = await sync_on(projects, None).restore(None, "latest")
     assert (source.number, version.number) == (1, 2)
