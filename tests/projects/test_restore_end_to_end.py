@@ -9,8 +9,11 @@ version 1 then gives version 1's files, as a new version. Bob reaches none of it
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
 import secrets
+import tarfile
 import zipfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -22,13 +25,16 @@ import pytest
 import redis
 
 from app.config import ServiceSettings
+from app.projects.store import VersionInfo
 from app.projects.workspace_io import read_workspace
 from sandbox import call
+from sandbox.containers.hardening import CA_BUNDLE_PATH, sandbox_environment
 from sandbox.containers.networks import remove_network
 from sandbox.containers.provisioning import remove_volume
+from sandbox.settings import SandboxSettings
 from tests.api.harness import Person, SseFrame, add_person, sse_frames
 from tests.api.stack import LiveService, copy_recordings, live_service
-from tests.sandbox.docker_support import leftovers, settings_for, sweep
+from tests.sandbox.docker_support import CA_BUNDLE, leftovers, settings_for, sweep
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.slow, pytest.mark.npm]
 
@@ -297,3 +303,122 @@ async def test_a_cancelled_run_still_records_what_it_wrote(live: LiveService) ->
     assert [(v["run"], v["note"]) for v in listed] == [(run_id, "cancelled")]
     recorded = project_files(live, chat_id, 1)
     assert set(written) <= set(recorded)
+    assert await sandbox_state(live, run["sandbox_id"]) == "idle"  # released, not left in use
+
+
+async def sandbox_state(live: LiveService, sandbox_id: str) -> str:
+    """The sandbox's state once it is no longer in use (polled: a release follows the run's
+    end closely), or "in_use" after the deadline."""
+    with anyio.move_on_after(30):
+        while (state := await sandbox_record_state(live, sandbox_id)) == "in_use":
+            await anyio.sleep(0.1)
+    return str(state)
+
+
+async def sandbox_record_state(live: LiveService, sandbox_id: str) -> str:
+    record = await live.stack.manager.registry.get(sandbox_id)
+    assert record is not None, f"sandbox {sandbox_id!r} is gone"
+    return str(record.state)
+
+
+async def test_the_files_tab_does_not_list_the_version_marker(
+    story: Story, live: LiveService
+) -> None:
+    paths = [item.path for item in await live.stack.manager.list_files(story.runs[2]["sandbox_id"])]
+    container = await live.stack.manager.container_for(story.runs[2]["sandbox_id"])
+    assert (await read_workspace(container)).marker, "the sandbox holds no version marker"
+    assert "README.md" in paths
+    assert not [path for path in paths if path.startswith(".kiln")]
+
+
+def without_zustand(package_json: bytes) -> bytes:
+    """``package.json`` with the zustand dependency dropped."""
+    manifest = json.loads(package_json)
+    del manifest["dependencies"]["zustand"]
+    return json.dumps(manifest, indent=2).encode() + b"\n"
+
+
+async def egress_attached(live: LiveService, sandbox_id: str) -> bool:
+    container = await live.stack.manager.container_for(sandbox_id)
+    await call(container.reload)
+    networks = container.attrs["NetworkSettings"]["Networks"]
+    return live.stack.manager.settings.egress_network in networks
+
+
+async def test_an_api_restore_that_changes_package_json_installs(
+    story: Story, live: LiveService
+) -> None:
+    sandbox_id, projects = story.runs[2]["sandbox_id"], live.stack.projects
+    latest = project_files(live, story.chat_id, "latest")
+    slim = {**latest, "package.json": without_zustand(latest["package.json"])}
+    note = VersionInfo(note="zustand dropped by hand")
+    dropped = await anyio.to_thread.run_sync(projects.commit, story.chat_id, slim, note)
+    assert dropped is not None
+    url = f"/api/chats/{story.chat_id}/versions"
+    answer = await story.alice.client.post(f"{url}/{dropped.number}/restore", timeout=300)
+    assert (answer.status_code, answer.json()["installed"]) == (201, True), answer.text
+    assert not await installed(live, sandbox_id, "zustand")  # npm install pruned it
+    back = await story.alice.client.post(f"{url}/{dropped.number - 1}/restore", timeout=300)
+    assert (back.status_code, back.json()["installed"]) == (201, True), back.text
+    assert await installed(live, sandbox_id, "zustand")
+    assert not await egress_attached(live, sandbox_id)  # egress only while installing
+    same = await story.alice.client.post(f"{url}/{dropped.number - 1}/restore", timeout=300)
+    assert (same.status_code, same.json()["installed"]) == (201, None), same.text
+
+
+def as_tar(files: dict[str, bytes], folder: str) -> bytes:
+    """``files`` under ``folder``, owned by the sandbox user, as a tar archive."""
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w") as archive:
+        for path, content in files.items():
+            entry = tarfile.TarInfo(f"{folder}/{path}")
+            entry.size, entry.mode, entry.uid, entry.gid = len(content), 0o644, 1000, 1000
+            archive.addfile(entry, io.BytesIO(content))
+    return data.getvalue()
+
+
+def digests(files: dict[str, bytes]) -> dict[str, str]:
+    return {path: hashlib.sha256(content).hexdigest() for path, content in files.items()}
+
+
+def build_in_fresh_container(settings: SandboxSettings, files: dict[str, bytes]) -> tuple[int, str]:
+    """``npm install && npm run build`` on ``files`` in a plain container of the vite-react
+    image (on the egress network, with the registry and CA bundle installs have); the exit code
+    and the output's tail. Blocking; the container is removed whatever happens."""
+    client = docker.from_env()
+    environment = {**sandbox_environment(settings), "npm_config_cache": "/tmp/npm-cache"}
+    ca = {str(CA_BUNDLE.resolve()): {"bind": CA_BUNDLE_PATH, "mode": "ro"}}
+    # Not labelled as kiln's: the reaper removes a labelled container it has no record of.
+    container = client.containers.create(
+        "kiln/sandbox-vite-react",
+        ["sleep", "infinity"],
+        name=f"{settings.instance}-archive-build",
+        user="1000:1000",
+        environment=environment,
+        volumes=ca,
+        network=settings.egress_network,
+    )
+    try:
+        container.start()
+        container.exec_run(["mkdir", "-p", "/tmp/unpacked"])
+        assert container.put_archive("/tmp", as_tar(files, "unpacked"))
+        script = "npm install --no-audit --no-fund && npm run build"
+        result = container.exec_run(["sh", "-c", script], workdir="/tmp/unpacked")
+        return result.exit_code, result.output.decode(errors="replace")[-3000:]
+    finally:
+        container.remove(force=True)
+        client.close()
+
+
+async def test_the_latest_archive_builds_in_a_fresh_container(
+    story: Story, live: LiveService
+) -> None:
+    answer = await story.alice.client.get(f"/api/chats/{story.chat_id}/versions/latest/archive")
+    assert answer.status_code == 200
+    with zipfile.ZipFile(io.BytesIO(answer.content)) as archive:
+        unpacked = {n: archive.read(n) for n in archive.namelist() if not n.endswith("/")}
+    assert digests(unpacked) == digests(project_files(live, story.chat_id, "latest"))
+    settings = live.stack.manager.settings
+    exit_code, output = await anyio.to_thread.run_sync(build_in_fresh_container, settings, unpacked)
+    assert exit_code == 0, output
+    assert "built in" in output
