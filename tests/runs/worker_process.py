@@ -2,8 +2,9 @@
 TOKENS_PER_SECOND NAME`` (0 tokens per second: no pacing).
 
 It is :func:`app.runs.worker_main.serve_worker` (settings from the environment) with the files
-written under ``ROOT/<chat id>`` instead of a sandbox, and the recording replayed at the given
-pace, so the test can kill it mid-run.
+written under ``ROOT/<chat id>`` instead of a sandbox (ROOT ``sandbox``: into real sandboxes,
+with projects, as a served worker does), and the recording replayed at the given pace, so the
+test can kill it mid-run.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from app.config import ServiceSettings
 from app.runs.worker_main import serve_worker
 from tests.runs.fakes import folder_workspaces, replay_factory
 
+SANDBOXES = "sandbox"  # the ROOT that asks for real sandboxes
+
 
 def main() -> None:
     """Serve until killed."""
@@ -26,7 +29,7 @@ def main() -> None:
         lambda: serve_worker(
             settings,
             name=f"crash-test-{sys.argv[4]}",
-            workspaces=folder_workspaces(root),
+            workspaces=None if str(root) == SANDBOXES else folder_workspaces(root),
             providers=replay_factory(recording, pace),
         )
     )
