@@ -78,7 +78,7 @@ function showChoice() {
 // ---- sign-in and start-up -------------------------------------------------------------
 
 async function boot() {
-  sessionStorage.removeItem("kiln.reloaded"); // the page loaded: a later failure may reload again
+  sessionStorage.removeItem("kiln.reloads"); // the page loaded: a later failure may reload again
   wireStatic();
   try {
     state.me = await api.me();
