@@ -16,8 +16,8 @@
 - ``KILN_WORKER_CONCURRENCY`` (4): runs one worker process executes at once;
 - ``KILN_EVENT_BATCH_MS`` (100) / ``KILN_EVENT_BATCH_BYTES`` (16384): content events are stored
   in batches, at least this often or once this many bytes are pending;
-- ``KILN_PROJECT_MAX_BYTES`` (50 MiB): the cap on one version of a chat's project (its source
-  files; projects are kept in ``<data dir>/projects``).
+- ``KILN_PROJECT_MAX_BYTES`` (52428800 bytes, 50 MiB): the cap on one version of a chat's
+  project (its source files; projects are kept in ``<data dir>/projects``).
 
 **The secret key.** ``KILN_SECRET_KEY`` (any string of at least 16 characters) is the root of
 the Fernet key that encrypts users' provider keys at rest. When it is unset, a random key is
@@ -112,6 +112,9 @@ class ServiceSettings:
             worker_concurrency=_count(read, "KILN_WORKER_CONCURRENCY", cls.worker_concurrency),
             event_batch_seconds=read.number("KILN_EVENT_BATCH_MS", 100.0) / 1000.0,
             event_batch_bytes=_count(read, "KILN_EVENT_BATCH_BYTES", cls.event_batch_bytes),
+            project_max_bytes=read.integer(
+                "KILN_PROJECT_MAX_BYTES", cls.project_max_bytes, low=1024, high=2**40
+            ),
             max_event_streams_per_user=_count(
                 read, "KILN_MAX_EVENT_STREAMS_PER_USER", cls.max_event_streams_per_user
             ),

@@ -140,3 +140,12 @@ def test_blank_values_mean_the_defaults(tmp_path: Path) -> None:
 def test_the_config_error_is_in_the_tree_with_its_code() -> None:
     assert issubclass(ConfigError, KilnError)
     assert ConfigError.code == "config_error"
+
+
+def test_the_project_size_cap_is_a_setting_with_a_floor(tmp_path: Path) -> None:
+    env = {"KILN_DATA_DIR": str(tmp_path), "KILN_SECRET_KEY": "s" * 32}
+    assert ServiceSettings.from_env(env).project_max_bytes == 50 * 2**20
+    raised = ServiceSettings.from_env({**env, "KILN_PROJECT_MAX_BYTES": "1048576"})
+    assert raised.project_max_bytes == 1048576
+    with pytest.raises(ConfigError, match="KILN_PROJECT_MAX_BYTES='12'"):
+        ServiceSettings.from_env({**env, "KILN_PROJECT_MAX_BYTES": "12"})
