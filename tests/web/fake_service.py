@@ -221,6 +221,7 @@ def build_app(service: FakeService) -> ASGIApp:
         Route("/api/chats", partial(_chats, service), methods=["GET", "POST"]),
         Route("/api/chats/{id}", partial(_chat, service)),
         Route("/api/chats/{id}/messages", partial(_post, service), methods=["POST"]),
+        Route("/api/chats/{id}/versions", partial(_versions, service)),
         Route("/api/runs/{id}", partial(_run, service)),
         Route("/api/runs/{id}/events", partial(_events, service)),
         Route("/api/runs/{id}/cancel", partial(_cancel, service), methods=["POST"]),
@@ -295,6 +296,14 @@ async def _chat(service: FakeService, request: Request) -> Response:
         return _error(404, "not_found", "no such chat")
     runs = [run.view() for run in service.runs.values() if run.chat_id == chat["id"]]
     return JSONResponse({"chat": chat, "messages": service.messages[chat["id"]], "runs": runs})
+
+
+async def _versions(service: FakeService, request: Request) -> Response:
+    """A chat's versions: the stand-in keeps no project, so there are none (as for a new chat)."""
+    chat = service.chats.get(request.path_params["id"])
+    if chat is None or not _authorized(request):
+        return _error(404, "not_found", "no such chat")
+    return JSONResponse({"versions": []})
 
 
 async def _post(service: FakeService, request: Request) -> Response:
