@@ -89,13 +89,17 @@ async function boot() {
     return undefined;
   }
   $("signin").hidden = true;
-  $("app").hidden = false;
   $("user-name").textContent = state.me.user?.name || "";
   settings.setMe(state.me);
   showChoice();
   await refreshChats();
+  if (!$("signin").hidden) return undefined; // the session ended meanwhile
   window.addEventListener("hashchange", route);
-  return route();
+  // The composer shows only once the route has opened its chat: a message sent earlier raced
+  // the route, which then opened the new chat a second time (its run shown twice).
+  const routed = route();
+  $("app").hidden = false;
+  return routed;
 }
 
 function showSignIn() {
