@@ -120,6 +120,21 @@ class GitProjectStore:
         version = self.version(chat, ref)
         return _git(self.repository(chat), "archive", "--format=zip", version.id)
 
+    def delete(self, chat: str) -> None:
+        """Remove the chat's repository: renamed away first (one atomic step, so nobody reads
+        half a repository), then removed."""
+        repo = self.repository(chat)
+        if not repo.exists():
+            return
+        doomed = self.root / f".deleted.{chat}.{os.getpid()}.{time.monotonic_ns()}"
+        try:
+            repo.rename(doomed)
+        except FileNotFoundError:  # removed by another request meanwhile
+            return
+        except OSError as exc:
+            raise ProjectError(f"cannot remove the project of chat {chat!r}: {exc}") from exc
+        shutil.rmtree(doomed, ignore_errors=True)
+
     def _ensure(self, chat: str) -> Path:
         """The chat's repository, created (under a temporary name, then renamed) if absent."""
         repo = self.repository(chat)

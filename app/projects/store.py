@@ -104,3 +104,8 @@ class ProjectStore(Protocol):
     def archive(self, chat: str, ref: VersionRef) -> bytes:
         """A zip of a version's files."""
         ...
+
+    def delete(self, chat: str) -> None:
+        """Remove the chat's project and every version of it (nothing to do if it has none):
+        the one exception to "history only grows", for a chat its owner deleted."""
+        ...

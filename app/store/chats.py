@@ -16,9 +16,10 @@ class ChatTables:
 
     _db: Database
 
-    def create_chat(self, user_id: str, title: str) -> Chat:
-        """A new, empty chat of the user."""
-        chat = Chat(new_id(), user_id, title, time.time(), None)
+    def create_chat(self, user_id: str, title: str, chat_id: str | None = None) -> Chat:
+        """A new, empty chat of the user (``chat_id`` when the caller chose it already: a chat
+        created with its first message was admitted under that id)."""
+        chat = Chat(chat_id or new_id(), user_id, title, time.time(), None)
         with self._db.transaction() as db:
             db.execute(
                 "INSERT INTO chats (id, user_id, title, created) VALUES (?, ?, ?, ?)",
@@ -42,6 +43,19 @@ class ChatTables:
         """Remember the chat's sandbox."""
         with self._db.transaction() as db:
             db.execute("UPDATE chats SET sandbox_id = ? WHERE id = ?", (sandbox_id, chat_id))
+
+    def rename_chat(self, chat_id: str, title: str) -> Chat | None:
+        """Give the chat a new title; the chat as it now is (None if there is no such chat)."""
+        with self._db.transaction() as db:
+            db.execute("UPDATE chats SET title = ? WHERE id = ?", (title, chat_id))
+        return self.get_chat(chat_id)
+
+    def delete_chat(self, chat_id: str) -> bool:
+        """Remove the chat with its messages, runs, run events and checkpoints (the schema's
+        ``ON DELETE CASCADE``); False if there was no such chat."""
+        with self._db.transaction() as db:
+            removed = db.execute("DELETE FROM chats WHERE id = ?", (chat_id,)).rowcount
+        return removed > 0
 
     def add_message(
         self, chat_id: str, role: str, content: str, data: dict[str, Any] | None = None

@@ -92,6 +92,14 @@ class UserTables:
                 (user_id, provider, self._box.encrypt(key), time.time()),
             )
 
+    def delete_provider_key(self, user_id: str, provider: str) -> bool:
+        """Forget the user's key for ``provider``; False if none was stored."""
+        with self._db.transaction() as db:
+            removed = db.execute(
+                "DELETE FROM provider_keys WHERE user_id = ? AND provider = ?", (user_id, provider)
+            ).rowcount
+        return removed > 0
+
     def provider_keys(self, user_id: str) -> dict[str, str]:
         """The user's provider keys, decrypted: never log or return them to a client."""
         rows = self._db.query(

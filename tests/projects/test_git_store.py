@@ -129,3 +129,14 @@ def test_a_commit_cut_short_leaves_the_previous_version(store: GitProjectStore) 
 def test_blob_ids_are_gits() -> None:
     made = subprocess.run(["git", "hash-object", "--stdin"], input=b"hello\n", capture_output=True)
     assert blob_id(b"hello\n") == made.stdout.decode().strip()
+
+
+def test_a_deleted_project_is_gone_and_others_stay(store: GitProjectStore) -> None:
+    store.commit("c1", FIRST, VersionInfo("run1", 1))
+    store.commit("c2", FIRST, VersionInfo("run2", 1))
+    store.delete("c1")
+    assert store.versions("c1") == []
+    assert not store.repository("c1").exists()
+    assert sorted(p.name for p in store.root.iterdir()) == ["c2"]
+    assert [v.number for v in store.versions("c2")] == [1]
+    store.delete("c1")  # nothing left to remove: no error

@@ -42,3 +42,26 @@ def test_a_message_role_must_be_known(store: Store) -> None:
     chat = store.create_chat(store.create_user("ann").id, "t")
     with pytest.raises(ValueError, match="'system'"):
         store.add_message(chat.id, "system", "x", None)
+
+
+def test_a_chat_is_created_under_a_chosen_id_and_renamed(store: Store) -> None:
+    chat = store.create_chat(store.create_user("ann").id, "t", chat_id="chosen1")
+    assert chat.id == "chosen1"
+    renamed = store.rename_chat(chat.id, "better")
+    assert renamed is not None
+    assert renamed.title == "better"
+    assert store.rename_chat("missing", "x") is None
+
+
+def test_deleting_a_chat_removes_its_messages_runs_and_events(store: Store) -> None:
+    ann = store.create_user("ann")
+    chat, kept = store.create_chat(ann.id, "gone"), store.create_chat(ann.id, "kept")
+    message = store.add_message(chat.id, "user", "hi", None)
+    run = store.create_run(chat.id, ann.id, message.id, "replay", "todo-app")
+    store.append_events(run.id, [{"type": "run_started"}])
+    assert store.delete_chat(chat.id)
+    assert store.get_chat(chat.id) is None
+    assert store.list_messages(chat.id) == []
+    assert store.get_run(run.id) is None
+    assert store.list_chats(ann.id) == [kept]
+    assert not store.delete_chat(chat.id)

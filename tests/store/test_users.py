@@ -118,3 +118,11 @@ def test_the_store_repr_shows_no_secret(store: Store) -> None:
     assert "sk-secret" not in repr(store)
     assert "a-test-secret" not in repr(store)
     assert time.time() >= ann.created
+
+
+def test_a_provider_key_is_deleted(store: Store) -> None:
+    ann = store.create_user("ann")
+    store.set_provider_key(ann.id, "openai", "sk-one")
+    assert store.delete_provider_key(ann.id, "openai")
+    assert store.provider_keys(ann.id) == {}
+    assert not store.delete_provider_key(ann.id, "openai")
