@@ -12,6 +12,7 @@ path); the API passes names, never paths.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -25,6 +26,8 @@ from app.api.bodies import (
     reject_unknown,
     required_text,
 )
+from app.api.chat_removal import delete_chat
+from app.api.errors import not_found
 from app.api.ownership import owned_chat
 from app.api.services import ApiServices, ApiSettings, in_thread, services
 from app.api.views import chat_view, message_view, run_view
@@ -38,18 +41,38 @@ MAX_TITLE_LENGTH = 200
 MAX_CONTENT_LENGTH = 32_000
 MAX_NAME_LENGTH = 100
 DEFAULT_TITLE = "New chat"
-CHAT_FIELDS = frozenset({"title"})
+CHAT_FIELDS = frozenset({"title", "message"})
 MESSAGE_FIELDS = frozenset({"content", "provider", "model", "template"})
 
 
 async def create_chat(request: Request) -> Response:
-    """``POST /api/chats {title?}`` -> ``201 {chat}``."""
+    """``POST /api/chats {title?, message?}`` -> ``201 {chat}``.
+
+    With ``message`` (``{content, provider?, model?, template?}``, as posted to a chat) the chat
+    is created together with its first message and that message's run, or not at all: a refused
+    message (too long, a limit, no key) leaves no empty chat behind. The answer then also holds
+    ``run_id`` and ``message_id``.
+    """
     user = await require_user(request)
+    found = services(request)
     body = await read_object(request)
     reject_unknown(body, CHAT_FIELDS)
-    title = (optional_text(body, "title", MAX_TITLE_LENGTH) or "").strip() or DEFAULT_TITLE
-    chat = await in_thread(services(request).store.create_chat, user.id, title)
-    return JSONResponse({"chat": chat_view(chat)}, 201)
+    title = chat_title(body) or DEFAULT_TITLE
+    first = body.get("message")
+    if first is None:
+        chat = await in_thread(found.store.create_chat, user.id, title)
+        return JSONResponse({"chat": chat_view(chat)}, 201)
+    if not isinstance(first, dict):
+        raise invalid_field("message", f"must be an object, not {type(first).__name__}")
+    message = await read_message(found, user.id, first)
+    chat, run_id, message_id = await found.runs.start_chat(user.id, title, **message)
+    answer = {"chat": chat_view(chat), "run_id": run_id, "message_id": message_id}
+    return JSONResponse(answer, 201)
+
+
+def chat_title(body: dict[str, Any]) -> str | None:
+    """The body's ``title`` without surrounding spaces, or None when absent or blank."""
+    return (optional_text(body, "title", MAX_TITLE_LENGTH) or "").strip() or None
 
 
 async def list_chats(request: Request) -> Response:
@@ -81,7 +104,14 @@ async def post_message(request: Request) -> Response:
     user = await require_user(request)
     found = services(request)
     chat = await owned_chat(found.store, user.id, request.path_params["chat_id"])
-    body = await read_object(request)
+    message = await read_message(found, user.id, await read_object(request))
+    run_id, message_id = await found.runs.submit(user.id, chat.id, **message)
+    return JSONResponse({"run_id": run_id, "message_id": message_id}, 202)
+
+
+async def read_message(found: ApiServices, user_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A message's fields, checked (422 naming the field; the provider choice as the worker
+    will make it): ``{content, provider, model, template}``."""
     reject_unknown(body, MESSAGE_FIELDS)
     content = required_text(body, "content", MAX_CONTENT_LENGTH)
     provider = optional_text(body, "provider", MAX_NAME_LENGTH)
@@ -91,11 +121,22 @@ async def post_message(request: Request) -> Response:
         raise invalid_field("provider", f"must be one of {list(PROVIDER_NAMES)}, not {provider!r}")
     if template is not None and template not in TEMPLATES:
         raise invalid_field("template", f"must be one of {sorted(TEMPLATES)}, not {template!r}")
-    await check_provider_choice(found, user.id, provider, model)
-    run_id, message_id = await found.runs.submit(
-        user.id, chat.id, content, provider=provider, model=model, template=template
-    )
-    return JSONResponse({"run_id": run_id, "message_id": message_id}, 202)
+    await check_provider_choice(found, user_id, provider, model)
+    return {"content": content, "provider": provider, "model": model, "template": template}
+
+
+async def rename_chat(request: Request) -> Response:
+    """``PATCH /api/chats/{id} {title}`` -> ``{chat}``."""
+    user = await require_user(request)
+    store = services(request).store
+    chat = await owned_chat(store, user.id, request.path_params["chat_id"])
+    body = await read_object(request)
+    reject_unknown(body, frozenset({"title"}))
+    title = required_text(body, "title", MAX_TITLE_LENGTH).strip()
+    renamed = await in_thread(store.rename_chat, chat.id, title)
+    if renamed is None:  # deleted meanwhile
+        raise not_found("chat", chat.id)
+    return JSONResponse({"chat": chat_view(renamed)})
 
 
 async def check_provider_choice(
@@ -125,5 +166,7 @@ ROUTES = [
     Route("/api/chats", create_chat, methods=["POST"]),
     Route("/api/chats", list_chats, methods=["GET"]),
     Route("/api/chats/{chat_id}", get_chat, methods=["GET"]),
+    Route("/api/chats/{chat_id}", rename_chat, methods=["PATCH"]),
+    Route("/api/chats/{chat_id}", delete_chat, methods=["DELETE"]),
     Route("/api/chats/{chat_id}/messages", post_message, methods=["POST"]),
 ]

@@ -1,4 +1,6 @@
-"""``PUT /api/me/keys/{provider} {key}``: store a user's provider key (encrypted, never returned).
+"""``PUT /api/me/keys/{provider} {key}``: store a user's provider key (encrypted, never returned);
+``DELETE /api/me/keys/{provider}``: forget it (messages then use the server's key, if any, or
+the replay demo, as ``GET /api/me``'s ``default`` shows).
 
 A key is checked for its provider's *format* before it is stored (no network call):
 
@@ -24,7 +26,7 @@ from starlette.routing import Route
 
 from app.api.auth import require_user
 from app.api.bodies import invalid_field, read_object, reject_unknown, required_text
-from app.api.errors import not_found
+from app.api.errors import ApiError, not_found
 from app.api.services import in_thread, services
 
 MAX_KEY_LENGTH = 512
@@ -61,4 +63,19 @@ async def put_key(request: Request) -> Response:
     return Response(status_code=204)
 
 
-ROUTES = [Route("/api/me/keys/{provider}", put_key, methods=["PUT"])]
+async def delete_key(request: Request) -> Response:
+    """Forget the user's key for the provider; ``204`` (404 when none was stored)."""
+    user = await require_user(request)
+    provider = request.path_params["provider"]
+    if provider not in KEY_FORMATS:
+        raise not_found("provider", provider)
+    removed = await in_thread(services(request).store.delete_provider_key, user.id, provider)
+    if not removed:
+        raise ApiError(404, "key_not_found", f"no {provider} key is stored for you")
+    return Response(status_code=204)
+
+
+ROUTES = [
+    Route("/api/me/keys/{provider}", put_key, methods=["PUT"]),
+    Route("/api/me/keys/{provider}", delete_key, methods=["DELETE"]),
+]

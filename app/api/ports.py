@@ -122,7 +122,13 @@ class StorePort(Protocol):
 
     def provider_key_names(self, user_id: str) -> Sequence[str]: ...
 
+    def delete_provider_key(self, user_id: str, provider: str) -> bool: ...
+
     def create_chat(self, user_id: str, title: str) -> ChatRow: ...
+
+    def rename_chat(self, chat_id: str, title: str) -> ChatRow | None: ...
+
+    def delete_chat(self, chat_id: str) -> bool: ...
 
     def list_chats(self, user_id: str) -> Sequence[ChatRow]: ...
 
@@ -148,6 +154,16 @@ class RunServicePort(Protocol):
         template: str | None = None,
     ) -> tuple[str, str]: ...
 
+    async def start_chat(
+        self,
+        user_id: str,
+        title: str,
+        content: str,
+        provider: str | None = None,
+        model: str | None = None,
+        template: str | None = None,
+    ) -> tuple[ChatRow, str, str]: ...
+
     async def cancel(self, user_id: str, run_id: str) -> RunRow: ...
 
     def follow(
@@ -159,6 +175,8 @@ class SandboxesPort(Protocol):
     """The sandbox manager's methods the API calls."""
 
     async def get(self, sandbox_id: str) -> Sandbox: ...
+
+    async def destroy(self, sandbox_id: str) -> None: ...
 
     # For app.projects (versions); the API's own handlers never call Docker.
     async def container_for(self, sandbox_id: str) -> Any: ...

@@ -18,8 +18,10 @@ like one that does not exist.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import anyio
 import redis.asyncio
@@ -33,10 +35,22 @@ from app.runs.errors import InvalidRunRequest, QueueUnavailable, RunNotFound
 from app.runs.follow import RunFollower
 from app.runs.live import LiveEvents
 from app.runs.queue import RunQueue
-from app.store import FAILED, QUEUED, Message, Run, Store, new_id
+from app.store import FAILED, QUEUED, Chat, Run, Store, new_id
 from sandbox import TEMPLATES
 
 MAX_CONTENT_CHARS = 100_000
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One message to admit: who sends what to which chat, with which model."""
+
+    user_id: str
+    chat_id: str
+    content: str
+    provider: str | None
+    model: str | None
+    template: str | None
 
 
 class RunService:
@@ -75,41 +89,68 @@ class RunService:
         :class:`~app.errors.AdmissionRefused` (a limit) or :class:`QueueUnavailable` (Redis).
         """
         await self._owned_chat(user_id, chat_id)
-        _check_content(content, template)
-        keys = await anyio.to_thread.run_sync(self._store.provider_keys, user_id)
-        choice = resolve_provider(provider, model, self._env, api_keys=keys)
-        run_id = new_id()
+        request = _Request(user_id, chat_id, content, provider, model, template)
+        run = await self._admit(request, new_title=None)
+        return run.id, run.message_id or ""
+
+    async def start_chat(
+        self,
+        user_id: str,
+        title: str,
+        content: str,
+        provider: str | None = None,
+        model: str | None = None,
+        template: str | None = None,
+    ) -> tuple[Chat, str, str]:
+        """A new chat created together with its first message and that message's queued run;
+        ``(chat, run_id, message_id)``. A refused message creates nothing: the chat is written
+        in the same transaction as the message and the run, after admission.
+
+        Raises what :meth:`submit` raises (but never :class:`RunNotFound`).
+        """
+        request = _Request(user_id, new_id(), content, provider, model, template)
+        run = await self._admit(request, new_title=title)
+        chat = await anyio.to_thread.run_sync(self._store.get_chat, request.chat_id)
+        if chat is None:  # deleted in the instant since: as if it had never been
+            raise RunNotFound(f"no chat {request.chat_id!r}")
+        return chat, run.id, run.message_id or ""
+
+    async def _admit(self, request: _Request, new_title: str | None) -> Run:
+        """Steps 1 to 4 of the module docstring; the queued run."""
+        _check_content(request.content, request.template)
+        keys = await anyio.to_thread.run_sync(self._store.provider_keys, request.user_id)
+        choice = resolve_provider(request.provider, request.model, self._env, api_keys=keys)
+        request = dataclasses.replace(request, provider=choice.provider, model=choice.model)
+        run_id, user_id, chat_id = new_id(), request.user_id, request.chat_id
         await self.admission.admit(run_id, user_id, chat_id)
         try:
-            message, run = await anyio.to_thread.run_sync(
-                lambda: self._persist_run(
-                    run_id, user_id, chat_id, content, choice.provider, choice.model, template
-                )
+            run = await anyio.to_thread.run_sync(
+                lambda: self._persist_run(run_id, request, new_title)
             )
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self.admission.release(run_id, user_id, chat_id)
             raise
         await self._enqueue(run)
-        return run.id, message.id
+        return run
 
-    def _persist_run(
-        self,
-        run_id: str,
-        user_id: str,
-        chat_id: str,
-        content: str,
-        provider: str,
-        model: str,
-        template: str | None,
-    ) -> tuple[Message, Run]:
-        """The user's message and its queued run, in one transaction (blocking)."""
+    def _persist_run(self, run_id: str, request: _Request, new_title: str | None) -> Run:
+        """The user's message and its queued run (and the chat, when ``new_title`` is given),
+        in one transaction (blocking)."""
+        user_id, chat_id, provider, model = (
+            request.user_id,
+            request.chat_id,
+            request.provider or "",
+            request.model or "",
+        )
+        template, content = request.template, request.content
         with self._store.transaction():
+            if new_title is not None:
+                self._store.create_chat(user_id, new_title, chat_id=chat_id)
             message = self._store.add_message(chat_id, "user", content, None)
-            run = self._store.create_run(
+            return self._store.create_run(
                 chat_id, user_id, message.id, provider, model, template=template, run_id=run_id
             )
-        return message, run
 
     async def _enqueue(self, run: Run) -> None:
         try:

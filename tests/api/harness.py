@@ -76,6 +76,7 @@ class FakeSandboxes:
 
     handles: dict[str, Sandbox] = field(default_factory=dict)
     containers: dict[str, Any] = field(default_factory=dict)
+    destroyed: list[str] = field(default_factory=list)
 
     def add(self, sandbox_id: str, chat: str, *, ip: str = "127.0.0.1", port: int = 1) -> Sandbox:
         """Record a sandbox serving ``chat``."""
@@ -89,6 +90,11 @@ class FakeSandboxes:
             return self.handles[sandbox_id]
         except KeyError:
             raise SandboxNotFound(f"unknown sandbox {sandbox_id!r}") from None
+
+    async def destroy(self, sandbox_id: str) -> None:
+        """Forget the sandbox (removing an unknown one is no error, as with the manager)."""
+        self.handles.pop(sandbox_id, None)
+        self.destroyed.append(sandbox_id)
 
     async def list_files(self, sandbox_id: str) -> list[WorkspaceFile]:
         """The listing of the sandbox's (real) container, as the manager makes it."""

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from app.config import ServiceSettings
 from tests.api.conftest import Api
 
 pytestmark = pytest.mark.anyio
@@ -210,3 +211,64 @@ async def test_an_unusable_openai_compatible_choice_is_refused_in_words(
     assert error["code"] == code
     assert words in error["message"]
     assert api.store.list_runs(chat["id"]) == []
+
+
+async def test_a_chat_is_created_with_its_first_message(api: Api) -> None:
+    body = {"title": "Todo", "message": {"content": "build a todo app", "template": "vanilla"}}
+    response = await api.alice.client.post("/api/chats", json=body)
+    assert response.status_code == 201, response.text
+    answer = response.json()
+    assert set(answer) == {"chat", "run_id", "message_id"}
+    assert answer["chat"]["title"] == "Todo"
+    run = api.store.get_run(answer["run_id"])
+    assert run is not None
+    assert (run.chat_id, run.status, run.template) == (answer["chat"]["id"], "queued", "vanilla")
+    messages = api.store.list_messages(answer["chat"]["id"])
+    assert [(m.id, m.content) for m in messages] == [(answer["message_id"], "build a todo app")]
+
+
+@pytest.mark.parametrize(
+    ("message", "status", "code"),
+    [
+        pytest.param({"content": "x" * 32_001}, 422, "invalid_request", id="too-long"),
+        pytest.param({"content": " "}, 422, "invalid_request", id="blank"),
+        pytest.param({"content": "hi", "provider": "anthropic"}, 400, "config_error", id="no-key"),
+        pytest.param({"content": "hi", "model": "nope"}, 400, "model_refused", id="no-recording"),
+        pytest.param("hi", 422, "invalid_request", id="not-an-object"),
+    ],
+)
+async def test_a_refused_first_message_creates_no_chat(
+    api: Api, message: Any, status: int, code: str
+) -> None:
+    response = await api.alice.client.post("/api/chats", json={"message": message})
+    assert response.status_code == status, response.text
+    assert response.json()["error"]["code"] == code
+    assert api.store.list_chats(api.alice.user.id) == []
+
+
+async def test_a_first_message_refused_by_admission_creates_no_chat(
+    api: Api, service_settings: ServiceSettings
+) -> None:
+    limit = service_settings.max_active_runs_per_user
+    for number in range(limit):
+        created = await api.alice.client.post("/api/chats", json={"message": {"content": "go"}})
+        assert created.status_code == 201, (number, created.text)
+    refused = await api.alice.client.post("/api/chats", json={"message": {"content": "more"}})
+    assert refused.status_code == 429
+    assert refused.json()["error"]["limit"] == "user"
+    assert len(api.store.list_chats(api.alice.user.id)) == limit
+
+
+async def test_a_chat_is_renamed_by_its_owner_only(api: Api) -> None:
+    chat = await create_chat(api, "old")
+    path = f"/api/chats/{chat['id']}"
+    renamed = await api.alice.client.patch(path, json={"title": "  new name "})
+    assert renamed.status_code == 200, renamed.text
+    assert renamed.json()["chat"]["title"] == "new name"
+    assert (await api.alice.client.get(path)).json()["chat"]["title"] == "new name"
+    assert (await api.bob.client.patch(path, json={"title": "bob's"})).status_code == 404
+    blank = await api.alice.client.patch(path, json={"title": "  "})
+    assert blank.status_code == 422
+    assert blank.json()["error"]["field"] == "title"
+    too_long = await api.alice.client.patch(path, json={"title": "t" * 201})
+    assert too_long.status_code == 422

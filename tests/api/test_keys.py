@@ -87,3 +87,25 @@ async def test_put_key_refusals(
 async def test_put_key_needs_a_user(api: Api) -> None:
     response = await api.anonymous.put("/api/me/keys/openai", json={"key": OPENAI})
     assert response.status_code == 401
+
+
+@pytest.mark.anyio
+async def test_delete_key_forgets_only_that_users_key(api: Api) -> None:
+    for person in (api.alice, api.bob):
+        stored = await person.client.put("/api/me/keys/openai", json={"key": OPENAI})
+        assert stored.status_code == 204, stored.text
+    response = await api.alice.client.delete("/api/me/keys/openai")
+    assert response.status_code == 204, response.text
+    assert (await api.alice.client.get("/api/me")).json()["providers"] == []
+    assert api.store.provider_key_names(api.bob.user.id) == ["openai"]
+    again = await api.alice.client.delete("/api/me/keys/openai")
+    assert again.status_code == 404
+    assert again.json()["error"]["code"] == "key_not_found"
+    assert "no openai key" in again.json()["error"]["message"]
+
+
+@pytest.mark.anyio
+async def test_delete_key_of_an_unknown_provider_or_anonymous(api: Api) -> None:
+    unknown = await api.alice.client.delete("/api/me/keys/nobody")
+    assert unknown.status_code == 404
+    assert (await api.anonymous.delete("/api/me/keys/openai")).status_code == 401
