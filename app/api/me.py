@@ -5,7 +5,8 @@ name now], default: {provider, model}, demos: [recording names]}``. ``default`` 
 without ``provider``/``model`` would use (the user's keys, then the server's, else the replay
 demo); ``available`` adds the server's keys and an ``openai-compatible`` server when one is set
 up; ``demos`` are the recordings the replay provider can play (``KILN_RECORDINGS_DIR`` and the
-built-in demos).
+built-in demos). ``limits: {message_chars, title_chars}`` are the lengths a message and a chat
+title may have, so a client can say so before sending (the server refuses longer with 422).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from app.api.auth import require_user
-from app.api.chats import recording_folders
+from app.api.chats import MAX_CONTENT_LENGTH, MAX_TITLE_LENGTH, recording_folders
 from app.api.services import in_thread, services
 from app.providers import configured_providers, resolve_provider
 from app.providers.replay import recording_names
@@ -36,6 +37,7 @@ async def get_me(request: Request) -> Response:
             "available": configured_providers(found.settings.provider_env, keys),
             "default": {"provider": choice.provider, "model": choice.model},
             "demos": demos,
+            "limits": {"message_chars": MAX_CONTENT_LENGTH, "title_chars": MAX_TITLE_LENGTH},
         }
     )
 

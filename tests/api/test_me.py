@@ -18,6 +18,7 @@ async def test_me_without_keys_defaults_to_the_replay_demo(api: Api) -> None:
     assert body["available"] == ["replay"]
     assert body["default"] == {"provider": "replay", "model": "todo-app"}
     assert "todo-app" in body["demos"]
+    assert body["limits"] == {"message_chars": 32_000, "title_chars": 200}
 
 
 async def test_me_with_a_stored_key_defaults_to_that_provider(api: Api) -> None:
