@@ -14,7 +14,9 @@
 - **Images**: missing or outdated sandbox images are built in the background at start
   (``--no-build`` skips it; ``kiln images build`` does it by hand).
 - Logs are JSON lines on stderr, with run and request ids. SIGINT/SIGTERM stop the server,
-  then the workers (runs in progress are resumed by the next worker that starts), then Redis.
+  then the workers (runs in progress are resumed by the next worker that starts), then park the
+  sandboxes (containers and networks removed, workspace volumes kept for the next start:
+  :mod:`sandbox.lifecycle.parking`), then Redis.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from sandbox import ImageBuilder, ImageBuildSettings, SandboxError
 
 log = logging.getLogger(__name__)
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
+PARK_LIMIT_SECONDS = 6.0  # a stop (Ctrl+C, SIGTERM) must end within seconds
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -130,20 +133,42 @@ async def serve_with_redis(
     out: TextIO,
     access_log: bool = False,
 ) -> None:
-    """Serve on an opened stack: HTTP in front, workers behind, until a signal."""
-    async with open_stack(settings) as stack, anyio.create_task_group() as tasks:
-        app = build_app_for(stack)
-        config = server_config(app, settings.host, settings.port, access_log=access_log)
-        server = KilnServer(config)
-        for worker in stack.workers(workers):
-            tasks.start_soon(worker.run)
-        if build_images:
-            tasks.start_soon(ensure_images, stack)
-        tasks.start_soon(check_tokenizer_files)
-        tasks.start_soon(stop_on_signal, server)
-        tasks.start_soon(announce, server, stack, out)
-        await server.serve()
-        tasks.cancel_scope.cancel()
+    """Serve on an opened stack: HTTP in front, workers behind, until a signal; then park the
+    sandboxes (no container or network outlives the service; volumes wait for the next start)."""
+    async with open_stack(settings) as stack:
+        try:
+            async with anyio.create_task_group() as tasks:
+                app = build_app_for(stack)
+                config = server_config(app, settings.host, settings.port, access_log=access_log)
+                server = KilnServer(config)
+                for worker in stack.workers(workers):
+                    tasks.start_soon(worker.run)
+                if build_images:
+                    tasks.start_soon(ensure_images, stack)
+                tasks.start_soon(check_tokenizer_files)
+                tasks.start_soon(stop_on_signal, server)
+                tasks.start_soon(announce, server, stack, out)
+                await server.serve()
+                tasks.cancel_scope.cancel()
+        finally:
+            await park_sandboxes(stack)
+
+
+async def park_sandboxes(stack: ServiceStack) -> None:
+    """Park the instance's sandboxes (``SandboxManager.park``), bounded so that a stop stays
+    quick even with Docker away; a failure is logged: the reaper of the next start catches up."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(PARK_LIMIT_SECONDS):
+        try:
+            report = await stack.manager.park()
+        except SandboxError as exc:
+            log.warning("sandboxes could not be parked at stop: %s", exc)
+            return
+        log.info(
+            "parked %d sandboxes (volumes kept), kept %d in use elsewhere, removed networks %s",
+            len(report.parked),
+            len(report.kept_in_use),
+            report.networks_removed,
+        )
 
 
 def build_app_for(stack: ServiceStack) -> ASGIApp:

@@ -22,6 +22,8 @@ Public API (what the write path, the agent loop, the preview proxy and the CLI u
 - ``container_for`` is the write path's recovery point: if the container died or vanished, a new
   one is started on the same workspace volume and network, and its address may change (look
   ``dev_url`` up again with ``get``).
+- ``park`` (``kiln serve`` stopping) removes the containers of sandboxes no other process
+  holds and the instance's networks, and keeps volumes and records for the next start.
 - ``destroy`` removes container, volume and record (and the own network of a sandbox made
   before all sandboxes shared one); ``reap`` runs one reaper pass.
 - Capacity: every sandbox sits on the instance's one shared network
@@ -74,7 +76,7 @@ from sandbox.execution.install_queue import InstallQueue, InstallResult
 from sandbox.execution.workspace_files import WorkspaceFile
 from sandbox.handle import Sandbox
 from sandbox.images.templates import DEFAULT_TEMPLATE, Template, get_template
-from sandbox.lifecycle import egress, reaper
+from sandbox.lifecycle import egress, parking, reaper
 from sandbox.lifecycle.egress import EgressLeases
 from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
 from sandbox.lifecycle.warm_pool import WarmPool
@@ -104,6 +106,7 @@ class SandboxManager:
         self._clock = clock
         self._locks: dict[str, anyio.Lock] = {}
         self._queues: dict[str, InstallQueue] = {}
+        self._held: set[str] = set()  # sandboxes this process acquired and has not released
         self._group: anyio.abc.TaskGroup | None = None
         self.egress_leases = EgressLeases(registry.redis, settings.instance)
         self.pool: WarmPool[Sandbox] = WarmPool(
@@ -188,6 +191,7 @@ class SandboxManager:
             await self.registry.update(
                 sandbox.id, owner=owner, chat=chat, state="in_use", last_used=self._clock()
             )
+            self._held.add(sandbox.id)
             return replace(sandbox, owner=owner, chat=chat)
 
     async def provision(
@@ -229,6 +233,15 @@ class SandboxManager:
     async def release(self, sandbox_id: str) -> None:
         """The caller is done for now; the chat keeps the sandbox until it idles out."""
         await self.registry.update(sandbox_id, state="idle", last_used=self._clock())
+        self._held.discard(sandbox_id)
+
+    async def park(self) -> parking.ParkReport:
+        """Stop-time clean-up of ``kiln serve``: remove the containers of the sandboxes no other
+        process holds and the instance's networks, keep their volumes and records
+        (:mod:`sandbox.lifecycle.parking` says why)."""
+        report = await parking.park(self.client, self.registry, self.settings, set(self._held))
+        self._held.clear()
+        return report
 
     async def destroy(self, sandbox_id: str) -> None:
         """Remove a sandbox completely: container, network, volume and record."""
@@ -437,6 +450,7 @@ class SandboxManager:
         await discard_sandbox_writes(self.registry.redis, record.id)
         self._queues.pop(record.id, None)
         self._locks.pop(record.id, None)
+        self._held.discard(record.id)
 
     async def _chat_sandbox(self, chat: str, owner: str, template: str) -> Sandbox | None:
         sandbox_id = await self.registry.chat_sandbox(chat)
@@ -453,6 +467,7 @@ class SandboxManager:
             return None
         await self.container_for(sandbox_id)
         await self.registry.update(sandbox_id, state="in_use", last_used=self._clock())
+        self._held.add(sandbox_id)
         return await self.get(sandbox_id)
 
     async def _provision_warm(self, template: str) -> Sandbox:

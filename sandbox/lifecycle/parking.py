@@ -1,0 +1,106 @@
+"""Parking: what a stopping ``kiln serve`` does to its instance's sandboxes.
+
+A stopped service must leave no container or network of its own running (Ctrl+C in a
+terminal, SIGTERM from a supervisor), yet a chat's sandbox is a cache worth keeping: its
+workspace volume holds the project's files *and* its installed ``node_modules``, so the next
+start revives a container on it (``SandboxManager.container_for``) instead of restoring the
+project and installing everything again. Parking therefore
+
+- removes the container of every sandbox nobody else holds: idle ones, and those this process
+  held (its runs were stopped; the next worker resumes them on the same volume);
+- keeps each such sandbox's volume and registry record (with no container id), so the next
+  start knows the volume: it is no orphan, and the idle TTL reaps it as before;
+- removes the instance's shared sandbox and egress networks once no container uses them
+  (Docker refuses while one does: a sandbox another process of the instance still runs), and
+  only if they carry this instance's label (the default egress name is one for every instance).
+
+A sandbox another process holds ``in_use`` is left alone: that process may be mid-command.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Set
+from dataclasses import dataclass, field
+
+import anyio
+import docker
+
+from sandbox.containers.docker_boundary import call
+from sandbox.containers.labels import INSTANCE_LABEL, container_name
+from sandbox.containers.networks import remove_network
+from sandbox.containers.provisioning import remove_container
+from sandbox.errors import SandboxError, SandboxNotFound
+from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
+from sandbox.settings import SandboxSettings
+
+log = logging.getLogger(__name__)
+PARALLEL_REMOVALS = 8  # Docker serialises much of it; a few at once hide the round trips
+
+
+@dataclass
+class ParkReport:
+    """What one parking removed (containers by sandbox id, networks by name) and kept."""
+
+    parked: list[str] = field(default_factory=list)
+    kept_in_use: list[str] = field(default_factory=list)
+    networks_removed: list[str] = field(default_factory=list)
+
+
+def to_park(records: list[SandboxRecord], held_here: Set[str]) -> list[SandboxRecord]:
+    """The records whose container goes: not in use, or in use by this very process."""
+    return [r for r in records if r.state != "in_use" or r.id in held_here]
+
+
+async def park(
+    client: docker.DockerClient,
+    registry: SandboxRegistry,
+    settings: SandboxSettings,
+    held_here: Set[str],
+) -> ParkReport:
+    """Park the instance's sandboxes (see the module docstring); the report."""
+    records = await registry.all()
+    chosen = to_park(records, held_here)
+    report = ParkReport(kept_in_use=sorted({r.id for r in records} - {r.id for r in chosen}))
+    limit = anyio.Semaphore(PARALLEL_REMOVALS)
+
+    async def park_one(record: SandboxRecord) -> None:
+        async with limit:
+            await _park_one(client, registry, record)
+        report.parked.append(record.id)
+
+    async with anyio.create_task_group() as tasks:
+        for record in chosen:
+            tasks.start_soon(park_one, record)
+    for name in (settings.network, settings.egress_network):
+        if await _remove_if_unused(client, name, settings.instance):
+            report.networks_removed.append(name)
+    return report
+
+
+async def _park_one(
+    client: docker.DockerClient, registry: SandboxRegistry, record: SandboxRecord
+) -> None:
+    """Remove one sandbox's container; its record stays, without a container to point at."""
+    try:
+        # By name: a container revived since the record was read has a new id, same name.
+        await remove_container(client, container_name(record.id))
+        await registry.update(record.id, container_id="", ip="", state="idle")
+    except SandboxError as exc:
+        # One sandbox Docker would not let go of must not keep the others running.
+        log.warning("sandbox %r could not be parked: %s", record.id, exc)
+
+
+async def _remove_if_unused(client: docker.DockerClient, name: str, instance: str) -> bool:
+    """Remove a shared network of ``instance``; ``False`` if it was gone, still has containers
+    on it, or is another instance's (the default egress name is the same for every instance)."""
+    try:
+        network = await call(client.networks.get, name)
+        if (network.attrs.get("Labels") or {}).get(INSTANCE_LABEL) != instance:
+            return False
+        return await remove_network(client, name)
+    except SandboxNotFound:
+        return False
+    except SandboxError as exc:
+        log.info("network %r kept: %s", name, exc)
+        return False

@@ -1,0 +1,105 @@
+"""``kiln serve`` stopped by Ctrl+C (SIGINT to its whole process group) or SIGTERM, after it built
+the demo app in a real sandbox: it exits within seconds, and no container or network of its
+instance is left. What a stop keeps on purpose is the workspace volume of each chat's sandbox
+(its files and installed packages, recorded in the registry): the next start knows it (nothing
+orphaned: a reaper pass removes nothing) and revives a container on it with the files there.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from tests.app.kiln_process import LOGIN_LINK, KilnProcess, free_port, hello_recordings, kiln_env
+from tests.app.test_serve_command import finish_event, sign_in
+from tests.sandbox.docker_support import leftovers, sweep
+
+pytestmark = [pytest.mark.docker, pytest.mark.redis, pytest.mark.npm, pytest.mark.slow]
+EXIT_LIMIT_SECONDS = 10.0
+DEMO_FILE = "src/App.jsx"
+
+
+@pytest.fixture
+def instance(redis_url: str) -> Iterator[str]:
+    """A kiln instance of the test's own; whatever is left of it is swept afterwards."""
+    name = f"test-stop-{secrets.token_hex(3)}"
+    yield name
+    client = docker.from_env()
+    try:
+        sweep(client, name, redis_url)
+    finally:
+        client.close()
+
+
+def build_demo(base: str, link: str) -> str:
+    """Sign in, send the demo request (replay provider: the todo app); the sandbox's id once
+    the run completed."""
+    with sign_in(base, link) as client:
+        chat = client.post("/api/chats", json={"title": "todo"}).json()["chat"]
+        posted = client.post(
+            f"/api/chats/{chat['id']}/messages", json={"content": "make me a todo app"}
+        )
+        assert posted.status_code == 202, posted.text
+        run_id = posted.json()["run_id"]
+        assert finish_event(client, run_id)["status"] == "completed"
+        run = client.get(f"/api/runs/{run_id}").json()
+    return str(run["sandbox_id"])
+
+
+def stop_with(served: KilnProcess, signum: signal.Signals) -> int:
+    """Send ``signum`` as a terminal (SIGINT: the whole group) or a supervisor (SIGTERM: the
+    process) would; the exit code, which must come within the limit."""
+    if signum == signal.SIGINT:
+        os.killpg(served.process.pid, signum)
+    else:
+        served.process.send_signal(signum)
+    try:
+        return served.process.wait(EXIT_LIMIT_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"kiln did not exit on {signum.name}: {served.tail()}") from None
+
+
+def kiln_cli(args: list[str], env: dict[str, str]) -> str:
+    """Run ``kiln <args>`` to the end; its stdout (it must succeed)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "app", *args], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_stopped_serve_leaves_only_workspace_volumes_and_reuses_them(
+    tmp_path: Path, instance: str, signum: signal.Signals
+) -> None:
+    data, port = tmp_path / "data", free_port()
+    env = kiln_env(instance, hello_recordings(tmp_path / "rec"))
+    args = ["serve", "--port", str(port), "--data-dir", str(data), "--no-build"]
+    base, client = f"http://127.0.0.1:{port}", docker.from_env()
+    try:
+        with KilnProcess(args, env, tmp_path / "first.log", own_group=True) as first:
+            sandbox_id = build_demo(base, first.wait_for(LOGIN_LINK))
+            assert any(item.startswith("container") for item in leftovers(client, instance))
+            assert stop_with(first, signum) == 0, first.tail()
+        # Containers and networks are gone; the workspace volume is kept on purpose.
+        assert leftovers(client, instance) == [f"volume kiln-ws-{sandbox_id}"]
+        with KilnProcess(args, env, tmp_path / "second.log", own_group=True) as second:
+            link = second.wait_for(LOGIN_LINK)
+            reaped = kiln_cli(["sandbox", "reap", "--data-dir", str(data)], env)
+            assert reaped.splitlines() == ["reaped 0"], reaped  # nothing orphaned
+            with sign_in(base, link) as http:
+                files = http.get(f"/api/sandboxes/{sandbox_id}/files")
+                assert files.status_code == 200, files.text
+                assert DEMO_FILE in {item["path"] for item in files.json()["files"]}
+            assert stop_with(second, signum) == 0, second.tail()
+        assert leftovers(client, instance) == [f"volume kiln-ws-{sandbox_id}"]
+    finally:
+        client.close()
