@@ -62,12 +62,23 @@ export const me = () => request("GET", "/api/me");
 /** Store an API key for `provider` (encrypted on the server, never returned). */
 export const putKey = (provider, key) => request("PUT", `/api/me/keys/${enc(provider)}`, { key });
 
+/** Forget the stored API key for `provider`. */
+export const deleteKey = (provider) => request("DELETE", `/api/me/keys/${enc(provider)}`);
+
 /** The user's chats, newest first. */
 export const listChats = async () => (await request("GET", "/api/chats")).chats;
 
-/** A new chat. */
-export const createChat = async (title) =>
-  (await request("POST", "/api/chats", title ? { title } : {})).chat;
+/** A new chat holding its first message (`{content, provider, model}`); resolves to
+ * `{chat, run_id, message_id}`. A refused message creates no chat. */
+export const startChat = (title, message) =>
+  request("POST", "/api/chats", { ...(title ? { title } : {}), message });
+
+/** Give a chat a new title; resolves to the chat. */
+export const renameChat = async (chatId, title) =>
+  (await request("PATCH", `/api/chats/${enc(chatId)}`, { title })).chat;
+
+/** Delete a chat with its app, files, versions and history (409 while a run is in progress). */
+export const deleteChat = (chatId) => request("DELETE", `/api/chats/${enc(chatId)}`);
 
 /** `{chat, messages, runs}` of one chat. */
 export const getChat = (chatId) => request("GET", `/api/chats/${enc(chatId)}`);

@@ -5,6 +5,8 @@
 
 import * as api from "./api.js";
 import { ChatView } from "./chat.js";
+import { ChatActions } from "./chatactions.js";
+import { Composer } from "./composer.js";
 import { describeStatus } from "./errors.js";
 import { RunStream } from "./events.js";
 import { FilesPanel } from "./files.js";
@@ -43,8 +45,14 @@ const settings = new Settings({
   dialog: $("settings-dialog"), form: $("settings-form"), provider: $("settings-provider"),
   modelSelect: $("settings-demo"), modelInput: $("settings-model"), modelLabel: $("settings-model-label"),
   keyRow: $("settings-key-row"), keyInput: $("settings-key"), keyNote: $("settings-key-note"),
-  saveKey: $("settings-save-key"), status: $("settings-status"), close: $("settings-close"),
+  saveKey: $("settings-save-key"), deleteKey: $("settings-delete-key"), status: $("settings-status"), close: $("settings-close"),
 }, () => showChoice());
+const composer = new Composer({
+  form: $("composer"), input: $("message-input"), send: $("send-button"), count: $("message-count"),
+}, (content) => send(content));
+const chatActions = new ChatActions({
+  dialog: $("delete-dialog"), text: $("delete-text"), confirm: $("delete-confirm"), cancel: $("delete-cancel"), status: $("delete-status"),
+}, { renamed: (chat) => chatRenamed(chat), deleted: (chatId) => chatDeleted(chatId), failed: (exc) => handleFailure(exc) });
 
 /** Announce `text` in the polite live region (and show it under the transcript). */
 function announce(text) {
@@ -91,6 +99,7 @@ async function boot() {
   $("signin").hidden = true;
   $("user-name").textContent = state.me.user?.name || "";
   settings.setMe(state.me);
+  composer.setLimit(state.me.limits?.message_chars);
   showChoice();
   await refreshChats();
   if (!$("signin").hidden) return undefined; // the session ended meanwhile
@@ -122,26 +131,9 @@ function wireStatic() {
   $("new-chat").addEventListener("click", () => newChat());
   $("settings-button").addEventListener("click", () => settings.open());
   $("provider-badge").addEventListener("click", () => settings.open());
-  $("composer").addEventListener("submit", (e) => {
-    e.preventDefault();
-    send();
-  });
-  $("message-input").addEventListener("keydown", (e) => {
-    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
-      e.preventDefault();
-      send();
-    }
-  });
-  $("message-input").addEventListener("input", autosize);
   $("cancel-button").addEventListener("click", () => cancel());
   wireNarrowLayout(narrow);
   tabs.show("preview");
-}
-
-function autosize() {
-  const input = $("message-input");
-  input.style.height = "auto";
-  input.style.height = `${Math.min(input.scrollHeight, 200)}px`;
 }
 
 // ---- chats ----------------------------------------------------------------------------
@@ -152,8 +144,26 @@ async function refreshChats() {
   } catch (exc) {
     return handleFailure(exc);
   }
-  renderChatList($("chat-list"), state.chats, state.chatId);
+  showChatList();
   return undefined;
+}
+
+function showChatList() {
+  renderChatList($("chat-list"), state.chats, state.chatId, chatActions);
+}
+
+/** A chat was renamed in the sidebar: its entry, and the page title if it is open. */
+function chatRenamed(renamed) {
+  state.chats = state.chats.map((c) => (c.id === renamed.id ? { ...c, ...renamed } : c));
+  if (renamed.id === state.chatId) document.title = `${renamed.title} · kiln`;
+  showChatList();
+}
+
+/** A chat was deleted: it leaves the list; if it was open, a new chat takes its place. */
+function chatDeleted(chatId) {
+  state.chats = state.chats.filter((c) => c.id !== chatId);
+  if (chatId === state.chatId) newChat();
+  else showChatList();
 }
 
 function route() {
@@ -164,7 +174,7 @@ function route() {
 function newChat() {
   if (window.location.hash) window.location.hash = "";
   else openChat(null);
-  $("message-input").focus();
+  composer.focus();
 }
 
 function resetWorkspace() {
@@ -186,14 +196,11 @@ function resetWorkspace() {
 async function openChat(chatId) {
   resetWorkspace();
   state.chatId = chatId;
-  renderChatList($("chat-list"), state.chats, chatId);
+  showChatList();
   showView(narrow, "chat");
   if (!chatId) {
     document.title = "kiln";
-    chat.showIntro((text) => {
-      $("message-input").value = text;
-      $("message-input").focus();
-    });
+    chat.showIntro((text) => composer.fill(text));
     return;
   }
   const generation = state.generation;
@@ -216,7 +223,7 @@ async function openChat(chatId) {
 async function replayChat(data, generation) {
   const runs = [...data.runs].sort((a, b) => a.created - b.created);
   const users = data.messages.filter((m) => m.role === "user").sort((a, b) => a.created - b.created);
-  if (!runs.length && !users.length) chat.showIntro((text) => ($("message-input").value = text));
+  if (!runs.length && !users.length) chat.showIntro((text) => composer.fill(text));
   const shown = runs.filter((run) => run.preview_url).at(-1);
   if (shown) preview.setUrl(shown.preview_url, shown.sandbox_id);
   for (const [index, message] of users.entries()) {
@@ -329,41 +336,47 @@ async function previewSandbox(sandboxId, generation) {
 function setRunning(running) {
   $("cancel-button").hidden = !running;
   $("cancel-button").disabled = false;
-  $("send-button").disabled = running;
+  composer.setRunning(running);
   document.body.classList.toggle("running", running);
 }
 
-async function send() {
-  const input = $("message-input");
-  const content = input.value.trim();
-  if (!content || state.activeRun) return;
+/** Send a message (the composer allows one at a time); whether the server accepted it. A chat
+ * is created with its first message, in one request: a refused message leaves no empty chat. */
+async function send(content) {
   showError("");
   const choice = settings.effective();
-  $("send-button").disabled = true;
+  const message = { content, provider: choice.provider, model: choice.model };
+  const generation = state.generation;
+  let runId;
   try {
-    let chatId = state.chatId;
-    if (!chatId) {
-      const created = await api.createChat(content.slice(0, 80));
-      chatId = created.id;
-      state.chats.unshift(created);
-      state.chatId = chatId;
-      history.replaceState(null, "", `#/chats/${encodeURIComponent(chatId)}`);
-      renderChatList($("chat-list"), state.chats, chatId);
-      document.title = `${created.title} · kiln`;
-      chat.clear();
-      versions.reset(chatId);
-    }
-    const body = { content, provider: choice.provider, model: choice.model };
-    const { run_id: runId } = await api.sendMessage(chatId, body);
-    input.value = "";
-    autosize();
-    chat.addUser(content);
-    announce("Waiting for a worker…");
-    followRun(runId, { live: true, generation: state.generation });
+    runId = state.chatId ? (await api.sendMessage(state.chatId, message)).run_id : await startChat(message, generation);
   } catch (exc) {
-    $("send-button").disabled = Boolean(state.activeRun);
-    handleFailure(exc);
+    if (generation === state.generation) handleFailure(exc);
+    return false;
   }
+  // Another chat was opened while the request was out: this run shows when its chat is opened.
+  if (generation !== state.generation) return true;
+  chat.addUser(content);
+  announce("Waiting for a worker…");
+  followRun(runId, { live: true, generation });
+  return true;
+}
+
+/** Create a chat with its first message; its run id. The chat is shown unless another chat
+ * was opened meanwhile (it is listed either way). */
+async function startChat(message, generation) {
+  const started = await api.startChat(message.content.slice(0, 80), message);
+  const created = started.chat;
+  state.chats = [created, ...state.chats.filter((c) => c.id !== created.id)];
+  if (generation === state.generation) {
+    state.chatId = created.id;
+    history.replaceState(null, "", `#/chats/${encodeURIComponent(created.id)}`);
+    document.title = `${created.title} · kiln`;
+    chat.clear();
+    versions.reset(created.id);
+  }
+  showChatList();
+  return started.run_id;
 }
 
 async function cancel() {

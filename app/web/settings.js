@@ -1,12 +1,12 @@
 // Provider settings: which provider and model to use, and API keys (sent once to
-// `PUT /api/me/keys/{provider}`, stored encrypted, never shown again). With no key for the
+// `PUT /api/me/keys/{provider}`, stored encrypted, never shown again; Delete key forgets it). With no key for the
 // chosen provider kiln uses the demo replay provider, and the page says so. Every message is sent
 // with the choice made here (`POST /api/chats/{id}/messages {content, provider, model}`), so a
 // chat may change model from one message to the next. An OpenAI-compatible server (Ollama,
 // vLLM, LM Studio, OpenRouter) is usable once the operator set its base URL: `GET /api/me` then
 // lists it in `available`; it takes any model name the server knows, and a key is optional.
 
-import { putKey } from "./api.js";
+import { deleteKey, me, putKey } from "./api.js";
 
 const STORAGE_KEY = "kiln.choice";
 export const PROVIDERS = {
@@ -28,6 +28,7 @@ export class Settings {
     els.provider.addEventListener("change", () => this.fillModel(els.provider.value, ""));
     els.form.addEventListener("submit", (e) => this.save(e));
     els.saveKey.addEventListener("click", () => this.saveKey());
+    els.deleteKey.addEventListener("click", () => this.deleteKey());
     els.close.addEventListener("click", () => els.dialog.close());
   }
 
@@ -95,6 +96,7 @@ export class Settings {
       modelInput.placeholder = info.keyOptional ? "the server's default model, e.g. llama3.1:8b" : "";
       keyNote.textContent = keyHint(providerName, info, this.me);
     }
+    this.els.deleteKey.hidden = demo || !this.me.providers.includes(providerName);
     this.els.keyInput.value = "";
   }
 
@@ -119,6 +121,23 @@ export class Settings {
     this.renderProviders(provider);
     this.fillModel(provider, this.els.modelInput.value);
     this.els.status.textContent = "Key saved (stored encrypted; it will not be shown again).";
+    this.onChange();
+  }
+
+  async deleteKey() {
+    const provider = this.els.provider.value;
+    this.els.status.textContent = "Deleting the key…";
+    try {
+      await deleteKey(provider);
+      // What is usable now depends on the server's own keys too: ask it again.
+      this.setMe(await me());
+    } catch (exc) {
+      this.els.status.textContent = exc.message;
+      return;
+    }
+    this.renderProviders(provider);
+    this.fillModel(provider, this.els.modelInput.value);
+    this.els.status.textContent = "Key deleted.";
     this.onChange();
   }
 

@@ -90,6 +90,9 @@ class FakeService:
     overlap: int = 0  # resend this many events before the one asked for (duplicates to drop)
     failure: tuple[str, str] | None = None  # (code, message): runs fail at once with it
     prelude: list[dict[str, Any]] = field(default_factory=list)  # sent before the recording
+    refusal: tuple[int, str, str] | None = None  # (status, code, message): messages refused
+    post_delay: float = 0.0  # seconds a message takes to be accepted (a slow server)
+    message_limit: int = 32_000  # GET /api/me's limits.message_chars
     login_token: str = field(default_factory=lambda: secrets.token_hex(8))
     chats: dict[str, dict[str, Any]] = field(default_factory=dict)
     messages: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -217,9 +220,10 @@ def build_app(service: FakeService) -> ASGIApp:
     """The fake service as an ASGI app (API, UI and preview hosts)."""
     routes = [
         Route("/login", partial(_login, service)),
-        Route("/api/me", _me),
+        Route("/api/me", partial(_me, service)),
+        Route("/api/me/keys/{provider}", _key, methods=["PUT", "DELETE"]),
         Route("/api/chats", partial(_chats, service), methods=["GET", "POST"]),
-        Route("/api/chats/{id}", partial(_chat, service)),
+        Route("/api/chats/{id}", partial(_chat, service), methods=["GET", "PATCH", "DELETE"]),
         Route("/api/chats/{id}/messages", partial(_post, service), methods=["POST"]),
         Route("/api/chats/{id}/versions", partial(_versions, service)),
         Route("/api/runs/{id}", partial(_run, service)),
@@ -268,12 +272,22 @@ async def _login(service: FakeService, request: Request) -> Response:
     return response
 
 
-async def _me(request: Request) -> Response:
+async def _me(service: FakeService, request: Request) -> Response:
     if not _authorized(request):
         return _error(401, "unauthenticated", "sign in")
     default = {"provider": "replay", "model": "todo-app"}
     body = {"user": {"id": "u1", "name": "local"}, "providers": [], "default": default}
-    return JSONResponse({**body, "demos": ["todo-app"]})
+    limits = {"message_chars": service.message_limit, "title_chars": 200}
+    return JSONResponse({**body, "demos": ["todo-app"], "limits": limits})
+
+
+async def _key(request: Request) -> Response:
+    """Keys are not kept: a stored one is forgotten at once, and none is there to delete."""
+    if not _authorized(request):
+        return _error(401, "unauthenticated", "sign in")
+    if request.method == "DELETE":
+        return _error(404, "key_not_found", "no key is stored for you")
+    return Response(status_code=204)
 
 
 async def _chats(service: FakeService, request: Request) -> Response:
@@ -283,11 +297,37 @@ async def _chats(service: FakeService, request: Request) -> Response:
         chats = sorted(service.chats.values(), key=lambda c: c["created"], reverse=True)
         return JSONResponse({"chats": chats})
     body = await request.json()
+    first = body.get("message")
+    if first is not None:
+        refused = await _refused(service)
+        if refused is not None:
+            return refused
     chat_id = secrets.token_hex(8)
     chat = {"id": chat_id, "title": body.get("title") or "New chat", "created": time.time()}
     service.chats[chat_id] = {**chat, "sandbox_id": None}
     service.messages[chat_id] = []
-    return JSONResponse({"chat": service.chats[chat_id]}, 201)
+    if first is None:
+        return JSONResponse({"chat": service.chats[chat_id]}, 201)
+    run_id, message_id = _start_run(service, chat_id, first["content"])
+    answer = {"chat": service.chats[chat_id], "run_id": run_id, "message_id": message_id}
+    return JSONResponse(answer, 201)
+
+
+async def _refused(service: FakeService) -> Response | None:
+    """After the server's delay, the refusal a test asked for (or None: accepted)."""
+    if service.post_delay:
+        await asyncio.sleep(service.post_delay)
+    return _error(*service.refusal) if service.refusal else None
+
+
+def _start_run(service: FakeService, chat_id: str, content: str) -> tuple[str, str]:
+    """Store the user's message and play a run for it; ``(run_id, message_id)``."""
+    message = {"id": secrets.token_hex(8), "role": "user", "content": content}
+    service.messages[chat_id].append({**message, "data": None, "created": time.time()})
+    run = FakeRun(secrets.token_hex(8), chat_id, time.time())
+    service.runs[run.id] = run
+    asyncio.get_running_loop().create_task(service.play(run))
+    return run.id, message["id"]
 
 
 async def _chat(service: FakeService, request: Request) -> Response:
@@ -295,6 +335,15 @@ async def _chat(service: FakeService, request: Request) -> Response:
     if chat is None or not _authorized(request):
         return _error(404, "not_found", "no such chat")
     runs = [run.view() for run in service.runs.values() if run.chat_id == chat["id"]]
+    if request.method == "PATCH":
+        chat["title"] = (await request.json())["title"].strip()
+        return JSONResponse({"chat": chat})
+    if request.method == "DELETE":
+        if any(run["status"] in ("queued", "running") for run in runs):
+            message = f"chat {chat['title']!r} has a run in progress; cancel it, then delete"
+            return _error(409, "chat_busy", message)
+        del service.chats[chat["id"]]
+        return Response(status_code=204)
     return JSONResponse({"chat": chat, "messages": service.messages[chat["id"]], "runs": runs})
 
 
@@ -314,12 +363,11 @@ async def _post(service: FakeService, request: Request) -> Response:
     if any(r.chat_id == chat["id"] and r.status in ("queued", "running") for r in runs):
         return _error(429, "admission_refused", "this chat already has a run in progress")
     body = await request.json()
-    message = {"id": secrets.token_hex(8), "role": "user", "content": body["content"]}
-    service.messages[chat["id"]].append({**message, "data": None, "created": time.time()})
-    run = FakeRun(secrets.token_hex(8), chat["id"], time.time())
-    service.runs[run.id] = run
-    asyncio.get_running_loop().create_task(service.play(run))
-    return JSONResponse({"run_id": run.id, "message_id": message["id"]}, 202)
+    refused = await _refused(service)
+    if refused is not None:
+        return refused
+    run_id, message_id = _start_run(service, chat["id"], body["content"])
+    return JSONResponse({"run_id": run_id, "message_id": message_id}, 202)
 
 
 def _find_run(service: FakeService, request: Request) -> FakeRun | None:

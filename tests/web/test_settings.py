@@ -1,5 +1,6 @@
 """Provider settings against a real ``kiln serve``: with no key the page says the demo replay is
-used; a pasted key is checked, stored (``PUT /api/me/keys/{provider}``) and never shown again.
+used; a pasted key is checked, stored (``PUT /api/me/keys/{provider}``), never shown again, and
+deleted (``DELETE``).
 Against the stand-in service: an OpenAI-compatible server is offered once the server has one,
 every message carries the provider and model chosen at that moment, and each run's footer shows
 its tokens in and out."""
@@ -49,6 +50,18 @@ def test_a_key_is_stored_and_never_shown_again(
     assert "anthropic" in me["providers"]
     page.reload()
     assert KEY not in page.content()
+
+    # Deleted again: the provider is keyless, the demo replay is back and says why.
+    page.get_by_role("button", name="Settings").click()
+    dialog.get_by_label("Provider").select_option("anthropic")
+    dialog.get_by_role("button", name="Delete key").click()
+    expect(dialog.get_by_role("status")).to_have_text("Key deleted.")
+    expect(dialog.get_by_role("button", name="Delete key")).to_be_hidden()
+    expect(dialog.get_by_label("Provider")).not_to_contain_text("Anthropic (key stored)")
+    dialog.get_by_role("button", name="Close").click()
+    expect(page.locator("#demo-notice")).to_contain_text("no API key for Anthropic")
+    me = page.request.get(page.url.split("#")[0] + "api/me").json()
+    assert "anthropic" not in me["providers"]
 
 
 COMPATIBLE_MODEL = "qwen2.5-coder:32b"
@@ -108,7 +121,8 @@ def test_each_message_names_its_provider_and_model_and_the_footer_shows_tokens(
 
     with page.expect_request(_is_message_post) as first:
         send_message(page, "make me a todo app")
-    assert first.value.post_data_json == {
+    # A new chat's first message comes with the chat itself (POST /api/chats {title, message}).
+    assert first.value.post_data_json["message"] == {
         "content": "make me a todo app",
         "provider": "openai-compatible",
         "model": COMPATIBLE_MODEL,
@@ -131,4 +145,5 @@ def test_each_message_names_its_provider_and_model_and_the_footer_shows_tokens(
 
 
 def _is_message_post(request: Request) -> bool:
-    return request.method == "POST" and request.url.endswith("/messages")
+    """A message sent: to a chat, or with a new chat."""
+    return request.method == "POST" and request.url.endswith(("/messages", "/api/chats"))
