@@ -51,6 +51,16 @@ export class StepCard {
   refuse() {
     this.setState("failed", "refused");
   }
+
+  /** Whether the card still waits for its end (queued or running). */
+  get open() {
+    return ["queued", "running"].includes(this.el.dataset.state);
+  }
+
+  /** The run ended (or its worker stopped) before this step did. */
+  stop(label) {
+    this.setState("stopped", label);
+  }
 }
 
 const TOOL_TITLES = {
@@ -75,6 +85,16 @@ export class ToolCard {
         h("span", { class: "card-title" }, title), this.status),
       this.body,
     );
+  }
+
+  get open() {
+    return this.el.dataset.state === "running";
+  }
+
+  /** The run ended before the result came. */
+  stop(label) {
+    this.el.dataset.state = "stopped";
+    this.status.textContent = label;
   }
 
   result(event) {
@@ -156,6 +176,26 @@ export class EditCard {
     this.title.textContent = `Edit of ${this.path} not applied`;
     this.status.textContent = "refused";
   }
+
+  get open() {
+    return this.el.dataset.state === "running";
+  }
+
+  /** The run ended before the edit was applied. */
+  stop(label) {
+    this.el.dataset.state = "stopped";
+    this.title.textContent = `Edit of ${this.path} not applied`;
+    this.status.textContent = label;
+  }
+}
+
+/** Where a run's worker stopped and another took the run over (`run_started` of attempt 2+). */
+export function restartNotice(event) {
+  const resumed = event.resumed && event.from_turn;
+  const text = resumed
+    ? `The worker restarted; the run resumed from turn ${event.from_turn}.`
+    : "The worker restarted; the run started over.";
+  return h("div", { class: "turn-marker restart", role: "note" }, h("span", {}, text));
 }
 
 /** The files an edit turn was shown (`context` event): why each, its tokens, and those left out. */

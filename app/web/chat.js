@@ -3,7 +3,7 @@
 // turn markers, and the run's final state with its tokens in and out.
 
 import { getRun } from "./api.js";
-import { EditCard, FilesCard, StepCard, ToolCard, contextCard, postgenCard, problemCard, turnEndMarker, turnStartMarker } from "./cards.js";
+import { EditCard, FilesCard, StepCard, ToolCard, contextCard, postgenCard, problemCard, restartNotice, turnEndMarker, turnStartMarker } from "./cards.js";
 import { h, nearBottom } from "./dom.js";
 import { describeStatus, describeStop, presentable } from "./errors.js";
 import { renderProse } from "./prose.js";
@@ -76,6 +76,8 @@ export class RunView {
     this.edits = new Map(); // path -> the card of its edit in progress (or last ended)
     this.renderPending = new Set();
     this.finished = false;
+    this.cards = []; // every step, tool and edit card: those still open are closed at the end
+    this.starts = 0; // run_started events seen: more than one means a worker took it over
   }
 
   /** Render one event of this run. */
@@ -125,8 +127,20 @@ export class RunView {
   step(kind, title, queue) {
     const card = new StepCard(kind, title);
     this.append(card.el);
+    this.cards.push(card);
     queue.push(card);
     return card;
+  }
+
+  /** End every card still waiting or running (the run ended, or its worker stopped, first):
+   * no card stays "running…" after its run. */
+  closeOpenCards(label) {
+    for (const card of this.cards) if (card.open) card.stop(label);
+    this.installs = [];
+    this.commands = [];
+    this.running = null;
+    this.tools = [];
+    this.filesCard?.close();
   }
 
   started(queue, kind, title) {
@@ -156,7 +170,7 @@ export class RunView {
     this.thinkingDone();
     if (status !== "cancelled") this.held.forEach((held) => this.body.append(problemCard(held)));
     this.held = [];
-    this.filesCard?.close();
+    this.closeOpenCards(status === "cancelled" ? "cancelled" : "not finished");
     this.showUsage();
   }
 
@@ -186,6 +200,7 @@ export class RunView {
   tool(kind, request) {
     const card = new ToolCard(kind, request);
     this.append(card.el);
+    this.cards.push(card);
     this.tools.push(card);
   }
 
@@ -223,7 +238,14 @@ export function describeUsage(usage) {
 }
 
 const HANDLERS = {
-  run_started() {
+  run_started(event) {
+    this.starts += 1;
+    if (this.starts > 1 || event.attempt > 1) {
+      // Another worker claimed the run after the first stopped: what follows is attempt 2's.
+      this.thinkingDone();
+      this.closeOpenCards("interrupted");
+      this.append(restartNotice(event));
+    }
     this.setPending("Working…");
   },
   text(event) {
@@ -299,6 +321,7 @@ const HANDLERS = {
   },
   edit_start(event) {
     const card = new EditCard(event.path, this.onOpenFile);
+    this.cards.push(card);
     this.edits.set(event.path, card);
     this.append(card.el);
   },

@@ -1,0 +1,54 @@
+"""Cards of a run that ends early, against the stand-in service: a cancel closes every card
+still waiting or running (an install card stayed "running…" forever), and a run another worker
+took over says where attempt 2 began, live and after a reload."""
+
+from __future__ import annotations
+
+from playwright.sync_api import Page, expect
+
+from tests.web.conftest import fake_base_url, screenshot, sign_in
+from tests.web.fake_service import FakeService
+from tests.web.recording import send_message
+
+INSTALL_UNDER_WAY = [
+    {"type": "install_content", "dependencies": ["zustand"], "framework": None},
+    {"type": "install_started", "packages": ["zustand"]},
+    {"type": "output", "line": "added 1 package"},
+    {"type": "command", "command": "npm", "args": ["run", "build"]},  # queued behind it
+]
+
+
+def test_a_cancel_closes_every_open_card(page: Page, fake_service: FakeService) -> None:
+    fake_service.prelude = INSTALL_UNDER_WAY
+    fake_service.pace = 0.5  # the recording goes on slowly until the cancel
+    sign_in(page, f"{fake_base_url(fake_service)}/login?token={fake_service.login_token}")
+    send_message(page, "make me a todo app")
+    install = page.locator(".card.step.install")
+    expect(install.locator(".card-status")).to_have_text("running…")
+    page.get_by_role("button", name="Cancel").click()
+    page.locator(".run-footer[data-state='cancelled']").wait_for()
+    expect(install).to_have_attribute("data-state", "stopped")
+    expect(install.locator(".card-status")).to_have_text("cancelled")
+    command = page.locator(".card.step.command").first
+    expect(command.locator(".card-status")).to_have_text("cancelled")
+    expect(page.locator(".card[data-state='running'], .card[data-state='queued']")).to_have_count(0)
+    screenshot(page, "cancelled-cards-closed")
+    page.reload()
+    page.locator(".run-footer[data-state='cancelled']").wait_for()
+    expect(page.locator(".card.step.install .card-status")).to_have_text("cancelled")
+
+
+def test_a_run_taken_over_by_another_worker_says_so(page: Page, fake_service: FakeService) -> None:
+    restarted = {"type": "run_started", "attempt": 2, "resumed": False}
+    fake_service.prelude = [*INSTALL_UNDER_WAY, restarted]
+    sign_in(page, f"{fake_base_url(fake_service)}/login?token={fake_service.login_token}")
+    send_message(page, "make me a todo app")
+    page.locator(".run-footer[data-state='completed']").wait_for()
+    notice = page.get_by_role("note")
+    expect(notice).to_have_text("The worker restarted; the run started over.")
+    first_install = page.locator(".card.step.install").first
+    expect(first_install.locator(".card-status")).to_have_text("interrupted")
+    screenshot(page, "run-restarted")
+    page.reload()
+    page.locator(".run-footer[data-state='completed']").wait_for()
+    expect(page.get_by_role("note")).to_have_text("The worker restarted; the run started over.")
