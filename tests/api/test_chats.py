@@ -156,6 +156,8 @@ async def test_another_users_chat_is_404_everywhere(api: Api) -> None:
         pytest.param("POST", "/api/chats", id="create"),
         pytest.param("GET", "/api/chats/x", id="read"),
         pytest.param("POST", "/api/chats/x/messages", id="post"),
+        pytest.param("PATCH", "/api/chats/x", id="rename"),
+        pytest.param("DELETE", "/api/chats/x", id="delete"),
     ],
 )
 async def test_chats_need_a_user(api: Api, method: str, path: str) -> None:
