@@ -1,15 +1,20 @@
 """Renaming and deleting chats in the sidebar, against the stand-in service: a title is edited
 in place (Enter saves, Escape keeps the old one); a delete asks first, and a chat with a run in
-progress is refused in words until the run has ended."""
+progress is refused in words until the run has ended. Against a real ``kiln serve``: a built
+chat's delete removes its sandbox's Docker objects and its project."""
 
 from __future__ import annotations
 
 import re
 
+import docker
+import pytest
 from playwright.sync_api import Page, expect
 
-from tests.web.conftest import PageProblems, fake_base_url, screenshot, sign_in
+from sandbox.settings import LABEL
+from tests.web.conftest import RUN_LIMIT_MS, PageProblems, fake_base_url, screenshot, sign_in
 from tests.web.fake_service import FakeService
+from tests.web.kiln_service import KilnService
 from tests.web.recording import send_message
 
 
@@ -76,3 +81,31 @@ def test_a_chat_with_a_run_in_progress_is_not_deleted(
     page.get_by_role("button", name="Delete chat “slow one”").click()
     dialog.get_by_role("button", name="Delete").click()
     expect(page.locator("#chat-list")).to_have_text("No chats yet.")
+
+
+@pytest.mark.npm
+def test_deleting_a_built_chat_removes_its_sandbox_and_project(
+    kiln_page: Page, kiln: KilnService
+) -> None:
+    page, text = kiln_page, "a todo app, to be deleted"
+    send_message(page, text)
+    page.locator(".run-footer[data-state='completed']").wait_for(timeout=RUN_LIMIT_MS)
+    chat_id = page.url.split("#/chats/", 1)[1]
+    shown = page.request.get(f"{kiln.base_url}/api/chats/{chat_id}").json()
+    sandbox_id = shown["chat"]["sandbox_id"] or shown["runs"][-1]["sandbox_id"]
+    project = kiln.log.parent / "data" / "projects" / chat_id
+    assert sandbox_id, shown
+    assert project.is_dir(), "the run recorded no project version"
+    page.get_by_role("button", name=f"Delete chat “{text}”").click()
+    page.get_by_role("dialog", name="Delete chat").get_by_role("button", name="Delete").click()
+    expect(page.locator("#chat-list .chat-link", has_text=text)).to_have_count(0)
+    client = docker.from_env()
+    try:
+        label = {"label": f"{LABEL}={sandbox_id}"}
+        left = [c.name for c in client.containers.list(all=True, filters=label)]
+        left += [v.name for v in client.volumes.list(filters=label)]
+    finally:
+        client.close()
+    assert left == [], f"sandbox {sandbox_id!r} left Docker objects behind"
+    assert not project.exists()
+    assert page.request.get(f"{kiln.base_url}/api/chats/{chat_id}").status == 404
