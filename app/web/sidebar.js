@@ -25,7 +25,7 @@ function chatItem(chat, current, actions) {
   if (!actions) return item;
   item.append(h("span", { class: "chat-actions" },
     h("button", { type: "button", class: "chat-action", title: "Rename", "aria-label": `Rename chat “${title}”`, onclick: () => editTitle(item, chat, actions) }, "✎"),
-    h("button", { type: "button", class: "chat-action", title: "Delete", "aria-label": `Delete chat “${title}”`, onclick: () => actions.remove(chat) }, "🗑")));
+    h("button", { type: "button", class: "chat-action", title: "Delete", "aria-label": `Delete chat “${title}”`, onclick: () => actions.remove(chat) }, "✕")));
   return item;
 }
 
