@@ -15,10 +15,12 @@ import statistics
 import time
 from pathlib import Path
 
+import docker
 import pytest
 from playwright.sync_api import Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
+from sandbox.settings import LABEL
 from tests.web.conftest import RUN_LIMIT_MS
 from tests.web.kiln_service import KilnService
 from tests.web.recording import choose_demo, send_message
@@ -90,7 +92,7 @@ def _one_run(page: Page, number: int) -> float:
     except PlaywrightTimeoutError:
         pytest.fail(
             f"run {number}: no heading {HEADING_LIMIT_SECONDS} s after the run's end; "
-            f"{_preview_now(page)}"
+            f"{_preview_now(page)}; the dev server's last lines:\n{_dev_server_log(page)}"
         )
     shown = time.monotonic() - ended
     expect(page.locator("#preview-state")).to_have_text("Live")
@@ -105,6 +107,21 @@ def _preview_now(page: Page) -> str:
     frames = [f for f in page.frames if ".preview." in f.url]
     inside = [f"{f.url}: {f.locator('body').inner_text(timeout=2000)[:300]!r}" for f in frames]
     return f"state {state!r}, overlay {words!r}, frame {inside or 'none'}"
+
+
+def _dev_server_log(page: Page) -> str:
+    """The last lines the preview's dev server printed (its container's log), for a failure."""
+    sandbox_ids = {f.url.split("//", 1)[-1].split(".", 1)[0] for f in page.frames}
+    client = docker.from_env()
+    try:
+        containers = [
+            c
+            for sid in sandbox_ids
+            for c in client.containers.list(filters={"label": f"{LABEL}={sid}"})
+        ]
+        return "\n".join(c.logs(tail=25).decode(errors="replace") for c in containers) or "none"
+    finally:
+        client.close()
 
 
 @pytest.mark.npm

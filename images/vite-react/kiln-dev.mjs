@@ -1,0 +1,127 @@
+// kiln's dev-server supervisor: the sandbox's main process (under Docker's --init), running
+// `npm run dev` in /workspace and keeping it running. Plain Node, no dependencies, outside the
+// workspace so that a generated app cannot replace it.
+//
+// - package.json changed (kiln installed a package while the preview is open): the dev server
+//   starts over as a new process, with one consistent set of dependencies. Vite's in-process
+//   restart was tried first: now and then its close() waited forever for a request held by the
+//   dependency optimizer, the port already closed, and the preview said "starting" for good.
+//   A process group ends for sure (SIGTERM, then SIGKILL after a grace period).
+// - The dev server exited on its own (a crash, an unhandled rejection while files were half
+//   written): it is started again after a short pause that grows while it keeps failing, so
+//   the preview comes back without anyone asking.
+// - SIGTERM/SIGINT (docker stop): the dev server's group is stopped, then this process exits.
+import { spawn } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import path from 'node:path'
+
+const WORKSPACE = process.env.KILN_WORKSPACE || '/workspace'
+const MANIFEST = path.join(WORKSPACE, 'package.json')
+const POLL_MS = 250
+const DEBOUNCE_MS = 400 // npm writes package.json and its lock file in a burst
+const STOP_GRACE_MS = 3000
+const CRASH_PAUSES_MS = [500, 1000, 2000, 5000]
+const STEADY_MS = 30000 // a dev server up this long has stopped crashing
+
+let child = null
+let wanted = 'running' // 'running' | 'restarting' | 'stopping'
+let crashes = 0
+let startedAt = 0
+let manifest = fingerprint()
+let changedAt = 0
+
+function say(message) {
+  console.log(`[kiln] ${message}`)
+}
+
+function fingerprint() {
+  try {
+    return createHash('sha1').update(readFileSync(MANIFEST)).digest('hex')
+  } catch {
+    return null // being rewritten, or not there yet: the next poll sees it
+  }
+}
+
+function start() {
+  wanted = 'running'
+  startedAt = Date.now()
+  // Its own process group: npm, the shell and Vite (with esbuild) end together.
+  const started = spawn('npm', ['run', 'dev'], { cwd: WORKSPACE, stdio: 'inherit', detached: true })
+  started.on('exit', (code, signal) => exited(started, code, signal))
+  started.on('error', (error) => say(`could not start the dev server: ${error.message}`))
+  child = started
+}
+
+function groupAlive(pid) {
+  try {
+    process.kill(-pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+function signalGroup(pid, signal) {
+  try {
+    process.kill(-pid, signal)
+  } catch {
+    // already gone
+  }
+}
+
+// Resolves once every process of the group is gone (the port is free again).
+function stopGroup(pid) {
+  signalGroup(pid, 'SIGTERM')
+  const deadline = Date.now() + STOP_GRACE_MS
+  return new Promise((resolve) => {
+    const check = () => {
+      if (!groupAlive(pid)) return resolve()
+      if (Date.now() > deadline) signalGroup(pid, 'SIGKILL')
+      setTimeout(check, 50)
+    }
+    check()
+  })
+}
+
+async function exited(which, code, signal) {
+  if (which !== child) return
+  await stopGroup(which.pid) // what the group left behind (a Vite still closing its port)
+  if (wanted === 'stopping') process.exit(0)
+  if (wanted === 'restarting') return start()
+  crashes = Date.now() - startedAt > STEADY_MS ? 1 : crashes + 1
+  const pause = CRASH_PAUSES_MS[Math.min(crashes, CRASH_PAUSES_MS.length) - 1]
+  say(`the dev server exited (${signal || `code ${code}`}); starting it again in ${pause} ms`)
+  setTimeout(() => wanted === 'running' && child === which && start(), pause)
+}
+
+function restart() {
+  if (!child || wanted !== 'running') return
+  say('package.json changed: restarting the dev server')
+  wanted = 'restarting'
+  if (child.exitCode !== null || child.signalCode !== null) return start() // between crashes
+  signalGroup(child.pid, 'SIGTERM') // `exited` starts the new one once the group is gone
+}
+
+function poll() {
+  const now = fingerprint()
+  if (now !== null && now !== manifest) {
+    manifest = now
+    changedAt = Date.now()
+  }
+  if (changedAt && Date.now() - changedAt >= DEBOUNCE_MS) {
+    changedAt = 0
+    restart()
+  }
+}
+
+function shutdown() {
+  wanted = 'stopping'
+  if (!child || child.exitCode !== null || child.signalCode !== null) process.exit(0)
+  signalGroup(child.pid, 'SIGTERM')
+}
+
+process.on('SIGTERM', shutdown)
+process.on('SIGINT', shutdown)
+setInterval(poll, POLL_MS)
+start()
