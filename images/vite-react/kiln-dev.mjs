@@ -2,7 +2,7 @@
 // `npm run dev` in /workspace and keeping it running. Plain Node, no dependencies, outside the
 // workspace so that a generated app cannot replace it.
 //
-// - package.json changed (kiln installed a package while the preview is open): the dev server
+// - package.json or the installed packages changed (kiln installed a package while the preview is open): the dev server
 //   starts over as a new process, with one consistent set of dependencies. Vite's in-process
 //   restart was tried first: now and then its close() waited forever for a request held by the
 //   dependency optimizer, the port already closed, and the preview said "starting" for good.
@@ -12,12 +12,11 @@
 //   the preview comes back without anyone asking.
 // - SIGTERM/SIGINT (docker stop): the dev server's group is stopped, then this process exits.
 import { spawn } from 'node:child_process'
-import { createHash } from 'node:crypto'
-import { readFileSync } from 'node:fs'
+import { statSync } from 'node:fs'
 import path from 'node:path'
 
 const WORKSPACE = process.env.KILN_WORKSPACE || '/workspace'
-const MANIFEST = path.join(WORKSPACE, 'package.json')
+const WATCHED = ['package.json', 'node_modules/.package-lock.json'].map((f) => path.join(WORKSPACE, f))
 const POLL_MS = 250
 const DEBOUNCE_MS = 400 // npm writes package.json and its lock file in a burst
 const STOP_GRACE_MS = 3000
@@ -35,12 +34,18 @@ function say(message) {
   console.log(`[kiln] ${message}`)
 }
 
+// Any write counts, identical content included: kiln merges a new dependency into package.json
+// before installing it, and npm's write at the end of the install (the same content) is the one
+// that says the package is there. npm also rewrites node_modules/.package-lock.json then.
 function fingerprint() {
-  try {
-    return createHash('sha1').update(readFileSync(MANIFEST)).digest('hex')
-  } catch {
-    return null // being rewritten, or not there yet: the next poll sees it
-  }
+  return WATCHED.map((file) => {
+    try {
+      const { mtimeMs, size } = statSync(file)
+      return `${mtimeMs}:${size}`
+    } catch {
+      return '-' // not there (yet)
+    }
+  }).join('|')
 }
 
 function start() {
@@ -97,7 +102,7 @@ async function exited(which, code, signal) {
 
 function restart() {
   if (!child || wanted !== 'running') return
-  say('package.json changed: restarting the dev server')
+  say('packages changed: restarting the dev server')
   wanted = 'restarting'
   if (child.exitCode !== null || child.signalCode !== null) return start() // between crashes
   signalGroup(child.pid, 'SIGTERM') // `exited` starts the new one once the group is gone
@@ -105,7 +110,7 @@ function restart() {
 
 function poll() {
   const now = fingerprint()
-  if (now !== null && now !== manifest) {
+  if (now !== manifest) {
     manifest = now
     changedAt = Date.now()
   }
