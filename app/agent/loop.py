@@ -29,7 +29,7 @@ from app.agent.rewrite_guard import REWRITE_REFUSED, refused_rewrite
 from app.agent.turn_outcome import PromptKind, Stop, StopReason, matching_rule, resolve_turn_outcome
 from app.agent.turn_recorder import TurnRecorder
 from app.agent.web_tools import ToolResult, WebTools
-from app.agent.workspace import EventTarget, Workspace
+from app.agent.workspace import EventTarget, Workspace, likely_to_build
 from app.errors import BudgetExceeded, ProviderError, error_code
 from app.postgen.pipeline import PostGenReport, post_generate, write_files
 from app.providers.base import Message, Provider, ProviderRequest
@@ -174,6 +174,8 @@ class AgentRun:
             try:
                 await self._prepare_edit(state)  # before a resume acquires the sandbox
                 await self._resume_files(state)
+                if likely_to_build(state.request, has_project=self._mode is Mode.EDIT):
+                    self._workspace.acquire_early(tasks)  # while the provider thinks
                 await self._loop(state)
             finally:
                 # Closed here, in the scope that opened the session (task groups must be left

@@ -1,18 +1,23 @@
-"""Where a run's sandbox events go: a sandbox acquired on first use, or a stand-in in tests.
+"""Where a run's sandbox events go: a sandbox acquired ahead of need, or a stand-in in tests.
 
 The loop only needs :class:`EventTarget` (``handle(event)``, ``finish()``), which
-:class:`sandbox.session.SandboxSession` is. :class:`SandboxWorkspace` acquires the chat's
-sandbox from the manager the first time an event needs one (a conversational answer never
-starts a container) and wires a session to it.
+:class:`sandbox.session.SandboxSession` is. :class:`SandboxWorkspace` wires a session to the
+chat's sandbox the first time an event needs one. A run that will likely write code starts
+acquiring it when the run starts (:meth:`SandboxWorkspace.acquire_early`), while the provider
+thinks, so its first file does not wait for a container; an answer that needed none releases it
+unused, and one whose model picked another template trades it in.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import anyio
 import redis.asyncio
+from anyio.abc import TaskGroup
 
 from app.agent.context import ExistingProject, existing_project, guess_template
 from app.postgen.template_workspace import read_template_workspace
@@ -23,6 +28,7 @@ from sandbox import (
     DEFAULT_TEMPLATE,
     TEMPLATES,
     RecordSink,
+    Sandbox,
     SandboxError,
     SandboxManager,
     SandboxSession,
@@ -35,6 +41,28 @@ from sandbox import (
 BUFFER_TTL_GRACE_SECONDS = 600.0  # write-buffer keys outlive the sandbox's idle TTL by this
 CLOSE_LIMIT_SECONDS = 600.0  # waiting for the last installs and flushes when a run ends
 RECENT_VERSIONS = 2  # the files these last versions changed are "changed in the last turns"
+# A first message that is only a greeting or thanks builds nothing; anything else (a question
+# about code included: most answers to "how do I ..." write files) gets its sandbox early.
+SMALL_TALK = re.compile(
+    r"(hi|hello|hey|thanks|thank you|thx|ok|okay|bye|good (morning|afternoon|evening))"
+    r"( there| kiln)?[\s!.?]*",
+    re.IGNORECASE,
+)
+
+
+def likely_to_build(request: str, has_project: bool) -> bool:
+    """Whether a run for ``request`` will probably write code (its sandbox is then acquired
+    early): always for a chat whose project has files, else unless it is small talk."""
+    return has_project or not SMALL_TALK.fullmatch(request.strip())
+
+
+@dataclass(slots=True)
+class _EarlyAcquire:
+    """A sandbox being acquired ahead of need, for ``template``."""
+
+    template: str
+    done: anyio.Event = field(default_factory=anyio.Event)
+    sandbox: Sandbox | None = None
 
 
 class EventTarget(Protocol):
@@ -73,6 +101,11 @@ class Workspace(Protocol):
     def prefer_template(self, name: str) -> None:
         """A template the model named; used if nothing was chosen explicitly and no sandbox
         exists yet."""
+        ...
+
+    def acquire_early(self, tasks: TaskGroup) -> None:
+        """Start acquiring the sandbox for the template known now in ``tasks``, before an event
+        needs it (a failure is left for :meth:`target` to meet and report)."""
         ...
 
     async def close(self, *, abandon: bool = False) -> SessionLog | None:
@@ -116,6 +149,7 @@ class SandboxWorkspace:
         self._project, self._run = project, run
         self._on_record: RecordSink | None = None
         self._turn = 0
+        self._early: _EarlyAcquire | None = None
         self.sandbox_id: str | None = None
         self.dev_url: str | None = None
 
@@ -129,11 +163,40 @@ class SandboxWorkspace:
         if not self._explicit and self._session is None and name in TEMPLATES:
             self._template = get_template(name)
 
+    def acquire_early(self, tasks: TaskGroup) -> None:
+        """Acquire the sandbox for the current template in ``tasks`` (see the module docstring);
+        recorded at once, so a :meth:`close` right after still releases what it gets."""
+        if self._early is not None or self._session is not None:
+            return
+        self._early = _EarlyAcquire(self._template.name)
+        tasks.start_soon(self._acquire_early, self._early)
+
+    async def _acquire_early(self, early: _EarlyAcquire) -> None:
+        try:
+            early.sandbox = await self._manager.acquire(self._chat, self._owner, early.template)
+        except SandboxError:
+            pass  # target() acquires again and reports the failure where it matters
+        finally:
+            early.done.set()
+
+    async def _take_early(self) -> Sandbox | None:
+        """The early sandbox if it is of the template wanted now; a wrong one is released."""
+        early, self._early = self._early, None
+        if early is None:
+            return None
+        await early.done.wait()
+        if early.sandbox is not None and early.template != self._template.name:
+            await self._manager.release(early.sandbox.id)
+            return None
+        return early.sandbox
+
     async def target(self, on_record: RecordSink) -> EventTarget:
         """Acquire the chat's sandbox and open a session on it (once)."""
         if self._session is not None:
             return self._session
-        sandbox = await self._manager.acquire(self._chat, self._owner, self._template.name)
+        sandbox = await self._take_early() or await self._manager.acquire(
+            self._chat, self._owner, self._template.name
+        )
         self.sandbox_id = sandbox.id
         # Told at once (not only at the end) so a client can show the live preview meanwhile.
         await on_record("sandbox_ready", {"sandbox_id": sandbox.id})
@@ -161,6 +224,10 @@ class SandboxWorkspace:
         ``abandon`` (a cancelled run) stops background installs and only flushes the files.
         """
         if self._session is None or self.sandbox_id is None:
+            with anyio.CancelScope(shield=True):  # an early sandbox nobody used goes back
+                early = await self._take_early()
+                if early is not None:
+                    await self._manager.release(early.id)
             return None
         log = self._session.log
         try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from anyio.abc import TaskGroup
+
 from app.agent.context import ExistingProject
 from app.agent.web_tools import ToolResult
 from parser.assemble import FileAssembler
@@ -108,6 +110,7 @@ class FakeWorkspace:
         self.target_: FakeTarget | None = None
         self.closed = False
         self.versions_recorded: list[tuple[int, str]] = []
+        self.acquired_early = False
         self._exit_codes = exit_codes or {}
 
     async def target(self, on_record: RecordSink) -> FakeTarget:
@@ -119,6 +122,9 @@ class FakeWorkspace:
 
     def prefer_template(self, name: str) -> None:
         self.preferred = name
+
+    def acquire_early(self, tasks: TaskGroup) -> None:
+        self.acquired_early = True
 
     async def close(self, *, abandon: bool = False) -> SessionLog | None:
         self.closed, self.abandoned = True, abandon

@@ -46,6 +46,7 @@ async def run(
     checkpoints: list[Checkpoint] | None = None,
     checkpoint: Checkpoint | None = None,
     run_settings: RunSettings | None = None,
+    request: str = "make me an app",
 ) -> RunResult:
     async def save(state: Checkpoint) -> None:
         if checkpoints is not None:
@@ -59,7 +60,7 @@ async def run(
         emit=emit or Collector(),
         save=save,
     )
-    return await agent.run("make me an app", checkpoint=checkpoint)
+    return await agent.run(request, checkpoint=checkpoint)
 
 
 def write(tmp_path: Path, name: str, turns: list[str]) -> Path:
@@ -127,6 +128,21 @@ async def test_conversational_answer_stops_without_a_sandbox() -> None:
     assert (result.status, result.stop_reason, result.turns) == ("completed", "done", 1)
     assert workspace.target_ is None
     assert (result.sandbox_id, result.files, result.build) == (None, [], None)
+
+
+@pytest.mark.parametrize(
+    ("request_text", "early"),
+    [
+        pytest.param("make me an app", True, id="a-build-request"),
+        pytest.param("hello!", False, id="small-talk"),
+    ],
+)
+async def test_a_run_that_will_build_acquires_its_sandbox_before_the_first_file(
+    request_text: str, early: bool
+) -> None:
+    workspace = FakeWorkspace()
+    await run(RECORDINGS / "hello-conversational.txt", workspace=workspace, request=request_text)
+    assert workspace.acquired_early is early
 
 
 async def test_a_turn_without_output_is_nudged_exactly_once(tmp_path: Path) -> None:

@@ -1,0 +1,117 @@
+"""SandboxWorkspace's early acquire: which runs get their sandbox ahead of need, and that an
+early sandbox is used, traded in or released (never left ``in_use``).
+
+The manager is a stand-in recording acquires and releases; the real one is driven through
+this path by the live-stack run tests (tests/runs), whose messages all build.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import anyio
+import pytest
+
+from app.agent.workspace import SandboxWorkspace, likely_to_build
+from sandbox import SandboxUnavailable
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize(
+    ("request_text", "has_project", "expected"),
+    [
+        pytest.param("make me a todo app", False, True, id="build-request"),
+        pytest.param("how do I center a div?", False, True, id="question-about-code"),
+        pytest.param("hi", False, False, id="greeting"),
+        pytest.param("  Thanks!! ", False, False, id="thanks"),
+        pytest.param("hello there.", False, False, id="greeting-there"),
+        pytest.param("thanks", True, True, id="small-talk-in-a-project"),
+        pytest.param("hi, make me a game", False, True, id="greeting-then-request"),
+    ],
+)
+def test_which_runs_get_their_sandbox_early(
+    request_text: str, has_project: bool, expected: bool
+) -> None:
+    assert likely_to_build(request_text, has_project) is expected
+
+
+@dataclass
+class _Handle:
+    id: str
+
+
+@dataclass
+class _Manager:
+    """Acquires sandboxes named after their template; can fail or hold an acquire open."""
+
+    fail: bool = False
+    gate: anyio.Event | None = None
+    calls: list[str] = field(default_factory=list)
+
+    async def acquire(self, chat: str, owner: str, template: str) -> _Handle:
+        self.calls.append(f"acquire {template}")
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.fail:
+            raise SandboxUnavailable("docker is away")
+        return _Handle(f"sb-{template}")
+
+    async def release(self, sandbox_id: str) -> None:
+        self.calls.append(f"release {sandbox_id}")
+
+
+def _workspace(manager: _Manager) -> SandboxWorkspace:
+    return SandboxWorkspace(manager, None, chat="c1", owner="u1")  # type: ignore[arg-type]
+
+
+async def test_an_answer_that_wrote_nothing_releases_the_early_sandbox() -> None:
+    manager = _Manager()
+    workspace = _workspace(manager)
+    async with anyio.create_task_group() as tasks:
+        workspace.acquire_early(tasks)
+    assert await workspace.close() is None
+    assert manager.calls == ["acquire vite-react", "release sb-vite-react"]
+
+
+async def test_a_close_while_the_early_acquire_is_under_way_waits_and_releases_it() -> None:
+    manager = _Manager(gate=anyio.Event())
+    workspace = _workspace(manager)
+    async with anyio.create_task_group() as tasks:
+        workspace.acquire_early(tasks)  # recorded at once: close() knows of it
+        tasks.start_soon(workspace.close)
+        await anyio.wait_all_tasks_blocked()
+        manager.gate.set()  # type: ignore[union-attr]
+    assert manager.calls == ["acquire vite-react", "release sb-vite-react"]
+
+
+async def test_the_early_sandbox_is_taken_when_the_template_still_matches() -> None:
+    manager = _Manager()
+    workspace = _workspace(manager)
+    async with anyio.create_task_group() as tasks:
+        workspace.acquire_early(tasks)
+        workspace.acquire_early(tasks)  # once per run
+    taken = await workspace._take_early()
+    assert taken is not None
+    assert taken.id == "sb-vite-react"
+    assert manager.calls == ["acquire vite-react"]
+
+
+async def test_a_model_choosing_another_template_trades_the_early_sandbox_in() -> None:
+    manager = _Manager()
+    workspace = _workspace(manager)
+    async with anyio.create_task_group() as tasks:
+        workspace.acquire_early(tasks)
+    workspace.prefer_template("nextjs")
+    assert await workspace._take_early() is None
+    assert manager.calls == ["acquire vite-react", "release sb-vite-react"]
+
+
+async def test_a_failed_early_acquire_is_left_for_the_real_one_to_report() -> None:
+    manager = _Manager(fail=True)
+    workspace = _workspace(manager)
+    async with anyio.create_task_group() as tasks:
+        workspace.acquire_early(tasks)
+    assert await workspace._take_early() is None
+    assert await workspace.close() is None
+    assert manager.calls == ["acquire vite-react"]
