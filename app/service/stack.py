@@ -35,7 +35,7 @@ from app.runs.execution import ProviderFactory
 from app.runs.live import LiveEvents
 from app.runs.worker import Worker, default_provider_factory
 from app.store import Store
-from sandbox import SandboxManager, SandboxSettings, call
+from sandbox import SandboxManager, SandboxSettings
 
 POOL_CONNECTIONS = 200
 POOL_WAIT_SECONDS = 10.0
@@ -82,7 +82,7 @@ class ServiceStack:
             await self.redis.ping()
 
         async def docker() -> None:
-            await call(self.manager.client.ping)
+            await self.manager.ping()
 
         return {"store": store, "redis": redis_ping, "docker": docker}
 

@@ -13,10 +13,12 @@ import functools
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
+import anyio
 import anyio.to_thread
 import docker
 import docker.errors
 import requests.exceptions
+from anyio.lowlevel import RunVar
 
 from sandbox.errors import (
     DiskFull,
@@ -28,6 +30,10 @@ from sandbox.errors import (
 
 P = ParamSpec("P")
 T = TypeVar("T")
+# Half of anyio's default 40 threads: Docker calls wait for each other past this, the store's
+# reads (anyio's default limiter) never wait for Docker.
+DOCKER_THREADS = 20
+_DOCKER_THREADS: RunVar[anyio.CapacityLimiter] = RunVar("kiln_docker_threads")
 
 # Docker's explanation (lower-cased) -> the exception it becomes. Docker says so in these words.
 REFUSALS: tuple[tuple[str, type[SandboxError]], ...] = (
@@ -41,8 +47,29 @@ REFUSALS: tuple[tuple[str, type[SandboxError]], ...] = (
 
 
 async def call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """Run a blocking Docker SDK call in a thread; wrap its errors at this boundary."""
-    return await anyio.to_thread.run_sync(functools.partial(run_wrapped, fn, *args, **kwargs))
+    """Run a blocking Docker SDK call in a thread; wrap its errors at this boundary.
+
+    The threads come from a limiter of their own (:func:`docker_threads`), and a cancelled
+    caller does not wait for its thread: an engine that accepts connections and never answers
+    holds each call for the client's whole timeout, and those threads must neither take the
+    ones the store's reads need (every API request) nor hold up a stop, a deadline or
+    ``/healthz``. The abandoned thread ends by itself at the client's timeout."""
+    return await anyio.to_thread.run_sync(
+        functools.partial(run_wrapped, fn, *args, **kwargs),
+        abandon_on_cancel=True,
+        limiter=docker_threads(),
+    )
+
+
+def docker_threads() -> anyio.CapacityLimiter:
+    """The event loop's limiter of threads blocked in the Docker SDK (one per loop, as anyio's
+    own default limiter)."""
+    try:
+        return _DOCKER_THREADS.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(DOCKER_THREADS)
+        _DOCKER_THREADS.set(limiter)
+        return limiter
 
 
 def run_wrapped(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

@@ -126,9 +126,14 @@ async def container_ip(client: docker.DockerClient, container_id: str, network: 
 
 
 async def connect(client: docker.DockerClient, network_name: str, container_id: str) -> None:
-    """Attach a container to a network."""
+    """Attach a container to a network; already attached is fine (a connect whose answer was
+    lost to a Docker outage did attach it, and the retry must not fail on that)."""
     network = await call(client.networks.get, network_name)
-    await call(network.connect, container_id)
+    try:
+        await call(network.connect, container_id)
+    except SandboxError as exc:
+        if "already exists in network" not in str(exc):
+            raise
 
 
 async def disconnect(client: docker.DockerClient, network_name: str, container_id: str) -> None:

@@ -42,7 +42,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
 from types import TracebackType
 from typing import Any
@@ -78,6 +78,7 @@ from sandbox.handle import Sandbox
 from sandbox.images.templates import DEFAULT_TEMPLATE, Template, get_template
 from sandbox.lifecycle import egress, parking, reaper
 from sandbox.lifecycle.egress import EgressLeases
+from sandbox.lifecycle.outage import ride_out
 from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
 from sandbox.lifecycle.warm_pool import WarmPool
 from sandbox.settings import SandboxSettings
@@ -85,6 +86,7 @@ from sandbox.writes.write_buffer import discard_sandbox_writes
 
 __all__ = ["Sandbox", "SandboxManager"]
 log = logging.getLogger(__name__)
+PING_TIMEOUT_SECONDS = 2.0
 
 
 class SandboxManager:
@@ -107,6 +109,7 @@ class SandboxManager:
         self._locks: dict[str, anyio.Lock] = {}
         self._queues: dict[str, InstallQueue] = {}
         self._held: set[str] = set()  # sandboxes this process acquired and has not released
+        self._probe: Any = None  # the docker.DockerClient of ping(), made on first use
         self._group: anyio.abc.TaskGroup | None = None
         self.egress_leases = EgressLeases(registry.redis, settings.instance)
         self.pool: WarmPool[Sandbox] = WarmPool(
@@ -141,6 +144,21 @@ class SandboxManager:
             log.info("sandbox network %r kept: %s", self.settings.network, exc)
         await self.registry.aclose()
         await call(self.client.close)
+        if self._probe is not None:
+            await call(self._probe.close)
+
+    async def ping(self) -> None:
+        """Raise ``DockerUnavailable`` unless the engine answers within
+        :data:`PING_TIMEOUT_SECONDS`. A client of its own: the main one waits up to its whole
+        timeout (long, for builds), and a health check of a hung engine must say so quickly
+        and not hold a thread for minutes."""
+        if self._probe is None:
+            # The main client's API version: no version request of its own to hang on.
+            version = self.client.api.api_version
+            self._probe = await call(
+                docker.DockerClient.from_env, timeout=PING_TIMEOUT_SECONDS, version=version
+            )
+        await call(self._probe.ping)
 
     async def __aenter__(self) -> SandboxManager:
         self._group = anyio.create_task_group()
@@ -315,8 +333,12 @@ class SandboxManager:
             async def runner(
                 argv: Sequence[str], timeout: float, on_output: OutputSink | None
             ) -> ExecResult:
-                """Run one install argv in this sandbox's current container."""
-                return await self._exec(sandbox_id, argv, timeout, on_output)
+                """Run one install argv in this sandbox's current container; again if Docker
+                was away (``npm install`` may run twice: it is idempotent)."""
+                return await ride_out(
+                    lambda: self._exec(sandbox_id, argv, timeout, on_output),
+                    f"install in sandbox {sandbox_id!r}",
+                )
 
             queue = InstallQueue(
                 runner,
@@ -482,14 +504,23 @@ class SandboxManager:
 
     @asynccontextmanager
     async def _egress(self, sandbox_id: str) -> AsyncIterator[None]:
-        container = await self.container_for(sandbox_id)
+        """Egress for one install; a short Docker outage is waited out (``outage``), so the
+        install is not lost to it."""
+        what = f"egress of sandbox {sandbox_id!r}"
+        container = await ride_out(lambda: self.container_for(sandbox_id), what)
         settings = self.settings
         lease = settings.install_timeout_seconds + egress.LEASE_MARGIN_SECONDS
         await self.egress_leases.grant(container.id, self._clock() + lease)
         try:
-            async with egress_attached(
-                self.client, settings.egress_network, settings.instance, container.id
-            ):
+            async with AsyncExitStack() as attached:
+                await ride_out(
+                    lambda: attached.enter_async_context(
+                        egress_attached(
+                            self.client, settings.egress_network, settings.instance, container.id
+                        )
+                    ),
+                    what,
+                )
                 yield
         finally:
             with anyio.CancelScope(shield=True):

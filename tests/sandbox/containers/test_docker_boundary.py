@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+
+import anyio
+import anyio.to_thread
 import docker.errors
 import pytest
 import requests.exceptions
 
-from sandbox.containers.docker_boundary import run_wrapped
+from sandbox.containers.docker_boundary import DOCKER_THREADS, call, docker_threads, run_wrapped
 from sandbox.errors import (
     DiskFull,
     DockerUnavailable,
@@ -15,6 +19,7 @@ from sandbox.errors import (
     SandboxNotFound,
 )
 
+HUNG_CALL_LIMIT_SECONDS = 10.0
 POOL_EXHAUSTED = (
     "could not find an available, non-overlapping IPv4 address pool among the defaults to "
     "assign to the network"
@@ -91,3 +96,27 @@ def test_docker_errors_are_wrapped_by_what_they_mean(
     assert type(caught.value) is kind
     assert caught.value.code == code
     assert caught.value.__cause__ is error
+
+
+@pytest.mark.anyio
+async def test_a_hung_call_takes_a_docker_thread_and_its_caller_can_give_up() -> None:
+    """An engine that never answers: the waiting call holds a token of the Docker limiter, not
+    of anyio's default one (which the store's reads use), and cancelling the caller returns at
+    once instead of waiting for the SDK's timeout (the thread ends by itself later)."""
+    release = threading.Event()
+    default = anyio.to_thread.current_default_thread_limiter()
+    safety = threading.Timer(HUNG_CALL_LIMIT_SECONDS * 2, release.set)  # never hang the suite
+    safety.start()
+    try:
+        with anyio.fail_after(HUNG_CALL_LIMIT_SECONDS):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(call, release.wait)
+                while docker_threads().borrowed_tokens == 0:
+                    await anyio.sleep(0.01)
+                assert default.borrowed_tokens == 0
+                tasks.cancel_scope.cancel()  # returns although the thread still waits
+        assert not release.is_set()
+        assert docker_threads().total_tokens == DOCKER_THREADS
+    finally:
+        release.set()
+        safety.cancel()

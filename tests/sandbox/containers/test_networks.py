@@ -19,8 +19,11 @@ from sandbox.containers.networks import (
     BRIDGE_NAME_OPTION,
     ICC_OPTION,
     bridge_interface,
+    connect,
     container_ip,
+    disconnect,
     egress_attached,
+    ensure_egress_network,
     ensure_sandbox_network,
 )
 from sandbox.errors import SandboxCapacity
@@ -277,3 +280,17 @@ async def test_an_exhausted_address_pool_is_sandbox_capacity_not_a_crash() -> No
     with pytest.raises(SandboxCapacity, match="non-overlapping IPv4 address pool") as caught:
         await ensure_sandbox_network(client, "kiln-sandboxes-x", "x")
     assert caught.value.code == "sandbox_capacity"
+
+
+async def test_connecting_an_attached_container_again_is_fine(
+    manager: SandboxManager, sandbox: Sandbox, docker_client: docker.DockerClient
+) -> None:
+    """A connect whose answer a Docker outage lost did attach: its retry must not fail."""
+    settings = manager.settings
+    await ensure_egress_network(docker_client, settings.egress_network, settings.instance)
+    try:
+        await connect(docker_client, settings.egress_network, sandbox.container_id)
+        await connect(docker_client, settings.egress_network, sandbox.container_id)
+        assert settings.egress_network in await _networks(docker_client, sandbox.container_id)
+    finally:
+        await disconnect(docker_client, settings.egress_network, sandbox.container_id)
