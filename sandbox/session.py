@@ -2,10 +2,12 @@
 
 ``file_*`` events go to the write buffer (:mod:`sandbox.writes.file_events`), ``install_content`` is
 queued on the install queue and runs in the background while files keep streaming, ``command``
-waits until no install is pending and every file is flushed, then runs through the command
-layer. Nothing raises out of :meth:`SandboxSession.handle`: a refused or failed step becomes an
-error record (``code`` + ``message``) and the stream goes on, because the model gets the errors
-back and the user sees them.
+is queued too: commands run one at a time in the order they came, each once no install is
+pending and every file before it is flushed, while the stream goes on (the answer never stalls
+behind a build); :meth:`SandboxSession.wait_commands` waits for them. Nothing raises out of
+:meth:`SandboxSession.handle`: a refused or failed step becomes an error record (``code`` +
+``message``) and the stream goes on, because the model gets the errors back and the user sees
+them.
 
 The session only talks to the outside world through :class:`SandboxPorts` (five callables), so
 the agent loop, ``kiln sandbox apply`` and the tests can wire it to the manager or to fakes.
@@ -156,6 +158,8 @@ class SandboxSession:
         # One scope per running install: abandon() cancels these, never the task group's own
         # scope, which also holds the task that abandons (it would be cancelled mid-close).
         self._install_scopes: set[anyio.CancelScope] = set()
+        self._command_scopes: set[anyio.CancelScope] = set()
+        self._last_command: anyio.Event | None = None  # set when the latest queued one is done
         self._abandoned = False
 
     async def __aenter__(self) -> SandboxSession:
@@ -178,17 +182,25 @@ class SandboxSession:
         except SandboxError as exc:
             await self._error(exc.code, str(exc))
 
+    async def wait_commands(self) -> None:
+        """Wait until every command handed over so far has run (or was refused)."""
+        if self._last_command is not None:
+            await self._last_command.wait()
+
     async def finish(self) -> SessionLog:
-        """Wait for pending installs and the last flush; drop config files never finished."""
+        """Wait for pending commands, installs and the last flush; drop config files never
+        finished."""
         await self.writer.abandon()
+        await self.wait_commands()
         await self._wait_installs()
         await self._flushed()
         return self.log
 
     async def abandon(self) -> SessionLog:
-        """A cancelled run: stop background installs, flush what was written, keep the log."""
+        """A cancelled run: stop background installs and commands, flush what was written,
+        keep the log."""
         self._abandoned = True
-        for scope in self._install_scopes:
+        for scope in (*self._install_scopes, *self._command_scopes):
             scope.cancel()
         await self._flushed()
         return self.log
@@ -212,7 +224,7 @@ class SandboxSession:
         elif isinstance(event, InstallContent):
             self._queue_install(event.dependencies)
         elif isinstance(event, Command):
-            await self._command([event.command, *event.args])
+            self._queue_command([event.command, *event.args])
         elif isinstance(event, Error):
             await self._error(event.code, event.message, event.severity)
 
@@ -313,6 +325,29 @@ class SandboxSession:
             self._installs_pending -= 1
             if self._installs_pending == 0:
                 self._installs_idle.set()
+
+    def _queue_command(self, argv: list[str]) -> None:
+        if self._tasks is None:
+            raise RuntimeError("enter the session (`async with`) before handling events")
+        previous, self._last_command = self._last_command, anyio.Event()
+        self._tasks.start_soon(self._command_in_turn, argv, previous, self._last_command)
+
+    async def _command_in_turn(
+        self, argv: list[str], previous: anyio.Event | None, done: anyio.Event
+    ) -> None:
+        """Run ``argv`` once the command queued before it is done."""
+        with anyio.CancelScope() as scope:
+            self._command_scopes.add(scope)
+            try:
+                if previous is not None:
+                    await previous.wait()
+                if not self._abandoned:
+                    await self._command(argv)
+            except SandboxError as exc:
+                await self._error(exc.code, str(exc))
+            finally:
+                self._command_scopes.discard(scope)
+                done.set()
 
     async def _command(self, argv: list[str]) -> None:
         await self._wait_installs()

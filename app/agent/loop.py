@@ -360,11 +360,19 @@ class AgentRun:
             await stream.aclose()
         for event in parser.close():
             await self._handle(event, turn)
+        await self._commands_done()
         usage = stream.usage
         self._tracker.record_usage(
             usage.input_tokens, usage.output_tokens, estimated=usage.estimated
         )
         return "".join(answer), fatal
+
+    async def _commands_done(self) -> None:
+        """The turn ends once the commands its answer asked for have run (their results are
+        this turn's tool results), though the stream did not wait for them."""
+        if self._workspace.sandbox_id is not None:
+            target = await self._workspace.target(self._on_record)
+            await self._cancellable(target.wait_commands())
 
     async def _decide(self, state: Checkpoint, fatal: str | None) -> None:
         facts = self._recorder.facts(

@@ -74,8 +74,13 @@ class EventTarget(Protocol):
         """Act on one event; failures are reported through records, never raised."""
         ...
 
+    async def wait_commands(self) -> None:
+        """Wait until every command handed over so far has run (they run in the background,
+        in order, while the stream goes on)."""
+        ...
+
     async def finish(self) -> SessionLog:
-        """Wait for pending installs and flushes."""
+        """Wait for pending commands, installs and flushes."""
         ...
 
     async def read_file(self, path: str) -> str | None:

@@ -102,6 +102,7 @@ async def run_build(target: EventTarget, take_output: Callable[[], str]) -> Buil
     take_output()  # drop output of earlier commands
     ran_before = len(target.log.commands)
     await target.handle(Command(BUILD_ARGV[0], BUILD_ARGV[1:]))
+    await target.wait_commands()
     output = take_output()
     if len(target.log.commands) == ran_before:
         errors = target.log.errors[-1:] if target.log.errors else []

@@ -49,6 +49,9 @@ class FakeTarget:
     async def read_file(self, path: str) -> str | None:
         return self.files.get(path)
 
+    async def wait_commands(self) -> None:
+        pass  # commands run as they are handled
+
     async def handle(self, event: Event) -> None:
         self.events.append(event)
         self.assembler.apply(event)

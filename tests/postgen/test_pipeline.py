@@ -12,18 +12,25 @@ pytestmark = pytest.mark.anyio
 
 
 class BuildingTarget:
-    """Runs the build like a session would: a command record, and its output."""
+    """Runs the build like a session would: in the background (only waiting for commands
+    makes it happen), with a command record and its output."""
 
     def __init__(self) -> None:
         self.log = SessionLog()
         self.handled: list[Event] = []
         self.output: list[str] = []
+        self.queued: list[Command] = []
 
     async def handle(self, event: Event) -> None:
         self.handled.append(event)
         if isinstance(event, Command):
-            self.log.commands.append({"argv": [event.command, *event.args], "exit_code": 0})
+            self.queued.append(event)
+
+    async def wait_commands(self) -> None:
+        for command in self.queued:
+            self.log.commands.append({"argv": [command.command, *command.args], "exit_code": 0})
             self.output.append("vite built in 1s")
+        self.queued.clear()
 
     async def finish(self) -> SessionLog:
         return self.log

@@ -35,6 +35,7 @@ class FakeSandbox:
         self.timeline: list[str] = []
         self.exit_codes: dict[str, int] = {}
         self.install_delay = 0.0
+        self.command_gate: anyio.Event | None = None  # commands wait for it when set
 
     def put_archive(self, path: str, data: bytes) -> bool:
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
@@ -62,6 +63,9 @@ class FakeSandbox:
         if argv[0] == "sh":
             raise CommandRefused(f"program {argv[0]!r} is not allowed")
         self.timeline.append(f"run {' '.join(argv)} seeing {sorted(self.files)}")
+        if self.command_gate is not None:
+            await self.command_gate.wait()
+            self.timeline.append(f"ran {' '.join(argv)}")
         if sink is not None:
             await sink("built")
         code = self.exit_codes.get(" ".join(argv), 0)
@@ -119,6 +123,51 @@ async def test_a_command_waits_for_installs_and_flushed_files(
     assert log.errors == []
 
 
+async def test_the_stream_goes_on_while_commands_run_one_at_a_time_in_order(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = session
+    sandbox.command_gate = anyio.Event()
+    for event in [
+        FileStart("src/App.jsx"),
+        FileContent("src/App.jsx", "export default 1;\n"),
+        FileEnd("src/App.jsx"),
+        Command("npm", ["run", "build"]),
+        Command("npm", ["test"]),
+        FileStart("src/B.jsx"),  # handled while the build runs: the stream does not wait
+        FileEnd("src/B.jsx"),
+    ]:
+        await running.handle(event)
+    await anyio.wait_all_tasks_blocked()
+    assert [t for t in sandbox.timeline if t.startswith("ran")] == []
+    assert running.log.commands == []
+    sandbox.command_gate.set()
+    await running.wait_commands()
+    ran = [t for t in sandbox.timeline if t.startswith(("run ", "ran "))]
+    assert ran[0].startswith("run npm run build seeing")
+    assert "src/App.jsx" in ran[0]
+    assert ran[1:] == ["ran npm run build", ran[2], "ran npm test"]
+    assert ran[2].startswith("run npm test")
+    assert [c["argv"] for c in running.log.commands] == [["npm", "run", "build"], ["npm", "test"]]
+
+
+async def test_a_cancelled_run_stops_its_commands(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = session
+    sandbox.command_gate = anyio.Event()  # never set: the build would run forever
+    await running.handle(Command("npm", ["run", "build"]))
+    await running.handle(Command("npm", ["test"]))
+    await anyio.wait_all_tasks_blocked()
+    with anyio.fail_after(5):
+        log = await running.abandon()
+        await running.wait_commands()
+    assert log.commands == []
+    assert [t for t in sandbox.timeline if t.startswith("run ")] == [
+        "run npm run build seeing ['package.json']"
+    ]
+
+
 @pytest.mark.parametrize(
     ("after", "still_current"),
     [
@@ -139,9 +188,11 @@ async def test_the_log_knows_whether_a_build_passed_on_the_current_files(
     await running.handle(FileEnd("src/App.jsx"))
     assert not running.log.succeeded_on_current_files(build)
     await running.handle(Command("npm", ["run", "build"]))
+    await running.wait_commands()
     assert running.log.succeeded_on_current_files(build)
     for event in after:
         await running.handle(event)
+    await running.wait_commands()
     assert running.log.succeeded_on_current_files(build) is still_current
 
 
@@ -151,6 +202,7 @@ async def test_a_failed_build_is_never_taken_as_passed(
     running, _ = session
     sandbox.exit_codes["npm run build"] = 1
     await running.handle(Command("npm", ["run", "build"]))
+    await running.wait_commands()
     assert not running.log.succeeded_on_current_files(["npm", "run", "build"])
 
 
