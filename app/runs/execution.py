@@ -45,7 +45,7 @@ from app.runs.cancel import cancel_channel
 from app.runs.ending import release_slot, run_finished_event
 from app.runs.errors import QueueUnavailable
 from app.runs.events import RunEventWriter
-from app.runs.failures import Failure, failure_of
+from app.runs.failures import Failure, failure_of, unfinished_reason
 from app.runs.history import chat_history, reply_text
 from app.runs.queue import Delivery, RunQueue
 from app.store import FAILED, Chat, Message, Run, Store
@@ -144,7 +144,8 @@ class RunExecution:
             failure = failure_of(exc)
             await self._emit_failure(failure)
             return Outcome(FAILED, "error", failure.message)
-        error = next((e["message"] for e in result.errors if e.get("severity") == "fatal"), None)
+        fatal = next((e["message"] for e in result.errors if e.get("severity") == "fatal"), None)
+        error = fatal or unfinished_reason(result)
         return Outcome(result.status, result.stop_reason, error, result)
 
     async def _run_agent(self) -> RunResult:

@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import errno
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import docker.errors
 import redis.exceptions
 import requests.exceptions
 
+from app.agent.loop import RunResult
 from app.errors import ROOTS, error_code
 
 INTERNAL = "internal_error"
@@ -61,6 +63,43 @@ SENTENCES: dict[str, str] = {
     "store_error": "kiln could not save your run. Please try again; the server log has details.",
     INTERNAL: "The run stopped because of an internal error. The server log has the details.",
 }
+
+
+# A run that ended ``failed`` without a fatal error (its ``stop_reason`` is the code): why.
+UNFINISHED: dict[str, str] = {
+    "no_output": (
+        "The model gave no usable answer: no files, no command and no question. "
+        "Try saying what to build or change."
+    ),
+    "context_limit_exceeded": (
+        "This conversation no longer fits the model's context window. "
+        "Start a new chat to go on (the project's files can be downloaded from Versions)."
+    ),
+    "error": "The run failed; the errors above say why.",
+}
+LINE_LIMIT = 300  # characters of a build's error line quoted in the run's error
+
+
+def unfinished_reason(result: RunResult) -> str | None:
+    """Why ``result`` failed, in words, when no fatal error says it (``None`` otherwise)."""
+    if result.status != "failed":
+        return None
+    build, findings = result.build, (result.postgen or {}).get("findings") or []
+    if build is not None and not build.get("ok"):
+        return f"The app does not build, even after the fix-up turns: {_error_line(build)}"
+    if findings:
+        first = findings[0]
+        more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+        return f"The app still has a problem in {first['path']!r}: {first['message']}{more}"
+    return UNFINISHED.get(result.stop_reason, UNFINISHED["error"])
+
+
+def _error_line(build: Mapping[str, Any]) -> str:
+    """The line of a build's output that says what is wrong (the first naming an error)."""
+    lines = [line.strip() for line in str(build.get("output") or "").splitlines() if line.strip()]
+    named = next((line for line in lines if "error" in line.lower()), None)
+    line = named or (lines[-1] if lines else f"it exited with {build.get('exit_code')}")
+    return line[:LINE_LIMIT]
 
 
 @dataclass(frozen=True, slots=True)

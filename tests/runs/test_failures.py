@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+from typing import Any
 
 import pytest
 import redis.exceptions
 
+from app.agent.loop import RunResult
 from app.errors import ConfigError
-from app.runs.failures import INTERNAL, SENTENCES, Failure, failure_of
+from app.runs.failures import (
+    INTERNAL,
+    SENTENCES,
+    UNFINISHED,
+    Failure,
+    failure_of,
+    unfinished_reason,
+)
 from app.store import StoreError
 from sandbox.errors import DockerUnavailable, SandboxCapacity, SandboxError
 
@@ -71,3 +80,66 @@ def test_a_bug_is_an_internal_error_without_its_class_name(error: Exception) -> 
     assert failure == Failure(INTERNAL, SENTENCES[INTERNAL])
     for internal in ("RuntimeError", "KeyError", "TaskGroup", "Traceback"):
         assert internal not in failure.message
+
+
+def _result(
+    status: str,
+    stop_reason: str,
+    build: dict[str, Any] | None = None,
+    findings: list[dict[str, Any]] | None = None,
+) -> RunResult:
+    postgen = {"fixes": [], "findings": findings or [], "build": build}
+    return RunResult(status, stop_reason, 2, [], [], [], build, postgen, None, None, {}, [])
+
+
+FAILED_BUILD = {
+    "ok": False,
+    "exit_code": 1,
+    "output": "vite v5 building for production...\n"
+    '[vite:esbuild] Transform failed with 1 error: src/App.jsx:3:9: ERROR: Expected ">"\n'
+    "    at failureErrorWithLog (node_modules/esbuild/lib/main.js:1472:15)",
+}
+
+
+@pytest.mark.parametrize(
+    ("result", "expected"),
+    [
+        pytest.param(_result("completed", "code_written"), None, id="completed"),
+        pytest.param(_result("cancelled", "cancelled"), None, id="cancelled"),
+        pytest.param(
+            _result("failed", "code_written", FAILED_BUILD),
+            "The app does not build, even after the fix-up turns: [vite:esbuild] Transform "
+            'failed with 1 error: src/App.jsx:3:9: ERROR: Expected ">"',
+            id="build-failed",
+        ),
+        pytest.param(
+            _result("failed", "code_written", {"ok": False, "exit_code": 2, "output": ""}),
+            "The app does not build, even after the fix-up turns: it exited with 2",
+            id="build-failed-silently",
+        ),
+        pytest.param(
+            _result(
+                "failed",
+                "code_written",
+                {"ok": True, "exit_code": 0, "output": ""},
+                [
+                    {"code": "missing_import", "path": "src/App.jsx", "line": 1, "message": "x"},
+                    {"code": "missing_import", "path": "src/B.jsx", "line": 1, "message": "y"},
+                ],
+            ),
+            "The app still has a problem in 'src/App.jsx': x (and 1 more)",
+            id="findings-left",
+        ),
+        pytest.param(_result("failed", "no_output"), UNFINISHED["no_output"], id="no-output"),
+        pytest.param(
+            _result("failed", "context_limit_exceeded"),
+            UNFINISHED["context_limit_exceeded"],
+            id="context",
+        ),
+        pytest.param(_result("failed", "error"), UNFINISHED["error"], id="other"),
+    ],
+)
+def test_a_failed_run_without_a_fatal_error_still_says_why(
+    result: RunResult, expected: str | None
+) -> None:
+    assert unfinished_reason(result) == expected
