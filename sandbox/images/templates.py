@@ -31,7 +31,9 @@ TEMPLATES: dict[str, Template] = {
         dev_port=5173,
         entrypoints=("index.html", "src/main.jsx", "src/App.jsx"),
         config_files=("package.json", "vite.config.js", "package-lock.json"),
-        dev_command=("npm", "run", "dev"),
+        # `npm run dev` under kiln's supervisor (images/vite-react/kiln-dev.mjs): it starts the
+        # dev server over after an install and after it exits.
+        dev_command=("node", "/usr/local/lib/kiln/kiln-dev.mjs"),
     ),
     "vanilla": Template(
         name="vanilla",
