@@ -43,7 +43,7 @@ def test_the_container_runs_unprivileged_with_limits() -> None:
     assert (kwargs["pids_limit"], kwargs["nano_cpus"]) == (256, 500_000_000)
     assert kwargs["mem_limit"] == kwargs["memswap_limit"] == "768m"
     assert kwargs["image"] == "kiln/sandbox-vite-react:latest"
-    assert kwargs["command"] == ["npm", "run", "dev"]
+    assert kwargs["command"] == ["node", "/usr/local/lib/kiln/kiln-dev.mjs"]  # the supervisor
     assert kwargs["working_dir"] == "/workspace"
     assert kwargs["network"] == "kiln-net-abc123"
 
