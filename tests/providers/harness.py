@@ -1,13 +1,19 @@
-"""Helpers shared by the provider tests: requests, a recording sleep, draining and cancelling."""
+"""Helpers shared by the provider tests: requests, a recording sleep, draining and cancelling,
+a wire server per module and the providers a test made (closed after it)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
 import anyio
+import pytest
 
-from app.providers.base import Message, ProviderRequest, ProviderStream
+from app.providers.base import Message, Provider, ProviderRequest, ProviderStream
 from app.providers.retry import RetryPolicy
-from tests.providers.wire_servers import WireServer
+from tests.providers.wire_servers import Wire, WireServer
 
+ProviderT = TypeVar("ProviderT", bound=Provider)
 NO_RETRY = RetryPolicy(max_attempts=1)
 DISCONNECT_LIMIT_SECONDS = 10.0  # a failure guard only: the server normally sees it at once
 
@@ -70,3 +76,32 @@ async def cancel_while_waiting(stream: ProviderStream, cancel: anyio.Event) -> l
 async def saw_disconnect(server: WireServer) -> bool:
     """Whether the server saw the client close its hung stream (waits a bounded time)."""
     return await anyio.to_thread.run_sync(server.disconnected.wait, DISCONNECT_LIMIT_SECONDS)
+
+
+def wire_server_fixture(dialect: Wire) -> Callable[[], Iterator[WireServer]]:
+    """A module-scoped ``server`` fixture: one server speaking ``dialect``'s wire format for
+    the module; each test scripts its replies. Use as ``server = wire_server_fixture("...")``."""
+
+    @pytest.fixture(scope="module", name="server")
+    def fixture() -> Iterator[WireServer]:
+        with WireServer(dialect) as wire:
+            yield wire
+
+    return fixture
+
+
+class OpenedProviders:
+    """The providers a test made; the ``opened`` fixture closes them after it."""
+
+    def __init__(self) -> None:
+        self.made: list[Any] = []
+
+    def add(self, provider: ProviderT) -> ProviderT:
+        """Keep ``provider`` for closing; return it."""
+        self.made.append(provider)
+        return provider
+
+    async def aclose(self) -> None:
+        """Close every provider made."""
+        for provider in self.made:
+            await provider.aclose()

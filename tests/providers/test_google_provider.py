@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 
 import anyio
 import pytest
@@ -20,6 +20,7 @@ from app.providers.google_provider import GoogleProvider
 from app.providers.retry import RetryPolicy
 from tests.providers.harness import (
     NO_RETRY,
+    OpenedProviders,
     SleepRecorder,
     ask,
     cancel_while_waiting,
@@ -27,6 +28,7 @@ from tests.providers.harness import (
     drain_into,
     retries,
     saw_disconnect,
+    wire_server_fixture,
 )
 from tests.providers.wire_servers import Answer, Failure, WireServer, google_error
 
@@ -46,28 +48,19 @@ KEY_INVALID = {
 MakeProvider = Callable[..., GoogleProvider]
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[WireServer]:
-    """One Gemini API server for the module; each test scripts its replies."""
-    with WireServer("google") as wire:
-        yield wire
+server = wire_server_fixture("google")
 
 
 @pytest.fixture
-async def make(server: WireServer, anyio_backend: str) -> AsyncIterator[MakeProvider]:
+def make(server: WireServer, opened: OpenedProviders) -> MakeProvider:
     """Build providers against ``server`` (closed after the test)."""
-    made: list[GoogleProvider] = []
 
     def build(policy: RetryPolicy = NO_RETRY, sleep: SleepRecorder | None = None) -> GoogleProvider:
-        provider = GoogleProvider(
-            KEY, server.url, retry_policy=policy, sleep=sleep or SleepRecorder()
+        return opened.add(
+            GoogleProvider(KEY, server.url, retry_policy=policy, sleep=sleep or SleepRecorder())
         )
-        made.append(provider)
-        return provider
 
-    yield build
-    for provider in made:
-        await provider.aclose()
+    return build
 
 
 async def test_streams_text_usage_and_finish_reason(server: WireServer, make: MakeProvider) -> None:

@@ -4,7 +4,7 @@ server: Ollama/vLLM-style model names, no key, no usage chunk, errors, cut strea
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 
 import anyio
 import pytest
@@ -27,6 +27,7 @@ from app.providers.openai_compatible import (
 from app.providers.retry import RetryPolicy
 from tests.providers.harness import (
     NO_RETRY,
+    OpenedProviders,
     SleepRecorder,
     ask,
     cancel_while_waiting,
@@ -34,6 +35,7 @@ from tests.providers.harness import (
     drain_into,
     retries,
     saw_disconnect,
+    wire_server_fixture,
 )
 from tests.providers.wire_servers import Answer, Failure, WireServer, openai_error
 
@@ -65,30 +67,23 @@ OLLAMA_NO_MODEL = openai_error(
 MakeProvider = Callable[..., OpenAICompatibleProvider]
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[WireServer]:
-    """One Chat Completions server for the module; each test scripts its replies."""
-    with WireServer("openai") as wire:
-        yield wire
+server = wire_server_fixture("openai")
 
 
 @pytest.fixture
-async def make(server: WireServer, anyio_backend: str) -> AsyncIterator[MakeProvider]:
+def make(server: WireServer, opened: OpenedProviders) -> MakeProvider:
     """Build providers against ``server`` (closed after the test)."""
-    made: list[OpenAICompatibleProvider] = []
 
     def build(
         policy: RetryPolicy = NO_RETRY, sleep: SleepRecorder | None = None, key: str | None = None
     ) -> OpenAICompatibleProvider:
-        provider = OpenAICompatibleProvider(
-            f"{server.url}/v1", key, retry_policy=policy, sleep=sleep or SleepRecorder()
+        return opened.add(
+            OpenAICompatibleProvider(
+                f"{server.url}/v1", key, retry_policy=policy, sleep=sleep or SleepRecorder()
+            )
         )
-        made.append(provider)
-        return provider
 
-    yield build
-    for provider in made:
-        await provider.aclose()
+    return build
 
 
 async def test_stream_with_usage_and_no_key(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 
 import anyio
 import pytest
@@ -20,6 +20,7 @@ from app.providers.openai_provider import OpenAIProvider
 from app.providers.retry import RetryPolicy
 from tests.providers.harness import (
     NO_RETRY,
+    OpenedProviders,
     SleepRecorder,
     ask,
     cancel_while_waiting,
@@ -27,6 +28,7 @@ from tests.providers.harness import (
     drain_into,
     retries,
     saw_disconnect,
+    wire_server_fixture,
 )
 from tests.providers.wire_servers import Answer, WireServer, openai_error
 
@@ -51,28 +53,21 @@ TOO_LONG = (
 MakeProvider = Callable[..., OpenAIProvider]
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[WireServer]:
-    """One OpenAI API server (both endpoints) for the module; each test scripts its replies."""
-    with WireServer("openai") as wire:
-        yield wire
+server = wire_server_fixture("openai")
 
 
 @pytest.fixture
-async def make(server: WireServer, anyio_backend: str) -> AsyncIterator[MakeProvider]:
+def make(server: WireServer, opened: OpenedProviders) -> MakeProvider:
     """Build providers against ``server`` (closed after the test)."""
-    made: list[OpenAIProvider] = []
 
     def build(policy: RetryPolicy = NO_RETRY, sleep: SleepRecorder | None = None) -> OpenAIProvider:
-        provider = OpenAIProvider(
-            KEY, f"{server.url}/v1", retry_policy=policy, sleep=sleep or SleepRecorder()
+        return opened.add(
+            OpenAIProvider(
+                KEY, f"{server.url}/v1", retry_policy=policy, sleep=sleep or SleepRecorder()
+            )
         )
-        made.append(provider)
-        return provider
 
-    yield build
-    for provider in made:
-        await provider.aclose()
+    return build
 
 
 async def test_chat_completions_stream_with_usage(server: WireServer, make: MakeProvider) -> None:
