@@ -7,7 +7,8 @@ PY := .venv/bin/python
 setup:
 	@scripts/setup.sh
 
-# Rewrites requirements.lock from pyproject.toml's ranges: exact versions with hashes for every
+# Rewrites requirements.lock from pyproject.toml's ranges (and requirements-pip.lock, the pip
+# that installs it, see scripts/setup.sh): exact versions with hashes for every
 # platform and Python >= 3.11. uv rather than pip-tools: `uv pip compile --universal` writes one
 # lock valid on every platform and Python version (pip-compile only for the interpreter it runs
 # on), in a second. uv is only needed here; installing from the lock is plain pip.
@@ -16,7 +17,9 @@ lock:
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && python3 -m venv "$$tmp" \
 	  && "$$tmp/bin/pip" install -q uv \
 	  && "$$tmp/bin/uv" pip compile --quiet pyproject.toml --extra test --universal --python-version 3.11 \
-	     --generate-hashes --custom-compile-command "make lock" $(LOCK_FLAGS) -o requirements.lock
+	     --generate-hashes --custom-compile-command "make lock" $(LOCK_FLAGS) -o requirements.lock \
+	  && echo "pip>=26,<27" | "$$tmp/bin/uv" pip compile --quiet - --universal --python-version 3.11 \
+	     --generate-hashes --custom-compile-command "make lock" $(LOCK_FLAGS) -o requirements-pip.lock
 
 # The main job: the web chat at http://127.0.0.1:8000 (the login URL is printed). With no API
 # key set, runs use the replay provider and its built-in demo answer. Sandboxes trust the

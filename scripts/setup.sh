@@ -29,11 +29,15 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # Exact versions with hashes from requirements.lock (runtime and test dependencies; `make lock`
 # writes it), then kiln itself without resolving anything again. The stamp holds a digest of the
-# lock and pyproject.toml, so a changed lock reinstalls even when its mtime is older (git).
+# locks and pyproject.toml, so a changed lock reinstalls even when its mtime is older (git).
+# pip itself comes first, pinned too (requirements-pip.lock): the pip of a distribution's venv
+# (23.x) refuses a locked dependency's extra (google-genai's `google-auth[requests]`) as "not
+# pinned" as soon as the index has a newer google-auth than the lock; pip 26 does not.
 stamp=.venv/.kiln-installed
-wanted=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
+wanted=$(cat requirements-pip.lock requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   log "installing the locked dependencies (requirements.lock) and kiln"
+  .venv/bin/pip install -q --disable-pip-version-check --require-hashes -r requirements-pip.lock
   .venv/bin/pip install -q --disable-pip-version-check --require-hashes -r requirements.lock
   .venv/bin/pip install -q --disable-pip-version-check --no-deps -e .
   echo "$wanted" >"$stamp"
