@@ -28,6 +28,11 @@ IGNORED: tuple[str, ...] = (
     "*.log",
     ".DS_Store",
     "*.tsbuildinfo",
+    # Vite 5 writes its bundled config beside vite.config.js for the moments it loads it (at
+    # every dev-server start: the supervisor restarts it after installs); a version recorded
+    # then must not take it in.
+    "*.timestamp-*.mjs",
+    "*.timestamp-*.cjs",
 )
 IGNORED_DIRS: tuple[str, ...] = tuple(rule[:-1] for rule in IGNORED if rule.endswith("/"))
 IGNORED_FILES: tuple[str, ...] = tuple(rule for rule in IGNORED if not rule.endswith("/"))

@@ -21,6 +21,10 @@ from app.projects.rules import check_size, is_source, safe_path
         pytest.param("build/app.js", False, id="build-folder"),
         pytest.param(".vite/deps/react.js", False, id="vite-cache"),
         pytest.param("npm-debug.log", False, id="log"),
+        pytest.param(
+            "vite.config.js.timestamp-1795525354000-4f2a9c1d.mjs", False, id="vite-config-bundle"
+        ),
+        pytest.param("src/release.timestamp.js", True, id="not-a-config-bundle"),
         pytest.param(".kiln/version", False, id="kilns-marker"),
         pytest.param("src/build.js", True, id="file-named-like-a-folder"),
     ],
