@@ -8,7 +8,6 @@ orphaned: a reaper pass removes nothing) and revives a container on it with the 
 from __future__ import annotations
 
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import pytest
 
 from tests.app.kiln_process import LOGIN_LINK, KilnProcess, free_port, hello_recordings, kiln_env
 from tests.app.test_serve_command import finish_event, sign_in
-from tests.sandbox.docker_support import leftovers, sweep
+from tests.sandbox.docker_support import leftovers, swept_instance
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis, pytest.mark.npm, pytest.mark.slow]
 EXIT_LIMIT_SECONDS = 10.0
@@ -30,13 +29,8 @@ DEMO_FILE = "src/App.jsx"
 @pytest.fixture
 def instance(redis_url: str) -> Iterator[str]:
     """A kiln instance of the test's own; whatever is left of it is swept afterwards."""
-    name = f"test-stop-{secrets.token_hex(3)}"
-    yield name
-    client = docker.from_env()
-    try:
-        sweep(client, name, redis_url)
-    finally:
-        client.close()
+    with swept_instance("test-stop", redis_url) as name:
+        yield name
 
 
 def build_demo(base: str, link: str) -> str:

@@ -5,18 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
-import docker
 import httpx
 import pytest
 
 from app.cli import main
 from app.cli.worker_command import worker_settings
 from tests.app.kiln_process import LOGIN_LINK, KilnProcess, free_port, hello_recordings, kiln_env
-from tests.sandbox.docker_support import sweep
+from tests.sandbox.docker_support import swept_instance
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis]
 READY = re.compile(r"worker\(s\) consuming the run queue")
@@ -24,13 +22,9 @@ READY = re.compile(r"worker\(s\) consuming the run queue")
 
 @pytest.fixture
 def instance(redis_url: str) -> Iterator[str]:
-    name = f"test-worker-{secrets.token_hex(3)}"
-    yield name
-    client = docker.from_env()
-    try:
-        sweep(client, name, redis_url)
-    finally:
-        client.close()
+    """A kiln instance of the test's own, swept afterwards."""
+    with swept_instance("test-worker", redis_url) as name:
+        yield name
 
 
 def test_a_worker_process_runs_what_serve_queued(tmp_path: Path, instance: str) -> None:

@@ -6,7 +6,9 @@ so the final check of a session does not trust what it checks.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -85,3 +87,17 @@ def sweep(client: docker.DockerClient, instance: str, redis_url: str) -> None:
             store.delete(*keys)
     finally:
         store.close()
+
+
+@contextlib.contextmanager
+def swept_instance(prefix: str, redis_url: str) -> Iterator[str]:
+    """A fresh instance name ``<prefix>-<hex>`` for a test; everything of it is swept after."""
+    name = f"{prefix}-{secrets.token_hex(3)}"
+    try:
+        yield name
+    finally:
+        client = docker.from_env()
+        try:
+            sweep(client, name, redis_url)
+        finally:
+            client.close()

@@ -12,19 +12,17 @@ run builds the demo without kiln being restarted, and kiln still stops cleanly.
 from __future__ import annotations
 
 import json
-import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import docker
 import httpx
 import pytest
 
 from app.api.health import CHECK_TIMEOUT_SECONDS
 from tests.app.kiln_process import LOGIN_LINK, KilnProcess, free_port, hello_recordings, kiln_env
-from tests.sandbox.docker_support import sweep
+from tests.sandbox.docker_support import swept_instance
 from tests.service.docker_relay import DockerRelay, Mode
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis, pytest.mark.npm, pytest.mark.slow]
@@ -46,13 +44,8 @@ USER_WORDS = "The service that runs app sandboxes (Docker) is not answering"
 @pytest.fixture
 def instance(redis_url: str) -> Iterator[str]:
     """A kiln instance of the test's own, swept afterwards (through the real engine)."""
-    name = f"test-outage-{secrets.token_hex(3)}"
-    yield name
-    client = docker.from_env()
-    try:
-        sweep(client, name, redis_url)
-    finally:
-        client.close()
+    with swept_instance("test-outage", redis_url) as name:
+        yield name
 
 
 def deadline_poll(what: str, limit: float, probe: Any) -> Any:
