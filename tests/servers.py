@@ -94,10 +94,16 @@ class WebSocketThread:
         self.thread.join(STARTUP_LIMIT_SECONDS)
 
 
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    """Poll ``condition`` until it holds; raise naming ``what`` if it never does."""
-    deadline = time.monotonic() + STARTUP_LIMIT_SECONDS
+def wait_until(
+    condition: Callable[[], bool],
+    what: str,
+    limit: float = STARTUP_LIMIT_SECONDS,
+    interval: float = 0.01,
+) -> None:
+    """Poll ``condition`` every ``interval`` s until it holds; raise naming ``what`` if it
+    does not within ``limit`` s."""
+    deadline = time.monotonic() + limit
     while not condition():
         if time.monotonic() > deadline:
             raise TimeoutError(f"gave up waiting for {what}")
-        time.sleep(0.01)
+        time.sleep(interval)

@@ -8,7 +8,6 @@ the session's instance so the session's sweep removes it whatever happens.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 
 import docker
@@ -19,6 +18,7 @@ from docker.models.containers import Container
 from sandbox.images.templates import get_template
 from sandbox.settings import LABEL
 from tests.sandbox.docker_support import TestInstances
+from tests.servers import wait_until
 
 TEMPLATE = get_template("vite-react")
 LIMIT_SECONDS = 60.0
@@ -30,11 +30,7 @@ KILL_VITE = (
 
 
 def _until(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + LIMIT_SECONDS
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {LIMIT_SECONDS:g} s: {what}")
-        time.sleep(0.2)
+    wait_until(check, what, limit=LIMIT_SECONDS, interval=0.2)
 
 
 def _serves(container: Container) -> bool:
