@@ -73,6 +73,20 @@ def browser() -> Iterator[Browser]:
         launched.close()
 
 
+# A module that fails to link (an HMR update of a half-written file: "The requested module
+# '/src/App.jsx?t=...' does not provide an export named 'default'") throws with an empty stack,
+# so only its message tells whose it is: Vite serves the app's modules under /src/, /@fs/ and
+# /node_modules/.vite/, with ?t= on HMR updates; kiln's own scripts are none of these.
+PREVIEW_MODULE = re.compile(r"'(/src/|/@fs/|/node_modules/\.vite/|[^']*\?t=\d)")
+
+
+def is_preview_error(message: str, stack: str) -> bool:
+    """Whether an uncaught error came from the preview's app rather than kiln's own page."""
+    if stack:
+        return ".preview." in stack
+    return PREVIEW_MODULE.search(message) is not None
+
+
 @dataclass
 class PageProblems:
     """Console errors and page errors seen during a test."""
@@ -88,7 +102,7 @@ class PageProblems:
     def page_error(self, error: Error) -> None:
         """Record an uncaught exception of kiln's own page (the preview's app is not kiln's:
         while its files are half written it may well throw)."""
-        if ".preview." not in (error.stack or ""):
+        if not is_preview_error(error.message, error.stack or ""):
             self.seen.append(f"pageerror: {error}")
 
     def unexpected(self) -> list[str]:
