@@ -154,6 +154,10 @@ class SandboxWorkspace:
         self._project, self._run = project, run
         self._on_record: RecordSink | None = None
         self._turn = 0
+        # The session's workspace_state when a version was last recorded: a close with nothing
+        # handled since then has nothing new to record (the tar out of the sandbox costs ~0.1 s
+        # at the end of every run).
+        self._recorded_state: int | None = None
         self._early: _EarlyAcquire | None = None
         self.sandbox_id: str | None = None
         self.dev_url: str | None = None
@@ -241,8 +245,9 @@ class SandboxWorkspace:
         finally:
             await self._stack.aclose()
             # A failed run (or one whose worker is shutting down) still records what it wrote.
-            with anyio.CancelScope(shield=True):
-                await self._record(self._turn, "cancelled" if abandon else "run ended")
+            if log.workspace_state != self._recorded_state:
+                with anyio.CancelScope(shield=True):
+                    await self._record(self._turn, "cancelled" if abandon else "run ended")
         try:
             sandbox = await self._manager.wait_ready(self.sandbox_id)
             self.dev_url = f"{sandbox.dev_url}/"
@@ -291,4 +296,6 @@ class SandboxWorkspace:
         if self._project is None or self.sandbox_id is None or self._on_record is None:
             return
         info = VersionInfo(run=self._run, turn=turn, note=note)
+        state = self._session.log.workspace_state if self._session is not None else None
         await self._project.record(self.sandbox_id, info, self._on_record)
+        self._recorded_state = state

@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from app.agent.workspace import SandboxWorkspace, likely_to_build
+from app.projects.store import VersionInfo
 from sandbox import SandboxUnavailable
 
 pytestmark = pytest.mark.anyio
@@ -115,3 +116,87 @@ async def test_a_failed_early_acquire_is_left_for_the_real_one_to_report() -> No
     assert await workspace._take_early() is None
     assert await workspace.close() is None
     assert manager.calls == ["acquire vite-react"]
+
+
+@dataclass
+class _Log:
+    workspace_state: int = 0
+    errors: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class _Session:
+    """A session whose files are all flushed: only its log counts."""
+
+    log: _Log = field(default_factory=_Log)
+
+    async def finish(self) -> _Log:
+        return self.log
+
+    async def abandon(self) -> _Log:
+        return self.log
+
+
+@dataclass
+class _Project:
+    notes: list[str] = field(default_factory=list)
+
+    async def record(self, sandbox_id: str, info: VersionInfo, on_record: object) -> None:
+        self.notes.append(info.note)
+
+
+@dataclass
+class _Ready:
+    dev_url: str = "http://sb-1:5173"
+
+
+class _ReadyManager(_Manager):
+    async def wait_ready(self, sandbox_id: str) -> _Ready:
+        return _Ready()
+
+
+async def _ignore(kind: str, record: object) -> None:
+    pass
+
+
+def _open_workspace(project: _Project) -> tuple[SandboxWorkspace, _Session]:
+    workspace = SandboxWorkspace(
+        _ReadyManager(),  # type: ignore[arg-type]
+        None,
+        chat="c1",
+        owner="u1",
+        project=project,  # type: ignore[arg-type]
+    )
+    session = _Session()
+    workspace._session, workspace.sandbox_id = session, "sb-1"  # type: ignore[assignment]
+    workspace._on_record = _ignore
+    return workspace, session
+
+
+@pytest.mark.parametrize(
+    ("handled_after_the_turn", "abandon", "notes"),
+    [
+        pytest.param(0, False, ["", None], id="nothing-since-the-turn"),
+        pytest.param(0, True, ["", None], id="cancelled-with-nothing-since-the-turn"),
+        pytest.param(2, False, ["", "run ended"], id="written-since-the-turn"),
+        pytest.param(1, True, ["", "cancelled"], id="cancelled-after-writing"),
+    ],
+)
+async def test_a_close_records_a_version_only_when_something_was_handled_since_the_last(
+    handled_after_the_turn: int, abandon: bool, notes: list[str | None]
+) -> None:
+    project = _Project()
+    workspace, session = _open_workspace(project)
+    session.log.workspace_state = 5  # the turn's files, installs and commands
+    await workspace.record_version(1)
+    session.log.workspace_state += handled_after_the_turn
+    await workspace.close(abandon=abandon)
+    assert project.notes == [note for note in notes if note is not None]
+
+
+async def test_a_close_records_what_a_run_wrote_when_no_version_was_recorded_yet() -> None:
+    project = _Project()
+    workspace, session = _open_workspace(project)
+    session.log.workspace_state = 3  # a run that failed before its turn ended
+    await workspace.close()
+    assert project.notes == ["run ended"]
