@@ -36,6 +36,10 @@ SANDBOXES_PER_LIMIT = 10
 DEFAULT_MAX_SANDBOXES_RANGE = (2, 1000)
 MAX_SANDBOXES_CEILING = 10_000  # an explicit KILN_MAX_SANDBOXES above this is a typo
 
+# The warm pool grows with demand up to this many per template unless KILN_WARM_POOL_MAX says
+# otherwise (an idle warm sandbox costs about 23 MiB, see above; three cover a small burst).
+DEFAULT_WARM_POOL_MAX = 3
+
 
 # Where kiln keeps its data (``KILN_DATA_DIR``); the default instance name derives from it.
 DEFAULT_DATA_DIR = Path("~/.local/share/kiln")
@@ -99,7 +103,13 @@ class SandboxSettings:
     idle_ttl_seconds: float = 1800.0
     flush_debounce_seconds: float = 0.05
     flush_max_wait_seconds: float = 0.25
+    # The warm pool's bounds per template (KILN_WARM_POOL_MIN, formerly KILN_WARM_POOL_SIZE, and
+    # KILN_WARM_POOL_MAX; None: see warm_pool_bounds), the window of demand that sizes it
+    # between them, and how many warm sandboxes may be starting at once (all templates).
     warm_pool_size: int = 1
+    warm_pool_max: int | None = None
+    warm_pool_window_seconds: float = 600.0
+    warm_pool_refills: int = 1
     command_timeout_seconds: float = 300.0
     install_timeout_seconds: float = 600.0
     output_cap_bytes: int = 256 * 1024
@@ -109,7 +119,7 @@ class SandboxSettings:
     # from_env() derives it from the data dir unless KILN_INSTANCE is set (see instance_name()).
     instance: str = "default"
     extra_labels: dict[str, str] = field(default_factory=dict)
-    # Templates that keep a warm pool of ``warm_pool_size`` started sandboxes each.
+    # Templates that keep a warm pool of started sandboxes each (``warm_pool_bounds``).
     warm_pool_templates: tuple[str, ...] = ("vite-react", "vanilla", "nextjs")
     dev_ready_timeout_seconds: float = 120.0
     # Hard upper bound on a sandbox's life, written as the ``kiln.expiry`` label.
@@ -129,6 +139,16 @@ class SandboxSettings:
     def network(self) -> str:
         """The name of the instance's shared sandbox network."""
         return self.sandbox_network or f"kiln-sandboxes-{self.instance}"
+
+    @property
+    def warm_pool_bounds(self) -> tuple[int, int]:
+        """``(minimum, maximum)`` warm sandboxes per template. Without ``warm_pool_max`` a
+        minimum of 0 keeps the pool off (as ``KILN_WARM_POOL_SIZE=0`` always did), any other
+        minimum may grow to :data:`DEFAULT_WARM_POOL_MAX`."""
+        low = self.warm_pool_size
+        if self.warm_pool_max is not None:
+            return low, max(low, self.warm_pool_max)
+        return low, (max(low, DEFAULT_WARM_POOL_MAX) if low else 0)
 
     @property
     def sandbox_limit(self) -> int:
@@ -153,7 +173,12 @@ class SandboxSettings:
                 "KILN_FLUSH_DEBOUNCE", d.flush_debounce_seconds, low_open=False
             ),
             flush_max_wait_seconds=read.number("KILN_FLUSH_MAX_WAIT", d.flush_max_wait_seconds),
-            warm_pool_size=read.integer("KILN_WARM_POOL_SIZE", d.warm_pool_size, low=0),
+            warm_pool_size=_warm_pool_min(read, d.warm_pool_size),
+            warm_pool_max=_warm_pool_max(read),
+            warm_pool_window_seconds=read.number(
+                "KILN_WARM_POOL_WINDOW", d.warm_pool_window_seconds
+            ),
+            warm_pool_refills=read.integer("KILN_WARM_POOL_REFILLS", d.warm_pool_refills, low=1),
             command_timeout_seconds=read.number("KILN_COMMAND_TIMEOUT", d.command_timeout_seconds),
             install_timeout_seconds=read.number("KILN_INSTALL_TIMEOUT", d.install_timeout_seconds),
             instance=instance_name(read.env),
@@ -183,6 +208,22 @@ def _max_sandboxes(read: EnvReader) -> int | None:
     if read.raw("KILN_MAX_SANDBOXES") is None:
         return None
     return read.integer("KILN_MAX_SANDBOXES", 0, low=1, high=MAX_SANDBOXES_CEILING)
+
+
+def _warm_pool_min(read: EnvReader, default: int) -> int:
+    """``KILN_WARM_POOL_MIN``, else ``KILN_WARM_POOL_SIZE`` (its name before the pool followed
+    demand: a deployment that set it keeps that many warm sandboxes at least)."""
+    set_min = read.raw("KILN_WARM_POOL_MIN") is not None
+    return read.integer("KILN_WARM_POOL_MIN" if set_min else "KILN_WARM_POOL_SIZE", default, low=0)
+
+
+def _warm_pool_max(read: EnvReader) -> int | None:
+    """``KILN_WARM_POOL_MAX``: unset means derived from the minimum (``warm_pool_bounds``); one
+    below the minimum is refused (the message says the least it may be)."""
+    if read.raw("KILN_WARM_POOL_MAX") is None:
+        return None
+    low = _warm_pool_min(read, SandboxSettings.warm_pool_size)
+    return read.integer("KILN_WARM_POOL_MAX", 0, low=low)
 
 
 def _proxy_env(env: Mapping[str, str]) -> dict[str, str]:

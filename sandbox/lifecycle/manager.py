@@ -30,7 +30,9 @@ Public API (what the write path, the agent loop, the preview proxy and the CLI u
   (:mod:`sandbox.containers.networks`), and the registry holds at most
   ``settings.sandbox_limit`` sandboxes, warm ones included: ``provision`` past it raises
   ``SandboxCapacity`` (an ``acquire`` first gives up a warm sandbox of another template to make
-  room); ``capacity()`` says how many are held.
+  room, and the warm pool grows only into free slots); ``capacity()`` says how many are held.
+- The warm pool's size per template follows recent demand within its bounds
+  (:mod:`sandbox.lifecycle.warm_pool`); ``pool.status()`` says each target and why.
 
 State shared between processes (chat bindings, owners, last use) lives in the Redis registry;
 the warm pool, the install queues and the locks are per process.
@@ -113,13 +115,17 @@ class SandboxManager:
         self._group: anyio.abc.TaskGroup | None = None
         self.egress_leases = EgressLeases(registry.redis, settings.instance)
         self.pool: WarmPool[Sandbox] = WarmPool(
-            size=settings.warm_pool_size,
+            bounds=settings.warm_pool_bounds,
             templates=settings.warm_pool_templates,
             provision=self._provision_warm,
             is_alive=lambda sandbox: container_running(self.client, sandbox.container_id),
             touch=lambda sandbox: self._touch(sandbox.id),
             discard=lambda sandbox: self.destroy(sandbox.id),
             touch_interval=min(settings.idle_ttl_seconds / 3, 60.0),
+            free_slots=self._free_slots,
+            window=settings.warm_pool_window_seconds,
+            refills=settings.warm_pool_refills,
+            clock=clock,
         )
 
     @classmethod
@@ -423,11 +429,16 @@ class SandboxManager:
             return await self.provision(template, owner=owner, chat=chat)
         except SandboxCapacity:
             for name in self.pool.templates:
-                spare = await self.pool.take(name)
+                spare = await self.pool.take(name, demand=False)  # room, not a wish for more
                 if spare is not None:
                     await self.destroy(spare.id)
                     return await self.provision(template, owner=owner, chat=chat)
             raise
+
+    async def _free_slots(self) -> int:
+        """How many more sandboxes the host may hold now (the warm pool grows only into them)."""
+        held, limit = await self.capacity()
+        return max(limit - held, 0)
 
     async def _create_objects(self, template: Template, record: SandboxRecord) -> Any:
         labels = self._labels(record)

@@ -1,15 +1,22 @@
 """A warm pool per template: started sandboxes whose dev server already listens, ready to hand out.
 
-:meth:`WarmPool.run` keeps ``size`` sandboxes per template, refilling in the background after
-every :meth:`take` and retrying failures with a growing delay (a missing image must not spin).
-It also touches its sandboxes regularly, so the reaper's idle TTL only catches the pool of a
-process that died. The pool knows nothing about Docker: it is given functions to provision,
-check, touch and discard sandboxes, which keeps it testable without an engine.
+:meth:`WarmPool.run` keeps each template's pool at a target that follows recent demand
+(:mod:`sandbox.lifecycle.pool_sizing`: the acquires of the last ``window`` seconds, clamped to
+``[minimum, maximum]``, never past the host's free slots). After every :meth:`take`, and at least
+every ``touch_interval`` seconds, a template's target is decided again: the pool refills in the
+background, one sandbox at a time per template and at most ``refills`` at once in all (a burst
+must not start many containers at once on a small host), and a surplus is given up oldest first.
+Failures are retried with a growing delay (a missing image must not spin). The pool also touches
+its sandboxes regularly, so the reaper's idle TTL only catches the pool of a process that died.
+
+The pool knows nothing about Docker: it is given functions to provision, check, touch and discard
+sandboxes and to count the host's free slots, which keeps it testable without an engine.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
@@ -17,61 +24,91 @@ from typing import Generic, TypeVar
 import anyio
 
 from sandbox.errors import SandboxError
+from sandbox.lifecycle.pool_sizing import PoolFacts, PoolTarget, pool_target, recent_count
 
 log = logging.getLogger(__name__)
 S = TypeVar("S")
+UNLIMITED = 1_000_000  # the free slots of a pool told nothing about the host's capacity
+
+
+async def _unlimited() -> int:
+    return UNLIMITED
 
 
 class WarmPool(Generic[S]):
-    """Keeps ``size`` ready sandboxes for each of ``templates``."""
+    """Keeps ready sandboxes for each of ``templates``, as many as recent demand asks for."""
 
     def __init__(
         self,
         *,
-        size: int,
+        bounds: tuple[int, int],
         templates: Sequence[str],
         provision: Callable[[str], Awaitable[S]],
         is_alive: Callable[[S], Awaitable[bool]],
         touch: Callable[[S], Awaitable[None]],
         discard: Callable[[S], Awaitable[None]],
         touch_interval: float,
+        free_slots: Callable[[], Awaitable[int]] = _unlimited,
+        window: float = 600.0,
+        refills: int = 1,
+        clock: Callable[[], float] = time.monotonic,
         retry_delay: float = 2.0,
         max_retry_delay: float = 60.0,
     ) -> None:
-        self.size = size
+        self.minimum, self.maximum = bounds
         self.templates = tuple(templates)
-        self._provision = provision
-        self._is_alive = is_alive
-        self._touch = touch
-        self._discard = discard
+        self.window = window
+        self._provision, self._is_alive = provision, is_alive
+        self._touch, self._discard = touch, discard
+        self._free_slots = free_slots
+        self._refills = refills
+        self._clock = clock
         self._touch_interval = touch_interval
-        self._retry_delay = retry_delay
-        self._max_retry_delay = max_retry_delay
+        self._retry_delay, self._max_retry_delay = retry_delay, max_retry_delay
         self._ready: dict[str, deque[S]] = {name: deque() for name in self.templates}
+        self._demand: dict[str, list[float]] = {name: [] for name in self.templates}
         self._wakeups: dict[str, anyio.Event] = {name: anyio.Event() for name in self.templates}
+        self.targets: dict[str, PoolTarget] = {}  # the last target of each template, and why
 
     def available(self, template: str) -> int:
         """How many ready sandboxes the pool holds for ``template`` now."""
         return len(self._ready.get(template, ()))
 
-    async def take(self, template: str) -> S | None:
-        """A ready sandbox of ``template`` (removed from the pool), or ``None`` if none is."""
+    def status(self) -> dict[str, tuple[int, PoolTarget | None]]:
+        """Each template's ready sandboxes and its last target (``None`` before the first)."""
+        return {name: (self.available(name), self.targets.get(name)) for name in self.templates}
+
+    async def take(self, template: str, *, demand: bool = True) -> S | None:
+        """A ready sandbox of ``template`` (removed from the pool), or ``None`` if none is.
+
+        ``demand``: an acquire wants it (counted for the pool's size); ``False`` for a warm
+        sandbox given up to make room on a full host."""
         ready = self._ready.get(template)
+        if ready is None:
+            return None
+        if demand:
+            self._demand[template].append(self._clock())
+        self._wakeups[template].set()
         while ready:
-            sandbox = ready.popleft()
-            self._wakeups[template].set()
+            sandbox = ready.popleft()  # the oldest; popped before any await: no one else gets it
             if await self._is_alive(sandbox):
                 return sandbox
             await self._discard_quietly(sandbox)
         return None
 
+    def wake(self) -> None:
+        """Decide every template's target again now (not at the next touch interval)."""
+        for event in self._wakeups.values():
+            event.set()
+
     async def run(self) -> None:
-        """Refill every template's pool until cancelled."""
-        if self.size <= 0:
+        """Size and refill every template's pool until cancelled."""
+        if self.maximum <= 0:
             return
+        limiter = anyio.CapacityLimiter(max(self._refills, 1))
         async with anyio.create_task_group() as group:
             for template in self.templates:
-                group.start_soon(self._refill_loop, template)
+                group.start_soon(self._refill_loop, template, limiter)
 
     async def drain(self) -> None:
         """Discard every ready sandbox (on shutdown: unassigned sandboxes are not kept)."""
@@ -79,26 +116,62 @@ class WarmPool(Generic[S]):
             while ready:
                 await self._discard_quietly(ready.popleft())
 
-    async def _refill_loop(self, template: str) -> None:
+    async def target(self, template: str) -> PoolTarget:
+        """Decide ``template``'s target now (from its demand and the host's free slots)."""
+        try:
+            free = await self._free_slots()
+        except SandboxError as exc:  # Redis away: grow nothing until it is back
+            log.warning("warm pool %r: free slots unknown: %s", template, exc)
+            free = 0
+        facts = PoolFacts(
+            recent=recent_count(self._demand[template], self._clock(), self.window),
+            window=self.window,
+            minimum=self.minimum,
+            maximum=self.maximum,
+            ready=self.available(template),
+            free=free,
+        )
+        decided = pool_target(facts)
+        if decided != self.targets.get(template):
+            log.info("warm pool %r: target %d (%s)", template, decided.size, decided.why)
+        self.targets[template] = decided
+        return decided
+
+    async def _refill_loop(self, template: str, limiter: anyio.CapacityLimiter) -> None:
         delay = self._retry_delay
         while True:
-            # A fresh event before the length check: a take() from here on wakes the wait below.
+            # A fresh event before deciding: a take() from here on wakes the wait below.
             self._wakeups[template] = anyio.Event()
-            while len(self._ready[template]) < self.size:
-                try:
-                    sandbox = await self._provision(template)
-                except SandboxError as exc:
-                    log.warning(
-                        "warm pool %r: provisioning failed, retry in %gs: %s", template, delay, exc
-                    )
-                    await anyio.sleep(delay)
+            size = (await self.target(template)).size
+            await self._shrink(template, size)
+            if self.available(template) < size:
+                if await self._grow(template, limiter, delay):
+                    delay = self._retry_delay
+                else:
                     delay = min(delay * 2, self._max_retry_delay)
-                    continue
-                delay = self._retry_delay
-                self._ready[template].append(sandbox)
+                continue  # decide again after every sandbox: demand or capacity may have moved
             await self._touch_all(template)
             with anyio.move_on_after(self._touch_interval):
                 await self._wakeups[template].wait()
+
+    async def _grow(self, template: str, limiter: anyio.CapacityLimiter, delay: float) -> bool:
+        """Provision one sandbox into the pool; after a failure wait ``delay`` and say so."""
+        try:
+            async with limiter:
+                sandbox = await self._provision(template)
+        except SandboxError as exc:
+            log.warning("warm pool %r: provisioning failed, retry in %gs: %s", template, delay, exc)
+            await anyio.sleep(delay)
+            return False
+        self._ready[template].append(sandbox)
+        return True
+
+    async def _shrink(self, template: str, size: int) -> None:
+        """Give up the oldest ready sandboxes past ``size``."""
+        ready = self._ready[template]
+        while len(ready) > size:
+            # Popped before the await: a concurrent take() can no longer be handed this one.
+            await self._discard_quietly(ready.popleft())
 
     async def _touch_all(self, template: str) -> None:
         for sandbox in list(self._ready[template]):

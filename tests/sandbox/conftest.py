@@ -58,7 +58,8 @@ def instances(docker_client: docker.DockerClient, redis_url: str) -> Iterator[Te
 @pytest.fixture(scope="session")
 def sandbox_settings(instances: TestInstances, redis_url: str) -> SandboxSettings:
     """Settings of the session's main instance, with a warm pool of one vanilla sandbox."""
-    return settings_for(instances.main, redis_url, warm_pool_size=1)
+    # A pool of exactly one: the session's many acquires must not grow it (their load).
+    return settings_for(instances.main, redis_url, warm_pool_size=1, warm_pool_max=1)
 
 
 @pytest.fixture(scope="session")

@@ -202,3 +202,34 @@ def test_the_default_data_dir_gives_the_default_instance(monkeypatch: pytest.Mon
     assert SandboxSettings.from_env({}).instance == instance_for(
         Path("/nonexistent-home/.local/share/kiln")
     )
+
+
+@pytest.mark.parametrize(
+    ("env", "bounds"),
+    [
+        pytest.param({}, (1, 3), id="default: one warm, up to three on demand"),
+        pytest.param({"KILN_WARM_POOL_SIZE": "2"}, (2, 3), id="the old name is the minimum"),
+        pytest.param({"KILN_WARM_POOL_SIZE": "5"}, (5, 5), id="a minimum above the default max"),
+        pytest.param({"KILN_WARM_POOL_SIZE": "0"}, (0, 0), id="size 0 still means no pool"),
+        pytest.param({"KILN_WARM_POOL_MIN": "0", "KILN_WARM_POOL_MAX": "2"}, (0, 2), id="0..2"),
+        pytest.param(
+            {"KILN_WARM_POOL_MIN": "2", "KILN_WARM_POOL_SIZE": "4"}, (2, 3), id="new wins"
+        ),
+    ],
+)
+def test_the_warm_pool_bounds(env: dict[str, str], bounds: tuple[int, int]) -> None:
+    assert SandboxSettings.from_env(env).warm_pool_bounds == bounds
+
+
+def test_the_warm_pool_window_and_refills_are_read() -> None:
+    settings = SandboxSettings.from_env(
+        {"KILN_WARM_POOL_WINDOW": "120", "KILN_WARM_POOL_REFILLS": "2"}
+    )
+    assert (settings.warm_pool_window_seconds, settings.warm_pool_refills) == (120.0, 2)
+    assert SandboxSettings.from_env({}).warm_pool_refills == 1
+
+
+def test_a_warm_pool_maximum_below_its_minimum_is_refused_in_words() -> None:
+    env = {"KILN_WARM_POOL_MIN": "2", "KILN_WARM_POOL_MAX": "1"}
+    with pytest.raises(SandboxConfigError, match=r"KILN_WARM_POOL_MAX='1' must be an integer >= 2"):
+        SandboxSettings.from_env(env)

@@ -20,7 +20,7 @@ from sandbox.errors import SandboxCapacity, SandboxError, SandboxNotFound
 from sandbox.images.templates import get_template
 from sandbox.lifecycle.manager import Sandbox, SandboxManager
 from sandbox.lifecycle.reaper import sweep_instance
-from sandbox.lifecycle.registry import SandboxRecord
+from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
 from sandbox.settings import LABEL, SandboxSettings
 from tests.sandbox.docker_support import TestInstances, settings_for
 
@@ -348,3 +348,52 @@ async def test_at_the_limit_an_acquire_gives_up_a_warm_sandbox_of_another_templa
         sandbox = await small_host.acquire("chat-full", "owner-1", "vite-react")
         assert [record.id for record in await small_host.list()] == [sandbox.id]
         assert await small_host.registry.get(warm.id) is None
+
+
+class MovableClock:
+    """The manager's clock, moved by the test (no sleeping through the pool's window)."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_burst_grows_the_warm_pool_and_idle_time_shrinks_it(
+    instances: TestInstances, redis_url: str
+) -> None:
+    settings = settings_for(instances.new("elastic"), redis_url, warm_pool_size=0, warm_pool_max=2)
+    clock = MovableClock()
+    opened = SandboxManager(
+        docker.from_env(),
+        SandboxRegistry.from_url(settings.redis_url, settings.instance),
+        settings,
+        clock=clock,
+    )
+    try:
+        async with opened:
+            await _burst_then_idle(opened, clock)
+        assert await opened.list() == []  # the pool's sandboxes are gone with it
+    finally:
+        await sweep_instance(opened.client, settings.instance, opened.registry)
+        await opened.aclose()
+
+
+async def _burst_then_idle(manager: SandboxManager, clock: MovableClock) -> None:
+    users = [await manager.acquire(f"chat-burst-{n}", "owner-1", "vanilla") for n in range(2)]
+    with anyio.fail_after(180):  # two warm dev servers, started one after the other
+        while manager.pool.available("vanilla") < 2:
+            await anyio.sleep(0.2)
+    assert manager.pool.targets["vanilla"].rule == "demand"
+    warm = {r.id for r in await manager.list() if r.state == "warm"}
+    assert len(warm) == 2
+    clock.now += manager.settings.warm_pool_window_seconds + 1  # every acquire left the window
+    manager.pool.wake()
+    with anyio.fail_after(60):
+        while manager.pool.available("vanilla") > 0 or warm & {r.id for r in await manager.list()}:
+            await anyio.sleep(0.2)
+    assert manager.pool.targets["vanilla"].rule == "idle"
+    assert sorted(r.id for r in await manager.list()) == sorted(u.id for u in users)
+    for user in users:
+        await manager.destroy(user.id)
