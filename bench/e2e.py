@@ -281,6 +281,7 @@ def serve_env(instance: str, redis_url: str, warm: bool) -> dict[str, str]:
         KILN_INSTANCE=instance,
         REDIS_URL=redis_url,
         KILN_WARM_POOL_SIZE="1" if warm else "0",
+        KILN_WARM_POOL_MAX="1" if warm else "0",  # a pool of one, not grown by the demand
         KILN_WARM_POOL_TEMPLATES=TEMPLATE,  # no nextjs and vanilla pools loading the host
         KILN_PUBLIC_HOST="localhost",
         PYTHONUNBUFFERED="1",

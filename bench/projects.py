@@ -233,7 +233,9 @@ async def run_phases(
         costs = await commit_costs(cold, projects, args.files)
     finally:
         await cold.aclose()
-    warm_settings = dataclasses.replace(settings, warm_pool_size=1, warm_pool_templates=(TEMPLATE,))
+    warm_settings = dataclasses.replace(
+        settings, warm_pool_size=1, warm_pool_max=1, warm_pool_templates=(TEMPLATE,)
+    )
     warm = await SandboxManager.open(warm_settings)
     try:
         async with warm:

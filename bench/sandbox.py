@@ -258,7 +258,9 @@ async def time_it(action: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
 
 async def warm_versus_cold(settings: SandboxSettings, samples: int) -> dict[str, list[float]]:
     """Cold create (container started; and until the dev server answers) vs warm acquire."""
-    pooled = dataclasses.replace(settings, warm_pool_size=1, warm_pool_templates=(TEMPLATE,))
+    pooled = dataclasses.replace(
+        settings, warm_pool_size=1, warm_pool_max=1, warm_pool_templates=(TEMPLATE,)
+    )
     manager = await SandboxManager.open(pooled)
     times: dict[str, list[float]] = {"cold": [], "cold_ready": [], "warm": []}
     try:
