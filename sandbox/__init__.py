@@ -82,6 +82,7 @@ if TYPE_CHECKING:
     from sandbox.lifecycle.manager import (
         SandboxManager,
     )
+    from sandbox.lifecycle.pool_report import describe_pool, pool_key
     from sandbox.lifecycle.reaper import (
         sweep_instance,
     )
@@ -179,6 +180,8 @@ _EXPORTS: dict[str, str] = {
     "ensure_stand_in": "sandbox.images.base_image",
     "WriteBuffer": "sandbox.writes.write_buffer",
     "wrap_redis_errors": "sandbox.redis_boundary",
+    "describe_pool": "sandbox.lifecycle.pool_report",
+    "pool_key": "sandbox.lifecycle.pool_report",
     "strip_wrapping_fence": "sandbox.writes.fences",
     "build_workspace_tar": "sandbox.writes.flush",
     "PreviewProxy": "sandbox.preview.proxy",
@@ -247,10 +250,12 @@ __all__ = [
     "context_files",
     "data_dir_from_env",
     "default_images_dir",
+    "describe_pool",
     "ensure_stand_in",
     "get_template",
     "host_memory_bytes",
     "manager_ports",
+    "pool_key",
     "preview_label",
     "preview_url",
     "probe_npm",

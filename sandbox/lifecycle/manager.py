@@ -32,7 +32,8 @@ Public API (what the write path, the agent loop, the preview proxy and the CLI u
   ``SandboxCapacity`` (an ``acquire`` first gives up a warm sandbox of another template to make
   room, and the warm pool grows only into free slots); ``capacity()`` says how many are held.
 - The warm pool's size per template follows recent demand within its bounds
-  (:mod:`sandbox.lifecycle.warm_pool`); ``pool.status()`` says each target and why.
+  (:mod:`sandbox.lifecycle.warm_pool`); ``pool.status()`` says each target and why, and each
+  decision is published in Redis for ``kiln doctor`` (:mod:`sandbox.lifecycle.pool_report`).
 
 State shared between processes (chat bindings, owners, last use) lives in the Redis registry;
 the warm pool, the install queues and the locks are per process.
@@ -81,6 +82,8 @@ from sandbox.images.templates import DEFAULT_TEMPLATE, Template, get_template
 from sandbox.lifecycle import egress, parking, reaper
 from sandbox.lifecycle.egress import EgressLeases
 from sandbox.lifecycle.outage import ride_out
+from sandbox.lifecycle.pool_report import publish_target
+from sandbox.lifecycle.pool_sizing import PoolTarget
 from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
 from sandbox.lifecycle.warm_pool import WarmPool
 from sandbox.settings import SandboxSettings
@@ -126,6 +129,7 @@ class SandboxManager:
             window=settings.warm_pool_window_seconds,
             refills=settings.warm_pool_refills,
             clock=clock,
+            on_target=self._report_pool,
         )
 
     @classmethod
@@ -439,6 +443,12 @@ class SandboxManager:
         """How many more sandboxes the host may hold now (the warm pool grows only into them)."""
         held, limit = await self.capacity()
         return max(limit - held, 0)
+
+    async def _report_pool(self, template: str, ready: int, target: PoolTarget) -> None:
+        """Publish a pool decision for ``kiln doctor`` (:mod:`sandbox.lifecycle.pool_report`)."""
+        instance = self.settings.instance
+        redis = self.registry.redis
+        await publish_target(redis, instance, template, ready, target, now=self._clock())
 
     async def _create_objects(self, template: Template, record: SandboxRecord) -> Any:
         labels = self._labels(record)

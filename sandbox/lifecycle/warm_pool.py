@@ -10,7 +10,8 @@ Failures are retried with a growing delay (a missing image must not spin). The p
 its sandboxes regularly, so the reaper's idle TTL only catches the pool of a process that died.
 
 The pool knows nothing about Docker: it is given functions to provision, check, touch and discard
-sandboxes and to count the host's free slots, which keeps it testable without an engine.
+sandboxes and to count the host's free slots, which keeps it testable without an engine; every
+decision is also handed to ``on_target`` (the manager publishes it for ``kiln doctor``).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class WarmPool(Generic[S]):
         window: float = 600.0,
         refills: int = 1,
         clock: Callable[[], float] = time.monotonic,
+        on_target: Callable[[str, int, PoolTarget], Awaitable[None]] | None = None,
         retry_delay: float = 2.0,
         max_retry_delay: float = 60.0,
     ) -> None:
@@ -63,6 +65,7 @@ class WarmPool(Generic[S]):
         self._free_slots = free_slots
         self._refills = refills
         self._clock = clock
+        self._on_target = on_target  # told every decision (template, ready, target): a report
         self._touch_interval = touch_interval
         self._retry_delay, self._max_retry_delay = retry_delay, max_retry_delay
         self._ready: dict[str, deque[S]] = {name: deque() for name in self.templates}
@@ -135,7 +138,16 @@ class WarmPool(Generic[S]):
         if decided != self.targets.get(template):
             log.info("warm pool %r: target %d (%s)", template, decided.size, decided.why)
         self.targets[template] = decided
+        await self._report(template, decided)
         return decided
+
+    async def _report(self, template: str, decided: PoolTarget) -> None:
+        if self._on_target is None:
+            return
+        try:
+            await self._on_target(template, self.available(template), decided)
+        except SandboxError as exc:  # a report is no reason to stop sizing the pool
+            log.warning("warm pool %r: reporting the target failed: %s", template, exc)
 
     async def _refill_loop(self, template: str, limiter: anyio.CapacityLimiter) -> None:
         delay = self._retry_delay

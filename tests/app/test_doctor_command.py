@@ -52,6 +52,7 @@ def test_everything_passes_on_a_set_up_machine(
         "memory": True,
         "pids": True,
         "networks": True,
+        "warm pool": True,
         "ca bundle": True,
         "npm registry": True,
         "tokenizer": True,

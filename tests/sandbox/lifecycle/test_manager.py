@@ -19,6 +19,7 @@ from sandbox.containers.provisioning import create_volume, start_container
 from sandbox.errors import SandboxCapacity, SandboxError, SandboxNotFound
 from sandbox.images.templates import get_template
 from sandbox.lifecycle.manager import Sandbox, SandboxManager
+from sandbox.lifecycle.pool_report import describe_pool, pool_key
 from sandbox.lifecycle.reaper import sweep_instance
 from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
 from sandbox.settings import LABEL, SandboxSettings
@@ -381,11 +382,16 @@ async def test_a_burst_grows_the_warm_pool_and_idle_time_shrinks_it(
 
 
 async def _burst_then_idle(manager: SandboxManager, clock: MovableClock) -> None:
+    instance = manager.settings.instance
     users = [await manager.acquire(f"chat-burst-{n}", "owner-1", "vanilla") for n in range(2)]
     with anyio.fail_after(180):  # two warm dev servers, started one after the other
         while manager.pool.available("vanilla") < 2:
             await anyio.sleep(0.2)
     assert manager.pool.targets["vanilla"].rule == "demand"
+    shown = ["vanilla: 2 ready, target 2 (demand: 2 acquires in the last 600s)"]
+    with anyio.fail_after(30):  # what kiln doctor shows, published after the pool's next look
+        while describe_pool(await manager.registry.redis.hgetall(pool_key(instance))) != shown:
+            await anyio.sleep(0.1)
     warm = {r.id for r in await manager.list() if r.state == "warm"}
     assert len(warm) == 2
     clock.now += manager.settings.warm_pool_window_seconds + 1  # every acquire left the window

@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from sandbox.errors import SandboxUnavailable
+from sandbox.lifecycle.pool_sizing import PoolTarget
 from sandbox.lifecycle.warm_pool import WarmPool
 
 pytestmark = pytest.mark.anyio
@@ -70,6 +71,7 @@ def make_pool(
     clock: Clock | None = None,
     refills: int = 1,
     free_slots: Callable[[], Awaitable[int]] | None = None,
+    on_target: Callable[[str, int, PoolTarget], Awaitable[None]] | None = None,
 ) -> WarmPool[str]:
     return WarmPool(
         bounds=(size, size if maximum is None else maximum),
@@ -85,6 +87,7 @@ def make_pool(
         retry_delay=0.01,
         max_retry_delay=0.02,
         free_slots=free_slots or ample,
+        on_target=on_target,
     )
 
 
@@ -293,3 +296,19 @@ async def test_status_says_each_template_s_target_and_why(elastic: WarmPool[str]
     assert target is not None
     assert (target.size, target.rule) == (1, "idle")
     assert "no acquires in the last 600s" in target.why
+
+
+async def test_every_decision_is_reported(engine: FakeEngine, clock: Clock) -> None:
+    reported: list[tuple[str, int, str]] = []
+
+    async def on_target(template: str, ready: int, target: PoolTarget) -> None:
+        reported.append((template, ready, target.rule))
+        if len(reported) == 1:
+            raise SandboxUnavailable("redis away")  # a failed report does not stop the pool
+
+    pool = make_pool(engine, size=1, clock=clock, on_target=on_target)
+    async with anyio.create_task_group() as group:
+        group.start_soon(pool.run)
+        await until(lambda: ("vanilla", 1, "idle") in reported)
+        group.cancel_scope.cancel()
+    assert ("vanilla", 0, "idle") in reported  # before its first sandbox
