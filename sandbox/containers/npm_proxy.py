@@ -109,8 +109,9 @@ async def ensure_proxy(client: docker.DockerClient, settings: SandboxSettings) -
     """Start the instance's proxy, or adopt the running one; the registry URL sandboxes use.
 
     The sandbox network must exist. A proxy that is stopped, listens elsewhere (the network was
-    made again with another subnet) or has another upstream, host proxy or CA bundle is
-    replaced; its cache volume stays.
+    made again with another subnet) or has another host proxy or CA bundle is replaced; its
+    cache volume stays, unless the upstream registry changed (what one registry served is not
+    another's to serve).
     """
     network = await call(client.networks.get, settings.network)
     addresses = gateways(network.attrs)
@@ -118,9 +119,11 @@ async def ensure_proxy(client: docker.DockerClient, settings: SandboxSettings) -
         raise SandboxUnavailable(f"network {settings.network!r} has no IPv4 gateway")
     listen = listen_addresses(addresses, settings.npm_proxy_port)
     current = await _current(client, settings.instance)
-    if current is None or not _serves(current, proxy_environment(settings, listen)):
+    wanted = proxy_environment(settings, listen)
+    if current is None or not _serves(current, wanted):
         if current is not None:
-            await call(current.remove, force=True)
+            other_upstream = f"{UPSTREAM_ENV}={wanted[UPSTREAM_ENV]}" not in _env(current)
+            await remove_proxy(client, settings.instance, with_cache=other_upstream)
         await _run(client, settings, listen)
         await wait_listening(addresses[0], settings.npm_proxy_port, READY_TIMEOUT_SECONDS)
     return registry_url(addresses[0], settings.npm_proxy_port)
@@ -164,10 +167,14 @@ async def _current(client: docker.DockerClient, instance: str) -> Any:
         return None
 
 
+def _env(container: Any) -> set[str]:
+    return set(container.attrs.get("Config", {}).get("Env") or [])
+
+
 def _serves(container: Any, wanted: dict[str, str]) -> bool:
     """Whether ``container`` runs with the ``wanted`` environment (listen, upstream, proxies)."""
-    env = set(container.attrs.get("Config", {}).get("Env") or [])
-    return container.status == "running" and {f"{k}={v}" for k, v in wanted.items()} <= env
+    pairs = {f"{key}={value}" for key, value in wanted.items()}
+    return container.status == "running" and pairs <= _env(container)
 
 
 async def _run(client: docker.DockerClient, settings: SandboxSettings, listen: str) -> None:

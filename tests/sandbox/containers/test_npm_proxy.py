@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -17,10 +18,12 @@ import pytest
 from sandbox.containers.docker_boundary import call
 from sandbox.containers.hardening import sandbox_environment
 from sandbox.containers.labels import INSTANCE_LABEL, LABEL
+from sandbox.containers.networks import ensure_sandbox_network, remove_network
 from sandbox.containers.npm_proxy import (
     PROXY_ROLE,
     PROXY_ROLE_LABEL,
     STORAGE_PATH,
+    ensure_proxy,
     gateways,
     listen_addresses,
     proxy_container_name,
@@ -31,6 +34,7 @@ from sandbox.containers.npm_proxy import (
 )
 from sandbox.lifecycle.manager import Sandbox, SandboxManager
 from sandbox.settings import SandboxSettings
+from tests.sandbox.docker_support import TestInstances, remove_npm_proxy, settings_for
 
 pytestmark = pytest.mark.anyio
 VERSION = "zustand@5.0.0"
@@ -285,3 +289,40 @@ async def test_npm_publish_to_the_proxy_is_refused_with_or_without_a_token(
     code, output = await _exec(docker_client, sandbox.container_id, view, "/tmp/pkg")
     assert code != 0
     assert "E404" in output, output
+
+
+@pytest.fixture
+async def own_instance(
+    instances: TestInstances, redis_url: str, docker_client: docker.DockerClient
+) -> AsyncIterator[SandboxSettings]:
+    """Settings of an instance of its own, with its network; its proxy and network go after."""
+    settings = settings_for(instances.new("proxy"), redis_url)
+    await ensure_sandbox_network(docker_client, settings.network, settings.instance)
+    yield settings
+    await remove_npm_proxy(docker_client, settings.instance)
+    await remove_network(docker_client, settings.network)
+
+
+async def _marker(client: docker.DockerClient, instance: str) -> tuple[str, int]:
+    """The proxy's container id, and whether the marker is in its cache (0: it is)."""
+    proxy = await call(client.containers.get, proxy_container_name(instance))
+    result = await call(proxy.exec_run, ["test", "-e", f"{STORAGE_PATH}/kiln-marker"])
+    return proxy.id, int(result.exit_code)
+
+
+@pytest.mark.docker
+async def test_a_running_proxy_is_adopted_and_another_upstream_gets_a_fresh_cache(
+    own_instance: SandboxSettings, docker_client: docker.DockerClient
+) -> None:
+    url = await ensure_proxy(docker_client, own_instance)
+    proxy = await call(docker_client.containers.get, proxy_container_name(own_instance.instance))
+    await call(proxy.exec_run, ["touch", f"{STORAGE_PATH}/kiln-marker"])
+    assert await ensure_proxy(docker_client, own_instance) == url
+    assert await _marker(docker_client, own_instance.instance) == (proxy.id, 0)  # adopted
+    proxied = replace(own_instance, proxy_env={"HTTPS_PROXY": "http://proxy.invalid:3128"})
+    await ensure_proxy(docker_client, proxied)
+    replaced, marker = await _marker(docker_client, own_instance.instance)
+    assert (replaced != proxy.id, marker) == (True, 0)  # same upstream: the cache stays
+    other = replace(proxied, npm_registry="http://127.0.0.1:9/")
+    await ensure_proxy(docker_client, other)
+    assert (await _marker(docker_client, own_instance.instance))[1] != 0  # a fresh cache
