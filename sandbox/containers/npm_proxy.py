@@ -23,6 +23,8 @@ proxy's named volume. npm in the sandbox still checks every tarball against the 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +40,14 @@ from sandbox.settings import SandboxSettings
 PROXY_IMAGE = "kiln/npm-proxy:latest"
 PROXY_ROLE_LABEL = "kiln.role"
 PROXY_ROLE = "npm-proxy"
+# A digest of the environment the proxy was started with: a changed setting (a proxy variable
+# added or dropped too) replaces the container. A digest, as the values may hold credentials.
+CONFIG_LABEL = "kiln.npm-proxy.config"
 STORAGE_PATH = "/verdaccio/storage"
 LISTEN_ENV = "KILN_PROXY_LISTEN"
 UPSTREAM_ENV = "KILN_PROXY_UPSTREAM"
 READY_TIMEOUT_SECONDS = 30.0
+_MISSING = f"the npm registry proxy image {PROXY_IMAGE!r} is missing: run `kiln images build`"
 READY_POLL_SECONDS = 0.2
 
 
@@ -83,8 +89,14 @@ def proxy_environment(settings: SandboxSettings, listen: str) -> dict[str, str]:
     return env
 
 
+def config_digest(environment: dict[str, str]) -> str:
+    """A digest of the proxy's environment (labelled on its container)."""
+    return hashlib.sha256(json.dumps(environment, sort_keys=True).encode()).hexdigest()
+
+
 def proxy_run_kwargs(settings: SandboxSettings, listen: str) -> dict[str, Any]:
     """Keyword arguments for ``client.containers.run`` that start the instance's proxy."""
+    environment = proxy_environment(settings, listen)
     volumes = {proxy_volume_name(settings.instance): {"bind": STORAGE_PATH, "mode": "rw"}}
     if settings.ca_bundle is not None:
         volumes[str(Path(settings.ca_bundle).resolve())] = {"bind": CA_BUNDLE_PATH, "mode": "ro"}
@@ -99,8 +111,12 @@ def proxy_run_kwargs(settings: SandboxSettings, listen: str) -> dict[str, Any]:
         "init": True,
         "mem_limit": "512m",
         "restart_policy": {"Name": "unless-stopped"},
-        "labels": {**shared_labels(settings.instance), PROXY_ROLE_LABEL: PROXY_ROLE},
-        "environment": proxy_environment(settings, listen),
+        "labels": {
+            **shared_labels(settings.instance),
+            PROXY_ROLE_LABEL: PROXY_ROLE,
+            CONFIG_LABEL: config_digest(environment),
+        },
+        "environment": environment,
         "volumes": volumes,
     }
 
@@ -108,8 +124,9 @@ def proxy_run_kwargs(settings: SandboxSettings, listen: str) -> dict[str, Any]:
 async def ensure_proxy(client: docker.DockerClient, settings: SandboxSettings) -> str:
     """Start the instance's proxy, or adopt the running one; the registry URL sandboxes use.
 
-    The sandbox network must exist. A proxy that is stopped, listens elsewhere (the network was
-    made again with another subnet) or has another host proxy or CA bundle is replaced; its
+    The sandbox network must exist. A proxy that is stopped, runs an image older than the
+    current ``kiln/npm-proxy``, listens elsewhere (the network was made again with another
+    subnet) or has another host proxy or CA bundle is replaced; its
     cache volume stays, unless the upstream registry changed (what one registry served is not
     another's to serve).
     """
@@ -120,7 +137,7 @@ async def ensure_proxy(client: docker.DockerClient, settings: SandboxSettings) -
     listen = listen_addresses(addresses, settings.npm_proxy_port)
     current = await _current(client, settings.instance)
     wanted = proxy_environment(settings, listen)
-    if current is None or not _serves(current, wanted):
+    if current is None or not _serves(current, wanted, await _image_id(client)):
         if current is not None:
             other_upstream = f"{UPSTREAM_ENV}={wanted[UPSTREAM_ENV]}" not in _env(current)
             await remove_proxy(client, settings.instance, with_cache=other_upstream)
@@ -171,10 +188,18 @@ def _env(container: Any) -> set[str]:
     return set(container.attrs.get("Config", {}).get("Env") or [])
 
 
-def _serves(container: Any, wanted: dict[str, str]) -> bool:
-    """Whether ``container`` runs with the ``wanted`` environment (listen, upstream, proxies)."""
-    pairs = {f"{key}={value}" for key, value in wanted.items()}
-    return container.status == "running" and pairs <= _env(container)
+def _serves(container: Any, wanted: dict[str, str], image_id: str) -> bool:
+    """Whether ``container`` runs the current image with the ``wanted`` environment."""
+    labels = container.attrs.get("Config", {}).get("Labels") or {}
+    current = container.attrs.get("Image") == image_id and container.status == "running"
+    return current and labels.get(CONFIG_LABEL) == config_digest(wanted)
+
+
+async def _image_id(client: docker.DockerClient) -> str:
+    try:
+        return str((await call(client.images.get, PROXY_IMAGE)).id)
+    except SandboxNotFound as exc:
+        raise ImageMissing(_MISSING) from exc
 
 
 async def _run(client: docker.DockerClient, settings: SandboxSettings, listen: str) -> None:
@@ -185,9 +210,7 @@ async def _run(client: docker.DockerClient, settings: SandboxSettings, listen: s
     try:
         await call(client.containers.run, **kwargs)
     except SandboxNotFound as exc:
-        raise ImageMissing(
-            f"the npm registry proxy image {PROXY_IMAGE!r} is missing: run `kiln images build`"
-        ) from exc
+        raise ImageMissing(_MISSING) from exc
     except SandboxError as exc:
         if "Conflict" not in str(exc):  # another process of the instance started it just now
             raise

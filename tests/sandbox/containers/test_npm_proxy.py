@@ -20,9 +20,11 @@ from sandbox.containers.hardening import sandbox_environment
 from sandbox.containers.labels import INSTANCE_LABEL, LABEL
 from sandbox.containers.networks import ensure_sandbox_network, remove_network
 from sandbox.containers.npm_proxy import (
+    CONFIG_LABEL,
     PROXY_ROLE,
     PROXY_ROLE_LABEL,
     STORAGE_PATH,
+    config_digest,
     ensure_proxy,
     gateways,
     listen_addresses,
@@ -132,7 +134,12 @@ def test_the_proxy_runs_on_the_host_network_hardened_labelled_with_its_own_volum
     assert kwargs["network_mode"] == "host"
     assert (kwargs["user"], kwargs["cap_drop"]) == ("1000:1000", ["ALL"])
     assert kwargs["name"] == proxy_container_name("i")
-    assert kwargs["labels"] == {LABEL: "shared", INSTANCE_LABEL: "i", PROXY_ROLE_LABEL: PROXY_ROLE}
+    assert kwargs["labels"] == {
+        LABEL: "shared",
+        INSTANCE_LABEL: "i",
+        PROXY_ROLE_LABEL: PROXY_ROLE,
+        CONFIG_LABEL: config_digest(kwargs["environment"]),
+    }
     assert kwargs["volumes"] == {proxy_volume_name("i"): {"bind": STORAGE_PATH, "mode": "rw"}}
 
 
