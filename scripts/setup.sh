@@ -43,6 +43,10 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   echo "$wanted" >"$stamp"
 fi
 
+# The optional compiled parser (mypyc, app/parser_choice.py): built again when parser/ changed;
+# without a C compiler or Python's headers one line says so and the parser stays pure Python.
+.venv/bin/python scripts/build_parser.py --if-possible
+
 if ! docker info >/dev/null 2>&1; then
   log "starting dockerd"
   as_root sh -c 'nohup dockerd >/var/log/kiln-dockerd.log 2>&1 &'
