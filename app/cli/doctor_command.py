@@ -5,7 +5,8 @@ set, the ``redis-server`` binary the embedded default starts is installed; every
 present and up to date; the host's sandbox capacity, memory, pids and networks and what is in use
 (:mod:`app.cli.doctor_capacity`); the warm pool's bounds and each template's current target and
 why (:mod:`app.cli.doctor_pool`); the CA bundle sandboxes get and whether a sandbox reaches the
-npm registry (:mod:`app.cli.doctor_npm`); tiktoken's encoding files are cached. Exit code 0
+npm registry (:mod:`app.cli.doctor_npm`); tiktoken's encoding files are cached; which parser
+runs (compiled or pure Python, :mod:`app.parser_choice`). Exit code 0
 when all pass, 1 when any fails (2 for bad usage). ``--json`` prints
 ``{ok, checks: [{name, ok, detail, hint}]}`` instead.
 """
@@ -32,6 +33,7 @@ from app.cli.doctor_npm import check_npm
 from app.cli.doctor_pool import check_pool
 from app.cli.doctor_result import CheckResult
 from app.errors import ConfigError
+from app.parser_choice import BUILD_COMMAND, ParserChoice, activate
 from app.tokens import check_tokenizer
 from sandbox import ImageBuilder, ImageBuildSettings, SandboxError, call, connect, data_dir_from_env
 
@@ -85,6 +87,7 @@ async def run_checks(
     results.append(await anyio.to_thread.run_sync(check_pool, redis_url, data_dir, env))
     results.extend(await check_npm(client, env))
     results.append(await anyio.to_thread.run_sync(check_tokenizer_files))
+    results.append(check_parser(activate()))  # the choice app.cli.main made
     if client is not None:
         await call(client.close)
     return results
@@ -156,6 +159,15 @@ async def check_images(client: docker.DockerClient | None) -> list[CheckResult]:
 
 def _quiet(line: str) -> None:
     """Image progress lines are not wanted here."""
+
+
+def check_parser(choice: ParserChoice) -> CheckResult:
+    """Which parser runs; pure Python passes too (the compiled one is optional, only faster)."""
+    if choice.implementation == "compiled":
+        return CheckResult("parser", True, f"compiled (mypyc), {choice.build_dir}")
+    forced = choice.reason.startswith("KILN_PARSER")
+    build = "" if forced else f"; `{BUILD_COMMAND}` compiles it"
+    return CheckResult("parser", True, f"pure Python: {choice.reason}{build}")
 
 
 def check_tokenizer_files() -> CheckResult:
