@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import tarfile
@@ -27,7 +28,8 @@ from sandbox.errors import CommandRefused, InstallRefused
 from sandbox.execution.exec_stream import ExecResult, OutputSink
 from sandbox.execution.install_queue import InstallResult
 from sandbox.images.templates import get_template
-from sandbox.session import Record, SandboxPorts, SandboxSession
+from sandbox.session import SandboxPorts, SandboxSession
+from sandbox.session_log import Record
 from sandbox.writes.flush import ArchiveTarget
 from sandbox.writes.write_buffer import WriteBuffer
 
@@ -94,21 +96,36 @@ def sandbox() -> FakeSandbox:
     return FakeSandbox()
 
 
-@pytest.fixture
-async def session(
-    client: redis.asyncio.Redis, sandbox: FakeSandbox
-) -> AsyncIterator[tuple[SandboxSession, list[tuple[str, Record]]]]:
+Opened = tuple[SandboxSession, list[tuple[str, Record]]]
+
+
+@contextlib.asynccontextmanager
+async def _opened(
+    client: redis.asyncio.Redis, sandbox: FakeSandbox, *, build_ahead: bool
+) -> AsyncIterator[Opened]:
+    """A session on the fake sandbox and the records it reports."""
     records: list[tuple[str, Record]] = []
 
     async def keep(kind: str, record: Record) -> None:
         records.append((kind, record))
 
     buffer = WriteBuffer(client, f"se-{uuid.uuid4().hex[:10]}", ttl_seconds=600)
-    template = get_template("vite-react")
     async with SandboxSession(
-        buffer, template, sandbox.ports(), debounce=60.0, max_wait=60.0, on_record=keep
+        buffer,
+        get_template("vite-react"),
+        sandbox.ports(),
+        debounce=60.0,
+        max_wait=60.0,
+        on_record=keep,
+        build_ahead=build_ahead,
     ) as running:
         yield running, records
+
+
+@pytest.fixture
+async def session(client: redis.asyncio.Redis, sandbox: FakeSandbox) -> AsyncIterator[Opened]:
+    async with _opened(client, sandbox, build_ahead=False) as opened:
+        yield opened
 
 
 async def test_a_command_waits_for_installs_and_flushed_files(
@@ -418,25 +435,9 @@ BUILD = Command("npm", ["run", "build"])
 
 
 @pytest.fixture
-async def building(
-    client: redis.asyncio.Redis, sandbox: FakeSandbox
-) -> AsyncIterator[tuple[SandboxSession, list[tuple[str, Record]]]]:
-    records: list[tuple[str, Record]] = []
-
-    async def keep(kind: str, record: Record) -> None:
-        records.append((kind, record))
-
-    buffer = WriteBuffer(client, f"se-{uuid.uuid4().hex[:10]}", ttl_seconds=600)
-    async with SandboxSession(
-        buffer,
-        get_template("vite-react"),
-        sandbox.ports(),
-        debounce=60.0,
-        max_wait=60.0,
-        on_record=keep,
-        build_ahead=True,
-    ) as running:
-        yield running, records
+async def building(client: redis.asyncio.Redis, sandbox: FakeSandbox) -> AsyncIterator[Opened]:
+    async with _opened(client, sandbox, build_ahead=True) as opened:
+        yield opened
 
 
 def _runs(sandbox: FakeSandbox) -> list[str]:
