@@ -16,6 +16,7 @@ is back builds again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -143,59 +144,67 @@ def hold_cut(client: httpx.Client, until: float) -> None:
         assert client.get("/api/chats", timeout=10).status_code == 200
 
 
+@contextlib.contextmanager
+def served_behind(
+    relay: DockerRelay, tmp_path: Path, instance: str
+) -> Iterator[tuple[KilnProcess, httpx.Client]]:
+    """A signed-in ``kiln serve`` whose Docker is ``relay``; it must stop cleanly at the end."""
+    env = kiln_env(instance, hello_recordings(tmp_path / "rec"), DOCKER_HOST=relay.url)
+    data, port = tmp_path / "data", free_port()
+    args = ["serve", "--port", str(port), "--data-dir", str(data), "--no-build"]
+    with KilnProcess(args, env, tmp_path / "serve.log") as served:
+        link = served.wait_for(LOGIN_LINK)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            assert client.get(f"/login{link.split('/login', 1)[1]}").status_code == 303
+            yield served, client
+        assert served.stop() == 0, served.tail()
+
+
+def assert_builds_again(served: KilnProcess, client: httpx.Client) -> None:
+    """A message sent now builds the demo whole."""
+    after = post_demo(client, "after")
+    view = wait_terminal(client, after)
+    assert view["status"] == "completed", (view, served.tail())
+    assert sandbox_files(client, view) >= DEMO_FILES
+
+
 @pytest.mark.parametrize("mode", ["refuse", "hang"])
 def test_a_docker_outage_mid_run_ends_in_words_and_kiln_recovers_by_itself(
     tmp_path: Path, instance: str, mode: Mode
 ) -> None:
-    with DockerRelay(tmp_path / "docker.sock") as relay:
-        env = kiln_env(instance, hello_recordings(tmp_path / "rec"), DOCKER_HOST=relay.url)
-        data, port = tmp_path / "data", free_port()
-        args = ["serve", "--port", str(port), "--data-dir", str(data), "--no-build"]
-        with KilnProcess(args, env, tmp_path / "serve.log") as served:
-            link = served.wait_for(LOGIN_LINK)
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-                assert client.get(f"/login{link.split('/login', 1)[1]}").status_code == 303
-                building = post_demo(client, "before")
-                deadline_poll("a sandbox", 60, lambda: run_view(client, building)["sandbox_id"])
-                relay.cut(mode)
-                cut_until = time.monotonic() + OUTAGE_SECONDS
-                during = post_demo(client, "during")
-                hold_cut(client, cut_until)
-                relay.restore()
-                deadline_poll("a green /healthz", 30, lambda: health(client).status_code == 200)
-                assert_ended_well(client, building)
-                assert_ended_well(client, during)
-                after = post_demo(client, "after")
-                view = wait_terminal(client, after)
-                assert view["status"] == "completed", (view, served.tail())
-                assert sandbox_files(client, view) >= DEMO_FILES
-            assert served.stop() == 0, served.tail()
+    with (
+        DockerRelay(tmp_path / "docker.sock") as relay,
+        served_behind(relay, tmp_path, instance) as (served, client),
+    ):
+        building = post_demo(client, "before")
+        deadline_poll("a sandbox", 60, lambda: run_view(client, building)["sandbox_id"])
+        relay.cut(mode)
+        cut_until = time.monotonic() + OUTAGE_SECONDS
+        during = post_demo(client, "during")
+        hold_cut(client, cut_until)
+        relay.restore()
+        deadline_poll("a green /healthz", 30, lambda: health(client).status_code == 200)
+        assert_ended_well(client, building)
+        assert_ended_well(client, during)
+        assert_builds_again(served, client)
 
 
 def test_a_message_sent_while_docker_hangs_fails_in_seconds_and_the_next_builds(
     tmp_path: Path, instance: str
 ) -> None:
-    with DockerRelay(tmp_path / "docker.sock") as relay:
-        env = kiln_env(instance, hello_recordings(tmp_path / "rec"), DOCKER_HOST=relay.url)
-        data, port = tmp_path / "data", free_port()
-        args = ["serve", "--port", str(port), "--data-dir", str(data), "--no-build"]
-        with KilnProcess(args, env, tmp_path / "serve.log") as served:
-            link = served.wait_for(LOGIN_LINK)
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-                assert client.get(f"/login{link.split('/login', 1)[1]}").status_code == 303
-                try:
-                    fail_while_hung(client, relay)
-                finally:
-                    if relay.mode != "pass":  # kiln must stop in time even when that failed
-                        relay.restore()
-                # Docker stays known away for a few seconds (EngineWatch's recheck); /healthz
-                # pings through the same watch, so green means a new run gets its sandbox.
-                deadline_poll("a green /healthz", 30, lambda: health(client).status_code == 200)
-                after = post_demo(client, "after")
-                view = wait_terminal(client, after)
-                assert view["status"] == "completed", (view, served.tail())
-                assert sandbox_files(client, view) >= DEMO_FILES
-            assert served.stop() == 0, served.tail()
+    with (
+        DockerRelay(tmp_path / "docker.sock") as relay,
+        served_behind(relay, tmp_path, instance) as (served, client),
+    ):
+        try:
+            fail_while_hung(client, relay)
+        finally:
+            if relay.mode != "pass":  # kiln must stop in time even when that failed
+                relay.restore()
+        # Docker stays known away for a few seconds (EngineWatch's recheck); /healthz
+        # pings through the same watch, so green means a new run gets its sandbox.
+        deadline_poll("a green /healthz", 30, lambda: health(client).status_code == 200)
+        assert_builds_again(served, client)
 
 
 def fail_while_hung(client: httpx.Client, relay: DockerRelay) -> None:
