@@ -28,12 +28,15 @@ class Event:
     """Base of all parser events: equality, repr and ``to_dict`` over the slots."""
 
     __slots__: tuple[str, ...] = ()
+    # The fields in order, for the methods below. Not ``self.__slots__``: a class compiled by
+    # mypyc (the optional compiled parser, app.parser_choice) has no ``__slots__`` attribute.
+    field_names: ClassVar[tuple[str, ...]] = ()
     type: ClassVar[str] = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The event as a JSON-ready dict: ``{"type": ..., <fields>}``."""
         out: dict[str, Any] = {"type": self.type}
-        for name in self.__slots__:
+        for name in self.field_names:
             value = getattr(self, name)
             out[name] = list(value) if isinstance(value, tuple) else value
         return out
@@ -41,20 +44,21 @@ class Event:
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+        return all(getattr(self, n) == getattr(other, n) for n in self.field_names)
 
     def __hash__(self) -> int:
-        return hash((self.type, *(getattr(self, n) for n in self.__slots__)))
+        return hash((self.type, *(getattr(self, n) for n in self.field_names)))
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
+        fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.field_names)
         return f"{self.__class__.__name__}({fields})"
 
 
 class Text(Event):
     """Prose for the user."""
 
-    __slots__ = ("content",)
+    field_names = ("content",)
+    __slots__ = field_names
     type = "text"
 
     def __init__(self, content: str) -> None:
@@ -71,7 +75,8 @@ class ThinkingStart(Event):
 class ThinkingContent(Event):
     """Part of a thinking block."""
 
-    __slots__ = ("content",)
+    field_names = ("content",)
+    __slots__ = field_names
     type = "thinking_content"
 
     def __init__(self, content: str) -> None:
@@ -88,7 +93,8 @@ class ThinkingEnd(Event):
 class SandboxStart(Event):
     """The model opened its sandbox block (files follow)."""
 
-    __slots__ = ("base", "project")
+    field_names = ("base", "project")
+    __slots__ = field_names
     type = "sandbox_start"
 
     def __init__(self, project: str | None, base: str | None) -> None:
@@ -106,7 +112,8 @@ class SandboxEnd(Event):
 class FileStart(Event):
     """A file begins; ``path`` is a normalized, safe, relative POSIX path."""
 
-    __slots__ = ("path",)
+    field_names = ("path",)
+    __slots__ = field_names
     type = "file_start"
 
     def __init__(self, path: str) -> None:
@@ -116,7 +123,8 @@ class FileStart(Event):
 class FileContent(Event):
     """The next piece of a file's body."""
 
-    __slots__ = ("content", "path")
+    field_names = ("content", "path")
+    __slots__ = field_names
     type = "file_content"
 
     def __init__(self, path: str, content: str) -> None:
@@ -127,7 +135,8 @@ class FileContent(Event):
 class FileEnd(Event):
     """A file is complete."""
 
-    __slots__ = ("path",)
+    field_names = ("path",)
+    __slots__ = field_names
     type = "file_end"
 
     def __init__(self, path: str) -> None:
@@ -144,7 +153,8 @@ class InstallStart(Event):
 class InstallContent(Event):
     """The validated packages (and framework, if named) of an install block."""
 
-    __slots__ = ("dependencies", "framework")
+    field_names = ("dependencies", "framework")
+    __slots__ = field_names
     type = "install_content"
 
     def __init__(self, dependencies: Iterable[str], framework: str | None) -> None:
@@ -162,7 +172,8 @@ class InstallEnd(Event):
 class Command(Event):
     """A command to run: a program and its argv (never a shell line)."""
 
-    __slots__ = ("args", "command")
+    field_names = ("args", "command")
+    __slots__ = field_names
     type = "command"
 
     def __init__(self, command: str, args: Iterable[str]) -> None:
@@ -173,7 +184,8 @@ class Command(Event):
 class WebSearch(Event):
     """A web search the model asked for."""
 
-    __slots__ = ("max_results", "query")
+    field_names = ("max_results", "query")
+    __slots__ = field_names
     type = "web_search"
 
     def __init__(self, query: str, max_results: int) -> None:
@@ -184,7 +196,8 @@ class WebSearch(Event):
 class UrlScrape(Event):
     """A page the model asked to read."""
 
-    __slots__ = ("url",)
+    field_names = ("url",)
+    __slots__ = field_names
     type = "url_scrape"
 
     def __init__(self, url: str) -> None:
@@ -201,7 +214,8 @@ class Done(Event):
 class EditStart(Event):
     """An edit of an existing file begins: search/replace blocks for ``path`` follow."""
 
-    __slots__ = ("path",)
+    field_names = ("path",)
+    __slots__ = field_names
     type = "edit_start"
 
     def __init__(self, path: str) -> None:
@@ -211,7 +225,8 @@ class EditStart(Event):
 class EditBlock(Event):
     """One complete search/replace block: replace the one place ``search`` matches."""
 
-    __slots__ = ("path", "replace", "search")
+    field_names = ("path", "replace", "search")
+    __slots__ = field_names
     type = "edit_block"
 
     def __init__(self, path: str, search: str, replace: str) -> None:
@@ -223,7 +238,8 @@ class EditBlock(Event):
 class EditEnd(Event):
     """The edit of ``path`` is complete (every block of it has been emitted)."""
 
-    __slots__ = ("path",)
+    field_names = ("path",)
+    __slots__ = field_names
     type = "edit_end"
 
     def __init__(self, path: str) -> None:
@@ -233,7 +249,8 @@ class EditEnd(Event):
 class Read(Event):
     """The model asked to see a project file's current content."""
 
-    __slots__ = ("path",)
+    field_names = ("path",)
+    __slots__ = field_names
     type = "read"
 
     def __init__(self, path: str) -> None:
@@ -243,7 +260,8 @@ class Read(Event):
 class Error(Event):
     """Something in the stream was refused or malformed; ``code`` is stable, ``message`` human."""
 
-    __slots__ = ("code", "message", "severity")
+    field_names = ("code", "message", "severity")
+    __slots__ = field_names
     type = "error"
 
     def __init__(self, code: str, message: str, severity: Severity = "recoverable") -> None:

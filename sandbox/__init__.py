@@ -74,6 +74,7 @@ if TYPE_CHECKING:
         default_images_dir,
     )
     from sandbox.images.templates import (
+        BUILD_COMMAND,
         DEFAULT_TEMPLATE,
         TEMPLATES,
         WORKSPACE,
@@ -107,11 +108,13 @@ if TYPE_CHECKING:
     )
     from sandbox.redis_boundary import wrap_redis_errors
     from sandbox.session import (
+        SandboxSession,
+        manager_ports,
+    )
+    from sandbox.session_log import (
         Record,
         RecordSink,
-        SandboxSession,
         SessionLog,
-        manager_ports,
     )
     from sandbox.settings import (
         DEFAULT_DATA_DIR,
@@ -151,14 +154,15 @@ _EXPORTS: dict[str, str] = {
     "data_dir_from_env": "sandbox.settings",
     "Sandbox": "sandbox.handle",
     "WorkspaceFile": "sandbox.execution.workspace_files",
-    "Record": "sandbox.session",
-    "RecordSink": "sandbox.session",
+    "Record": "sandbox.session_log",
+    "RecordSink": "sandbox.session_log",
     "SandboxSession": "sandbox.session",
-    "SessionLog": "sandbox.session",
+    "SessionLog": "sandbox.session_log",
     "manager_ports": "sandbox.session",
     "SandboxManager": "sandbox.lifecycle.manager",
     "sweep_instance": "sandbox.lifecycle.reaper",
     "registry_prefix": "sandbox.lifecycle.registry",
+    "BUILD_COMMAND": "sandbox.images.templates",
     "DEFAULT_TEMPLATE": "sandbox.images.templates",
     "TEMPLATES": "sandbox.images.templates",
     "Template": "sandbox.images.templates",
@@ -202,6 +206,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "BUILD_COMMAND",
     "BUILD_LOCK",
     "DEFAULT_DATA_DIR",
     "DEFAULT_TEMPLATE",

@@ -4,7 +4,12 @@
 queued on the install queue and runs in the background while files keep streaming, ``command``
 is queued too: commands run one at a time in the order they came, each once no install is
 pending and every file before it is flushed, while the stream goes on (the answer never stalls
-behind a build); :meth:`SandboxSession.wait_commands` waits for them. Nothing raises out of
+behind a build); :meth:`SandboxSession.wait_commands` waits for them. With ``build_ahead``, the
+template's build (:data:`BUILD_COMMAND`) is queued silently as soon as an answer's files are
+complete (``sandbox_end``): post-generation builds every run anyway, so starting it then costs
+nothing, and when the answer asks for the same build on the same files its result is handed
+over (output replayed) instead of building again. A file, edit, install or command after it
+cancels it (its processes are killed) and the build runs again when asked. Nothing raises out of
 :meth:`SandboxSession.handle`: a refused or failed step becomes an error record (``code`` +
 ``message``) and the stream goes on, because the model gets the errors back and the user sees
 them.
@@ -17,9 +22,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -40,15 +44,21 @@ from parser.events import (
 from sandbox.errors import CommandRefused, SandboxError
 from sandbox.execution.exec_stream import ExecResult, OutputSink
 from sandbox.execution.install_queue import InstallResult
-from sandbox.images.templates import Template
+from sandbox.images.templates import BUILD_COMMAND, Template
 from sandbox.lifecycle.manager import SandboxManager
+from sandbox.session_log import (
+    BuiltAhead,
+    FailedEdit,
+    Record,
+    RecordSink,
+    SessionLog,
+    failure_code,
+    failure_text,
+)
 from sandbox.writes.edit_blocks import EDIT_NO_MATCH, apply_edit_blocks
 from sandbox.writes.file_events import FileEventWriter, WorkspaceReader, WriteNotice
 from sandbox.writes.flush import ContainerResolver, FailedWrite, Flusher, FlushScheduler
 from sandbox.writes.write_buffer import WriteBuffer
-
-Record = dict[str, Any]
-RecordSink = Callable[[str, Record], Awaitable[None]]  # (kind, record) for progress display
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,40 +70,6 @@ class SandboxPorts:
     wait_install_idle: Callable[[], Awaitable[None]]
     run_command: Callable[[Sequence[str], OutputSink | None], Awaitable[ExecResult]]
     read_workspace: WorkspaceReader
-
-
-@dataclass(frozen=True, slots=True)
-class FailedEdit:
-    """An edit refused as a whole: why, and the file's content it was tried on."""
-
-    path: str
-    code: str  # edit_no_match | edit_ambiguous
-    message: str
-    content: str | None  # None: the file does not exist
-
-
-@dataclass
-class SessionLog:
-    """Everything a session did, in order, as JSON-ready records."""
-
-    files: list[str] = field(default_factory=list)
-    installs: list[Record] = field(default_factory=list)
-    commands: list[Record] = field(default_factory=list)
-    errors: list[Record] = field(default_factory=list)
-    warnings: list[Record] = field(default_factory=list)
-    # The workspace's state, as a count of what may have changed it (file events, installs,
-    # commands), and the state each command last succeeded in: a caller can tell that a build
-    # already passed on exactly the files there are now, and skip building them again.
-    workspace_state: int = 0
-    succeeded_in: dict[tuple[str, ...], int] = field(default_factory=dict)
-    # Edits in the order they ended: each applied one as (path, whole new content), and each
-    # refused one; the agent loop tells the model about the latter.
-    applied_edits: list[tuple[str, str]] = field(default_factory=list)
-    failed_edits: list[FailedEdit] = field(default_factory=list)
-
-    def succeeded_on_current_files(self, argv: Sequence[str]) -> bool:
-        """Whether ``argv`` last exited 0 with the workspace as it is now."""
-        return self.succeeded_in.get(tuple(argv)) == self.workspace_state
 
 
 def manager_ports(manager: SandboxManager, sandbox_id: str) -> SandboxPorts:
@@ -133,8 +109,10 @@ class SandboxSession:
         debounce: float,
         max_wait: float,
         on_record: RecordSink = _ignore,
+        build_ahead: bool = False,
     ) -> None:
-        """Write through ``buffer``, run through ``ports``, report through ``on_record``."""
+        """Write through ``buffer``, run through ``ports``, report through ``on_record``;
+        ``build_ahead``: start the template's build once an answer's files are complete."""
         self.buffer = buffer
         self.template = template
         self.ports = ports
@@ -160,7 +138,15 @@ class SandboxSession:
         self._install_scopes: set[anyio.CancelScope] = set()
         self._command_scopes: set[anyio.CancelScope] = set()
         self._last_command: anyio.Event | None = None  # set when the latest queued one is done
+        # ... and the latest the answer (or post-generation) asked for: a turn waits for that
+        # one, not for a build ahead after it, which goes on into the next turn if need be.
+        self._last_asked: anyio.Event | None = None
+        self._ahead_scopes: set[anyio.CancelScope] = set()  # builds ahead queued or running
         self._abandoned = False
+        self._build_ahead = build_ahead
+        self._ahead_scope: anyio.CancelScope | None = None  # the build ahead, while it runs
+        self._built_ahead: BuiltAhead | None = None
+        self._changes = 0  # what may have changed files, a request for the build aside
 
     async def __aenter__(self) -> SandboxSession:
         await self._stack.enter_async_context(self.scheduler)
@@ -173,6 +159,8 @@ class SandboxSession:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        for scope in self._ahead_scopes:
+            scope.cancel()  # a build ahead nobody asked for by now is of no use
         await self._stack.__aexit__(exc_type, exc, traceback)
 
     async def handle(self, event: Event) -> None:
@@ -184,8 +172,8 @@ class SandboxSession:
 
     async def wait_commands(self) -> None:
         """Wait until every command handed over so far has run (or was refused)."""
-        if self._last_command is not None:
-            await self._last_command.wait()
+        if self._last_asked is not None:
+            await self._last_asked.wait()
 
     async def finish(self) -> SessionLog:
         """Wait for pending commands, installs and the last flush; drop config files never
@@ -210,6 +198,8 @@ class SandboxSession:
             event, FileStart | FileContent | FileEnd | InstallContent | Command | EditEnd
         ):
             self.log.workspace_state += 1
+            if not _asks_for_build(event):
+                self._changed()
         if isinstance(event, EditStart | EditBlock | EditEnd):
             await self._edit(event)
         elif isinstance(event, FileContent):
@@ -221,6 +211,8 @@ class SandboxSession:
             await self._file_end(event.path)
         elif isinstance(event, SandboxEnd):
             await self._flushed()
+            if self._build_ahead:
+                self._queue_command(list(BUILD_COMMAND), ahead=True)
         elif isinstance(event, InstallContent):
             self._queue_install(event.dependencies)
         elif isinstance(event, Command):
@@ -317,7 +309,7 @@ class SandboxSession:
             await self._on_record("install", record)
             if not result.ok:
                 await self._error(
-                    _failure_code(result.result, "install_failed"), _failure(result.result)
+                    failure_code(result.result, "install_failed"), failure_text(result.result)
                 )
         except SandboxError as exc:
             await self._error(exc.code, str(exc))
@@ -326,27 +318,36 @@ class SandboxSession:
             if self._installs_pending == 0:
                 self._installs_idle.set()
 
-    def _queue_command(self, argv: list[str]) -> None:
+    def _queue_command(self, argv: list[str], *, ahead: bool = False) -> None:
         if self._tasks is None:
             raise RuntimeError("enter the session (`async with`) before handling events")
         previous, self._last_command = self._last_command, anyio.Event()
-        self._tasks.start_soon(self._command_in_turn, argv, previous, self._last_command)
+        if not ahead:
+            self._last_asked = self._last_command
+        self._tasks.start_soon(self._command_in_turn, argv, previous, self._last_command, ahead)
 
     async def _command_in_turn(
-        self, argv: list[str], previous: anyio.Event | None, done: anyio.Event
+        self, argv: list[str], previous: anyio.Event | None, done: anyio.Event, ahead: bool
     ) -> None:
         """Run ``argv`` once the command queued before it is done."""
         with anyio.CancelScope() as scope:
             self._command_scopes.add(scope)
+            if ahead:
+                self._ahead_scopes.add(scope)
             try:
                 if previous is not None:
                     await previous.wait()
-                if not self._abandoned:
+                if self._abandoned:
+                    pass
+                elif ahead:
+                    await self._build_early(argv, scope)
+                elif not await self._hand_over(argv):
                     await self._command(argv)
             except SandboxError as exc:
                 await self._error(exc.code, str(exc))
             finally:
                 self._command_scopes.discard(scope)
+                self._ahead_scopes.discard(scope)
                 done.set()
 
     async def _command(self, argv: list[str]) -> None:
@@ -359,13 +360,63 @@ class SandboxSession:
             await self._error("command_refused", str(exc))
             return
         record = {"argv": argv, "exit_code": result.exit_code}
-        self.log.workspace_state += 1  # the command may have changed files too
+        self._changed()
         if result.ok:
-            self.log.succeeded_in[tuple(argv)] = self.log.workspace_state
+            self._succeeded(argv)
+        else:
+            self.log.workspace_state += 1  # the command may have changed files too
         self.log.commands.append(record)
         await self._on_record("command", record)
         if not result.ok:
-            await self._error(_failure_code(result, "command_failed"), _failure(result))
+            await self._error(failure_code(result, "command_failed"), failure_text(result))
+
+    def _changed(self) -> None:
+        self._changes += 1
+        if self._ahead_scope is not None:
+            self._ahead_scope.cancel()  # it builds files that are changing
+
+    async def _build_early(self, argv: list[str], scope: anyio.CancelScope) -> None:
+        """The build ahead: silent, kept only if nothing but a request for it came meanwhile."""
+        start = self._changes
+        if self._built_ahead is not None and self._built_ahead.changes == start:
+            return
+        await self._wait_installs()
+        await self._flushed()
+        if self._changes != start:
+            return  # more came meanwhile: the answer's next sandbox_end builds again
+        lines: list[str] = []
+
+        async def keep(line: str) -> None:
+            lines.append(line)
+
+        self._ahead_scope = scope
+        try:
+            result = await self.ports.run_command(argv, keep)
+        except CommandRefused:
+            return
+        finally:
+            self._ahead_scope = None
+        if result.ok and self._changes == start:
+            self._built_ahead = BuiltAhead(tuple(argv), start, lines)
+            self._succeeded(argv)
+
+    async def _hand_over(self, argv: list[str]) -> bool:
+        """Report the build ahead as this command's run when it built exactly these files."""
+        ahead = self._built_ahead
+        if ahead is None or ahead.argv != tuple(argv) or ahead.changes != self._changes:
+            return False
+        await self._on_record("command_start", {"argv": argv})
+        for line in ahead.lines:
+            await self._output(line)
+        record = {"argv": argv, "exit_code": 0}
+        self.log.commands.append(record)
+        self._succeeded(argv)
+        await self._on_record("command", record)
+        return True
+
+    def _succeeded(self, argv: Sequence[str]) -> None:
+        self.log.workspace_state += 1  # like any command: it may have changed files
+        self.log.succeeded_in[tuple(argv)] = self.log.workspace_state
 
     async def _wait_installs(self) -> None:
         while self._installs_pending:
@@ -396,21 +447,6 @@ class SandboxSession:
         await self._on_record("error", record)
 
 
-OUT_OF_MEMORY = "out_of_memory"
-
-
-def _failure_code(result: ExecResult, failed: str) -> str:
-    """The error code of a failed install or command: ``out_of_memory`` or ``failed``."""
-    return OUT_OF_MEMORY if result.oom_killed else failed
-
-
-def _failure(result: ExecResult) -> str:
-    """A human message for a command that failed, with the tail of its output."""
-    if result.oom_killed:
-        how = "ran out of memory: the sandbox's memory limit killed it"
-    elif result.timed_out:
-        how = "timed out"
-    else:
-        how = f"exited with {result.exit_code}"
-    tail = "\n".join(result.output.splitlines()[-20:])
-    return f"{' '.join(result.argv)!r} {how}" + (f":\n{tail}" if tail else "")
+def _asks_for_build(event: Event) -> bool:
+    """A ``command`` event for the template's build (it will take the build ahead's result)."""
+    return isinstance(event, Command) and (event.command, *event.args) == BUILD_COMMAND

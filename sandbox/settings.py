@@ -112,6 +112,11 @@ class SandboxSettings:
     warm_pool_refills: int = 1
     command_timeout_seconds: float = 300.0
     install_timeout_seconds: float = 600.0
+    # Deadlines of single Docker calls by kind (sandbox.containers.docker_boundary): a look-up
+    # (get, list, inspect) and a change (create, start, remove). A wedged engine is then told
+    # within seconds; builds, commands and installs keep the limits above.
+    docker_quick_timeout_seconds: float = 10.0
+    docker_change_timeout_seconds: float = 60.0
     output_cap_bytes: int = 256 * 1024
     npm_cache_volume: str = "kiln-npm-cache"
     # Distinguishes sandboxes of one kiln deployment (or one test session) from another's;
@@ -186,6 +191,20 @@ class SandboxSettings:
             warm_pool_refills=read.integer("KILN_WARM_POOL_REFILLS", d.warm_pool_refills, low=1),
             command_timeout_seconds=read.number("KILN_COMMAND_TIMEOUT", d.command_timeout_seconds),
             install_timeout_seconds=read.number("KILN_INSTALL_TIMEOUT", d.install_timeout_seconds),
+            docker_quick_timeout_seconds=read.number(
+                "KILN_DOCKER_QUICK_TIMEOUT",
+                d.docker_quick_timeout_seconds,
+                low=1,
+                high=120,
+                low_open=False,
+            ),
+            docker_change_timeout_seconds=read.number(
+                "KILN_DOCKER_CHANGE_TIMEOUT",
+                d.docker_change_timeout_seconds,
+                low=5,
+                high=600,
+                low_open=False,
+            ),
             instance=instance_name(read.env),
             warm_pool_templates=read.names("KILN_WARM_POOL_TEMPLATES", d.warm_pool_templates),
             max_lifetime_seconds=read.number("KILN_SANDBOX_MAX_LIFETIME", d.max_lifetime_seconds),

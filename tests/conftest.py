@@ -12,6 +12,13 @@ from pathlib import Path
 import pytest
 import redis
 
+from app.parser_choice import activate
+
+# Before any test module imports `parser`: the compiled build when fresh, as kiln itself picks
+# (KILN_PARSER=python or compiled forces one; `make test` runs tests/parser under both). A forced
+# `compiled` without a fresh build raises here, so the run fails rather than skips.
+PARSER = activate()
+
 REDIS_START_SECONDS = 30.0
 # Picking a free port and handing it to redis-server is a race (something else may bind it in
 # between; redis has no "pick one yourself" for TCP). So a start whose bind fails is retried on

@@ -16,7 +16,7 @@ EDIT_ATTEMPTS = 2
 
 
 class RefusedEdit(Protocol):
-    """A refused edit as the sandbox session logs it (``sandbox.session.FailedEdit`` fits)."""
+    """A refused edit as the sandbox session logs it (``sandbox.session_log.FailedEdit`` fits)."""
 
     @property
     def path(self) -> str:

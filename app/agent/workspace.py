@@ -223,6 +223,7 @@ class SandboxWorkspace:
             debounce=settings.flush_debounce_seconds,
             max_wait=settings.flush_max_wait_seconds,
             on_record=on_record,
+            build_ahead=True,  # post-generation builds every run: start it once the files are in
         )
         self._session = await self._stack.enter_async_context(session)
         return self._session

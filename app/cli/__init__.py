@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from app.cli.commands import COMMANDS
+from app.parser_choice import activate_or_exit
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -32,6 +33,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``kiln``; returns the exit code (also used by the console script)."""
+    # Before any command module imports `parser`: the compiled build when fresh (KILN_PARSER).
+    activate_or_exit("kiln")
     args_in = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(_command_in(args_in))
     args = parser.parse_args(args_in)

@@ -6,8 +6,9 @@ present and up to date; the host's sandbox capacity, memory, pids and networks a
 (:mod:`app.cli.doctor_capacity`); the warm pool's bounds and each template's current target and
 why (:mod:`app.cli.doctor_pool`); the host firewall rules for kiln bridges
 (:mod:`app.cli.doctor_firewall`); the CA bundle sandboxes get and whether a sandbox gets packages
-through kiln's npm proxy (:mod:`app.cli.doctor_npm`); tiktoken's encoding files are cached.
-Exit code 0 when all pass, 1 when any fails (2 for bad usage). ``--json`` prints
+through kiln's npm proxy (:mod:`app.cli.doctor_npm`); tiktoken's encoding files are cached;
+which parser runs (compiled or pure Python, :mod:`app.parser_choice`). Exit code 0 when all
+pass, 1 when any fails (2 for bad usage). ``--json`` prints
 ``{ok, checks: [{name, ok, detail, hint}]}`` instead.
 """
 
@@ -34,6 +35,7 @@ from app.cli.doctor_npm import check_npm
 from app.cli.doctor_pool import check_pool
 from app.cli.doctor_result import CheckResult
 from app.errors import ConfigError
+from app.parser_choice import BUILD_COMMAND, ParserChoice, activate
 from app.tokens import check_tokenizer
 from sandbox import ImageBuilder, ImageBuildSettings, SandboxError, call, connect, data_dir_from_env
 
@@ -88,6 +90,7 @@ async def run_checks(
     results.append(await anyio.to_thread.run_sync(check_firewall, env))
     results.extend(await check_npm(client, env))
     results.append(await anyio.to_thread.run_sync(check_tokenizer_files))
+    results.append(check_parser(activate()))  # the choice app.cli.main made
     if client is not None:
         await call(client.close)
     return results
@@ -159,6 +162,15 @@ async def check_images(client: docker.DockerClient | None) -> list[CheckResult]:
 
 def _quiet(line: str) -> None:
     """Image progress lines are not wanted here."""
+
+
+def check_parser(choice: ParserChoice) -> CheckResult:
+    """Which parser runs; pure Python passes too (the compiled one is optional, only faster)."""
+    if choice.implementation == "compiled":
+        return CheckResult("parser", True, f"compiled (mypyc), {choice.build_dir}")
+    forced = choice.reason.startswith("KILN_PARSER")
+    build = "" if forced else f"; `{BUILD_COMMAND}` compiles it"
+    return CheckResult("parser", True, f"pure Python: {choice.reason}{build}")
 
 
 def check_tokenizer_files() -> CheckResult:

@@ -16,9 +16,8 @@ from app.postgen.fixes import Fix, apply_fixes
 from app.postgen.template_workspace import read_template_workspace
 from app.postgen.validation import Finding, validate_project
 from parser.events import Command, FileContent, FileEnd, FileStart, InstallContent
-from sandbox import Template
+from sandbox import BUILD_COMMAND, Template
 
-BUILD_ARGV = ("npm", "run", "build")
 REUSED_BUILD = "the build already passed on these files; not run again"
 
 
@@ -97,11 +96,11 @@ async def run_build(target: EventTarget, take_output: Callable[[], str]) -> Buil
     A build that already passed on exactly the files there are now (the model's own
     ``npm run build`` at the end of its answer, with no fix applied since) is not run again.
     """
-    if target.log.succeeded_on_current_files(BUILD_ARGV):
+    if target.log.succeeded_on_current_files(BUILD_COMMAND):
         return BuildReport(True, 0, REUSED_BUILD)
     take_output()  # drop output of earlier commands
     ran_before = len(target.log.commands)
-    await target.handle(Command(BUILD_ARGV[0], BUILD_ARGV[1:]))
+    await target.handle(Command(BUILD_COMMAND[0], BUILD_COMMAND[1:]))
     await target.wait_commands()
     output = take_output()
     if len(target.log.commands) == ran_before:

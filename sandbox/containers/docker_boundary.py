@@ -5,12 +5,22 @@ The SDK blocks, so every call goes through :func:`call`, which runs it with
 engine that does not answer is :class:`DockerUnavailable`, and the refusals a user can meet on a
 busy host are told apart by Docker's own words (:data:`REFUSALS`), so they reach the user with
 their own code instead of a generic failure.
+
+A wedged engine (its socket accepts and never answers) would hold every call for the client's
+whole timeout (:data:`CLIENT_TIMEOUT_SECONDS`, long because image builds and commands take that
+long). Each call therefore also has a deadline by its kind (:func:`call_deadline`): a look-up
+(get, list, inspect, ping) is answered in well under a second by a live engine and gets
+:attr:`CallTimeouts.quick`; a change (create, start, remove, connect) gets
+:attr:`CallTimeouts.change`; builds, execs, archives and anything not named keep only their own
+limits. A call past its deadline is ``DockerUnavailable``; its thread is abandoned and ends at
+the client's timeout.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
 import anyio
@@ -34,6 +44,52 @@ T = TypeVar("T")
 # reads (anyio's default limiter) never wait for Docker.
 DOCKER_THREADS = 20
 _DOCKER_THREADS: RunVar[anyio.CapacityLimiter] = RunVar("kiln_docker_threads")
+CLIENT_TIMEOUT_SECONDS = 120.0  # the SDK client's own, per request: builds and execs need it
+
+# The SDK's method names (``fn.__name__``) by kind. Anything else (build, exec_run, exec_start,
+# put_archive, pull, wait, logs, kiln's own helpers) has no deadline beyond its own limits.
+QUICK_CALLS = frozenset({"ping", "version", "info", "get", "list", "reload", "exec_inspect"})
+QUICK_PREFIXES = ("inspect_",)
+CHANGE_CALLS = frozenset(
+    {"create", "start", "stop", "kill", "restart", "remove", "connect", "disconnect", "tag"}
+)
+CHANGE_PREFIXES = ("create_", "remove_")
+
+
+@dataclass(frozen=True)
+class CallTimeouts:
+    """Deadlines of Docker calls by kind, in seconds (``KILN_DOCKER_QUICK_TIMEOUT``,
+    ``KILN_DOCKER_CHANGE_TIMEOUT``; see :class:`sandbox.settings.SandboxSettings`)."""
+
+    quick: float = 10.0
+    change: float = 60.0
+
+
+_timeouts = CallTimeouts()
+
+
+def set_call_timeouts(timeouts: CallTimeouts) -> None:
+    """Use ``timeouts`` for every later :func:`call` of this process. Module state on purpose:
+    ``call`` is used by dozens of functions that get a client, not the settings, and a process
+    has one set of settings (the manager sets them when it opens)."""
+    global _timeouts
+    _timeouts = timeouts
+
+
+def call_timeouts() -> CallTimeouts:
+    """The deadlines :func:`call` uses now."""
+    return _timeouts
+
+
+def call_deadline(fn: Callable[..., object], timeouts: CallTimeouts) -> float | None:
+    """The deadline of a call of ``fn`` by its kind (see the module docstring); ``None``: none."""
+    name = getattr(fn, "__name__", "")
+    if name in QUICK_CALLS or name.startswith(QUICK_PREFIXES):
+        return timeouts.quick
+    if name in CHANGE_CALLS or name.startswith(CHANGE_PREFIXES):
+        return timeouts.change
+    return None
+
 
 # Docker's explanation (lower-cased) -> the exception it becomes. Docker says so in these words.
 REFUSALS: tuple[tuple[str, type[SandboxError]], ...] = (
@@ -53,12 +109,17 @@ async def call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     caller does not wait for its thread: an engine that accepts connections and never answers
     holds each call for the client's whole timeout, and those threads must neither take the
     ones the store's reads need (every API request) nor hold up a stop, a deadline or
-    ``/healthz``. The abandoned thread ends by itself at the client's timeout."""
-    return await anyio.to_thread.run_sync(
-        functools.partial(run_wrapped, fn, *args, **kwargs),
-        abandon_on_cancel=True,
-        limiter=docker_threads(),
-    )
+    ``/healthz``. The abandoned thread ends by itself at the client's timeout. A call past
+    its deadline (:func:`call_deadline`) raises ``DockerUnavailable``."""
+    deadline = call_deadline(fn, _timeouts)
+    with anyio.move_on_after(deadline if deadline is not None else float("inf")):
+        return await anyio.to_thread.run_sync(
+            functools.partial(run_wrapped, fn, *args, **kwargs),
+            abandon_on_cancel=True,
+            limiter=docker_threads(),
+        )
+    name = getattr(fn, "__qualname__", repr(fn))
+    raise DockerUnavailable(f"docker: engine did not answer {name} within {deadline:g} s")
 
 
 def docker_threads() -> anyio.CapacityLimiter:
@@ -95,7 +156,7 @@ def refusal_kind(explanation: str) -> type[SandboxError]:
 def connect() -> docker.DockerClient:
     """A Docker client from the environment (``DOCKER_HOST`` or the local socket)."""
     try:
-        client = docker.from_env(timeout=120)
+        client = docker.from_env(timeout=CLIENT_TIMEOUT_SECONDS)
         client.ping()
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
         raise DockerUnavailable(f"docker: cannot reach the engine: {exc!s}") from exc

@@ -8,6 +8,11 @@ WORKSPACE = "/workspace"
 SANDBOX_UID = 1000
 
 
+# How every template builds (its package.json's "build" script): post-generation runs it, and a
+# run's session starts it ahead as soon as an answer's files are complete (sandbox.session).
+BUILD_COMMAND = ("npm", "run", "build")
+
+
 @dataclass(frozen=True, slots=True)
 class Template:
     """A framework's image and what the rest of kiln needs to know about it."""

@@ -58,7 +58,7 @@ import anyio.abc
 import anyio.to_thread
 import docker
 
-from sandbox.containers.docker_boundary import call, connect
+from sandbox.containers.docker_boundary import CallTimeouts, call, connect, set_call_timeouts
 from sandbox.containers.hardening import object_labels
 from sandbox.containers.labels import network_name, volume_name
 from sandbox.containers.networks import ensure_sandbox_network, is_own_network, remove_network
@@ -71,7 +71,13 @@ from sandbox.containers.provisioning import (
     start_container,
     wait_port_open,
 )
-from sandbox.errors import SandboxCapacity, SandboxError, SandboxNotFound, SandboxUnavailable
+from sandbox.errors import (
+    DockerUnavailable,
+    SandboxCapacity,
+    SandboxError,
+    SandboxNotFound,
+    SandboxUnavailable,
+)
 from sandbox.execution import commands, workspace_files
 from sandbox.execution.exec_stream import ExecResult, OutputSink, exec_streaming
 from sandbox.execution.install_queue import InstallQueue, InstallResult
@@ -79,7 +85,7 @@ from sandbox.execution.workspace_files import WorkspaceFile
 from sandbox.handle import Sandbox
 from sandbox.images.templates import DEFAULT_TEMPLATE, Template, get_template
 from sandbox.lifecycle import parking, reaper
-from sandbox.lifecycle.outage import ride_out
+from sandbox.lifecycle.outage import EngineWatch, ride_out
 from sandbox.lifecycle.pool_report import publish_target
 from sandbox.lifecycle.pool_sizing import PoolTarget
 from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
@@ -113,6 +119,8 @@ class SandboxManager:
         self._queues: dict[str, InstallQueue] = {}
         self._held: set[str] = set()  # sandboxes this process acquired and has not released
         self._probe: Any = None  # the docker.DockerClient of ping(), made on first use
+        # Whether Docker is known away: acquires fail at once while it is (issue 15).
+        self.engine = EngineWatch(self._ping_probe)
         self._group: anyio.abc.TaskGroup | None = None
         self.pool: WarmPool[Sandbox] = WarmPool(
             bounds=settings.warm_pool_bounds,
@@ -131,7 +139,14 @@ class SandboxManager:
 
     @classmethod
     async def open(cls, settings: SandboxSettings) -> SandboxManager:
-        """A manager with its own Docker client and Redis connection."""
+        """A manager with its own Docker client and Redis connection; the process's Docker
+        calls get the settings' deadlines."""
+        set_call_timeouts(
+            CallTimeouts(
+                quick=settings.docker_quick_timeout_seconds,
+                change=settings.docker_change_timeout_seconds,
+            )
+        )
         client = await anyio.to_thread.run_sync(connect)
         return cls(
             client, SandboxRegistry.from_url(settings.redis_url, settings.instance), settings
@@ -158,9 +173,14 @@ class SandboxManager:
 
     async def ping(self) -> None:
         """Raise ``DockerUnavailable`` unless the engine answers within
-        :data:`PING_TIMEOUT_SECONDS`. A client of its own: the main one waits up to its whole
-        timeout (long, for builds), and a health check of a hung engine must say so quickly
-        and not hold a thread for minutes."""
+        :data:`PING_TIMEOUT_SECONDS`, at once while it is known away (``self.engine``); the
+        answer is recorded there, so a green health check also lets acquires through again."""
+        await self.engine.check()
+
+    async def _ping_probe(self) -> None:
+        """Ping with a client of its own: the main one waits up to its whole timeout (long, for
+        builds), and a ping of a hung engine must say so quickly and not hold a thread for
+        minutes."""
         if self._probe is None:
             # The main client's API version: no version request of its own to hang on.
             version = self.client.api.api_version
@@ -198,8 +218,21 @@ class SandboxManager:
     # -- lifecycle ------------------------------------------------------------------------
 
     async def acquire(self, chat: str, owner: str, template: str = DEFAULT_TEMPLATE) -> Sandbox:
-        """The chat's sandbox: its existing one, a warm one, or a new one (see module doc)."""
+        """The chat's sandbox: its existing one, a warm one, or a new one (see module doc).
+
+        ``DockerUnavailable`` within seconds when the engine does not answer a short ping, and
+        at once while it is known away (:class:`EngineWatch`), instead of a run waiting for
+        the client's long timeout before its user hears anything (issue 15)."""
         get_template(template)
+        await self.engine.check()
+        try:
+            return await self._acquire(chat, owner, template)
+        except DockerUnavailable as exc:
+            self.engine.mark_down(exc)  # a call past its deadline: the next acquires fail fast
+            raise
+
+    async def _acquire(self, chat: str, owner: str, template: str) -> Sandbox:
+        """:meth:`acquire` once the engine answered."""
         async with self._locked(f"chat:{chat}"):
             existing = await self._chat_sandbox(chat, owner, template)
             if existing is not None:

@@ -21,7 +21,7 @@ from parser.events import (
     FileStart,
     InstallContent,
 )
-from sandbox.session import FailedEdit, RecordSink, SessionLog
+from sandbox.session_log import FailedEdit, RecordSink, SessionLog
 from sandbox.writes.edit_blocks import apply_edit_blocks
 
 RECORDINGS = Path(__file__).resolve().parents[3] / "shared" / "recordings"

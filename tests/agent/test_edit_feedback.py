@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.agent.edit_feedback import EDIT_ATTEMPTS, read_result, refused_edit_result
-from sandbox.session import FailedEdit
+from sandbox.session_log import FailedEdit
 
 CURRENT = "export default function App() {}\n"
 

@@ -16,7 +16,14 @@ from app.cli.doctor_capacity import (
     networks_result,
     pids_result,
 )
-from app.cli.doctor_command import CheckResult, check_data_dir, check_redis, format_result
+from app.cli.doctor_command import (
+    CheckResult,
+    check_data_dir,
+    check_parser,
+    check_redis,
+    format_result,
+)
+from app.parser_choice import ParserChoice
 from sandbox.settings import SandboxSettings
 from tests.app.kiln_process import TIKTOKEN_CACHE, free_port
 
@@ -58,6 +65,7 @@ def test_everything_passes_on_a_set_up_machine(
         "ca bundle": True,
         "npm registry": True,
         "tokenizer": True,
+        "parser": True,
     }
     assert code == 0
 
@@ -96,6 +104,16 @@ def test_without_redis_url_the_binary_is_enough(tmp_path: Path) -> None:
     result = check_redis(None, tmp_path)
     assert result.ok
     assert "redis-server" in result.detail
+
+
+def test_the_parser_line_says_which_runs_and_how_to_compile_it(tmp_path: Path) -> None:
+    compiled = check_parser(ParserChoice("compiled", "fresh mypyc build k", tmp_path / "k"))
+    assert (compiled.ok, compiled.detail) == (True, f"compiled (mypyc), {tmp_path / 'k'}")
+    missing = check_parser(ParserChoice("python", "no compiled parser is built"))
+    assert missing.ok
+    assert missing.detail.endswith("; `make parser-compiled` compiles it")
+    forced = check_parser(ParserChoice("python", "KILN_PARSER=python"))
+    assert forced.detail == "pure Python: KILN_PARSER=python"
 
 
 def test_format() -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.postgen.pipeline import BUILD_ARGV, REUSED_BUILD, run_build
+from app.postgen.pipeline import REUSED_BUILD, run_build
 from parser.events import Command, Event
-from sandbox import SessionLog
+from sandbox import BUILD_COMMAND, SessionLog
 
 pytestmark = pytest.mark.anyio
 
@@ -44,7 +44,7 @@ async def test_the_build_runs_when_no_build_passed_on_these_files() -> None:
     target = BuildingTarget()
     report = await run_build(target, target.take_output)
     assert [e for e in target.handled if isinstance(e, Command)] == [
-        Command(BUILD_ARGV[0], list(BUILD_ARGV[1:]))
+        Command(BUILD_COMMAND[0], list(BUILD_COMMAND[1:]))
     ]
     assert (report.ok, report.exit_code, report.output) == (True, 0, "vite built in 1s")
 
@@ -52,7 +52,7 @@ async def test_the_build_runs_when_no_build_passed_on_these_files() -> None:
 async def test_a_build_that_passed_on_the_current_files_is_not_run_again() -> None:
     target = BuildingTarget()
     target.log.workspace_state = 7
-    target.log.succeeded_in[BUILD_ARGV] = 7
+    target.log.succeeded_in[BUILD_COMMAND] = 7
     report = await run_build(target, target.take_output)
     assert target.handled == []
     assert (report.ok, report.exit_code, report.output) == (True, 0, REUSED_BUILD)

@@ -11,7 +11,7 @@ from app.providers.replay import ReplayPacing, ReplayProvider
 from app.runs.execution import ProviderFactory, ResolvedProvider, WorkspaceFactory
 from app.store import Chat, Run
 from parser.events import Event, FileEnd
-from sandbox.session import RecordSink
+from sandbox.session_log import RecordSink
 from tests.agent.fakes import RECORDINGS, FakeTarget, FakeWorkspace
 
 TODO = RECORDINGS / "todo-vite-react.txt"

@@ -38,7 +38,7 @@ from sandbox.images.templates import WORKSPACE
 from sandbox.lifecycle.manager import SandboxManager
 from sandbox.lifecycle.registry import SandboxRecord
 from sandbox.redis_boundary import wrap_redis_errors
-from sandbox.session import RecordSink
+from sandbox.session_log import RecordSink
 from tests.agent.fakes import FakeTarget, FakeTools
 from tests.providers.wire_servers import Answer, WireServer
 from tests.runs.conftest import new_chat, with_limits

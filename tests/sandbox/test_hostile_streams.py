@@ -14,7 +14,8 @@ from parser.stream import StreamParser
 from sandbox.containers.docker_boundary import call
 from sandbox.images.templates import get_template
 from sandbox.lifecycle.manager import Sandbox, SandboxManager
-from sandbox.session import Record, SandboxSession, manager_ports
+from sandbox.session import SandboxSession, manager_ports
+from sandbox.session_log import Record
 from sandbox.writes.write_buffer import WriteBuffer
 from tests.parser.corpus import hostile_streams
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import tarfile
@@ -13,12 +14,22 @@ import pytest
 import redis.asyncio
 
 from parser import StreamParser
-from parser.events import Command, Error, Event, FileContent, FileEnd, FileStart, InstallContent
+from parser.events import (
+    Command,
+    Error,
+    Event,
+    FileContent,
+    FileEnd,
+    FileStart,
+    InstallContent,
+    SandboxEnd,
+)
 from sandbox.errors import CommandRefused, InstallRefused
 from sandbox.execution.exec_stream import ExecResult, OutputSink
 from sandbox.execution.install_queue import InstallResult
 from sandbox.images.templates import get_template
-from sandbox.session import Record, SandboxPorts, SandboxSession
+from sandbox.session import SandboxPorts, SandboxSession
+from sandbox.session_log import Record
 from sandbox.writes.flush import ArchiveTarget
 from sandbox.writes.write_buffer import WriteBuffer
 
@@ -85,21 +96,36 @@ def sandbox() -> FakeSandbox:
     return FakeSandbox()
 
 
-@pytest.fixture
-async def session(
-    client: redis.asyncio.Redis, sandbox: FakeSandbox
-) -> AsyncIterator[tuple[SandboxSession, list[tuple[str, Record]]]]:
+Opened = tuple[SandboxSession, list[tuple[str, Record]]]
+
+
+@contextlib.asynccontextmanager
+async def _opened(
+    client: redis.asyncio.Redis, sandbox: FakeSandbox, *, build_ahead: bool
+) -> AsyncIterator[Opened]:
+    """A session on the fake sandbox and the records it reports."""
     records: list[tuple[str, Record]] = []
 
     async def keep(kind: str, record: Record) -> None:
         records.append((kind, record))
 
     buffer = WriteBuffer(client, f"se-{uuid.uuid4().hex[:10]}", ttl_seconds=600)
-    template = get_template("vite-react")
     async with SandboxSession(
-        buffer, template, sandbox.ports(), debounce=60.0, max_wait=60.0, on_record=keep
+        buffer,
+        get_template("vite-react"),
+        sandbox.ports(),
+        debounce=60.0,
+        max_wait=60.0,
+        on_record=keep,
+        build_ahead=build_ahead,
     ) as running:
         yield running, records
+
+
+@pytest.fixture
+async def session(client: redis.asyncio.Redis, sandbox: FakeSandbox) -> AsyncIterator[Opened]:
+    async with _opened(client, sandbox, build_ahead=False) as opened:
+        yield opened
 
 
 async def test_a_command_waits_for_installs_and_flushed_files(
@@ -395,3 +421,124 @@ async def test_abandon_stops_installs_but_not_the_task_that_abandons(
         await anyio.sleep(0)  # a checkpoint: the caller goes on (it closes and releases next)
     assert sandbox.timeline == ["write src/App.jsx"]
     assert log.installs == []
+
+
+# Building ahead: the template's build starts once an answer's files are complete.
+
+ANSWER_FILES: list[Event] = [
+    FileStart("src/App.jsx"),
+    FileContent("src/App.jsx", "export default 1;\n"),
+    FileEnd("src/App.jsx"),
+    SandboxEnd(),
+]
+BUILD = Command("npm", ["run", "build"])
+
+
+@pytest.fixture
+async def building(client: redis.asyncio.Redis, sandbox: FakeSandbox) -> AsyncIterator[Opened]:
+    async with _opened(client, sandbox, build_ahead=True) as opened:
+        yield opened
+
+
+def _runs(sandbox: FakeSandbox) -> list[str]:
+    return [step for step in sandbox.timeline if step.startswith("run ")]
+
+
+async def _build_started(sandbox: FakeSandbox) -> None:
+    with anyio.fail_after(5):
+        while not _runs(sandbox):
+            await anyio.sleep(0.01)
+
+
+async def test_the_build_the_answer_asks_for_is_the_one_started_ahead(
+    building: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, records = building
+    sandbox.command_gate = anyio.Event()
+    for event in ANSWER_FILES:
+        await running.handle(event)
+    await _build_started(sandbox)  # before the answer asks for it
+    for event in [Error("x", "text between", "recoverable"), BUILD]:
+        await running.handle(event)
+    sandbox.command_gate.set()
+    log = await running.finish()
+    assert _runs(sandbox) == ["run npm run build seeing ['package.json', 'src/App.jsx']"]
+    shown = [(kind, record) for kind, record in records if kind.startswith(("command", "output"))]
+    assert shown == [
+        ("command_start", {"argv": ["npm", "run", "build"]}),
+        ("output", {"line": "built"}),
+        ("command", {"argv": ["npm", "run", "build"], "exit_code": 0}),
+    ]
+    assert log.commands == [{"argv": ["npm", "run", "build"], "exit_code": 0}]
+    assert log.succeeded_on_current_files(["npm", "run", "build"])
+
+
+async def test_a_build_ahead_is_silent_and_a_turn_does_not_wait_for_it(
+    building: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, records = building
+    sandbox.command_gate = anyio.Event()
+    for event in ANSWER_FILES:
+        await running.handle(event)
+    await _build_started(sandbox)
+    with anyio.fail_after(5):
+        await running.wait_commands()  # the build ahead is still held at the gate
+    assert not [kind for kind, _ in records if kind.startswith(("command", "output"))]
+    sandbox.command_gate.set()
+    await running.handle(BUILD)  # post-generation asks: it takes the build ahead's result
+    await running.wait_commands()
+    assert len(_runs(sandbox)) == 1
+    assert running.log.succeeded_on_current_files(["npm", "run", "build"])
+
+
+async def test_a_file_after_the_answer_cancels_the_build_ahead_and_the_build_runs_again(
+    building: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = building
+    sandbox.command_gate = anyio.Event()
+    for event in ANSWER_FILES:
+        await running.handle(event)
+    await _build_started(sandbox)
+    for event in [FileStart("src/B.jsx"), FileEnd("src/B.jsx"), BUILD]:
+        await running.handle(event)
+    sandbox.command_gate.set()
+    await running.finish()
+    assert [s for s in sandbox.timeline if s.startswith(("run", "ran"))] == [
+        "run npm run build seeing ['package.json', 'src/App.jsx']",
+        "run npm run build seeing ['package.json', 'src/App.jsx', 'src/B.jsx']",
+        "ran npm run build",
+    ]
+    assert running.log.commands == [{"argv": ["npm", "run", "build"], "exit_code": 0}]
+
+
+async def test_a_failed_build_ahead_is_not_handed_over(
+    building: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = building
+    sandbox.exit_codes["npm run build"] = 1
+    for event in [*ANSWER_FILES, BUILD]:
+        await running.handle(event)
+    log = await running.finish()
+    assert len(_runs(sandbox)) == 2  # the answer's own build ran and reported its failure
+    assert log.commands == [{"argv": ["npm", "run", "build"], "exit_code": 1}]
+    assert [e["code"] for e in log.errors] == ["command_failed"]
+
+
+async def test_another_command_is_not_taken_for_the_build(
+    building: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = building
+    for event in [*ANSWER_FILES, Command("npm", ["test"])]:
+        await running.handle(event)
+    await running.finish()
+    assert [s.split(" seeing")[0] for s in _runs(sandbox)] == ["run npm run build", "run npm test"]
+
+
+async def test_without_build_ahead_the_end_of_the_files_starts_nothing(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = session
+    for event in ANSWER_FILES:
+        await running.handle(event)
+    await running.finish()
+    assert _runs(sandbox) == []

@@ -233,3 +233,32 @@ def test_a_warm_pool_maximum_below_its_minimum_is_refused_in_words() -> None:
     env = {"KILN_WARM_POOL_MIN": "2", "KILN_WARM_POOL_MAX": "1"}
     with pytest.raises(SandboxConfigError, match=r"KILN_WARM_POOL_MAX='1' must be an integer >= 2"):
         SandboxSettings.from_env(env)
+
+
+def test_docker_call_deadlines_are_read_within_their_ranges() -> None:
+    settings = SandboxSettings.from_env(
+        {"KILN_DOCKER_QUICK_TIMEOUT": "1", "KILN_DOCKER_CHANGE_TIMEOUT": "600"}
+    )
+    assert (settings.docker_quick_timeout_seconds, settings.docker_change_timeout_seconds) == (
+        1.0,
+        600.0,
+    )
+    defaults = SandboxSettings.from_env({})
+    assert (defaults.docker_quick_timeout_seconds, defaults.docker_change_timeout_seconds) == (
+        10.0,
+        60.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("KILN_DOCKER_QUICK_TIMEOUT", "0.5"),
+        ("KILN_DOCKER_QUICK_TIMEOUT", "121"),
+        ("KILN_DOCKER_CHANGE_TIMEOUT", "4"),
+        ("KILN_DOCKER_CHANGE_TIMEOUT", "inf"),
+    ],
+)
+def test_a_docker_call_deadline_out_of_range_is_refused(name: str, value: str) -> None:
+    with pytest.raises(SandboxConfigError, match=f"^{name}={value!r} must be a finite number"):
+        SandboxSettings.from_env({name: value})

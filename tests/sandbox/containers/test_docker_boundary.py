@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import anyio
@@ -10,7 +11,16 @@ import docker.errors
 import pytest
 import requests.exceptions
 
-from sandbox.containers.docker_boundary import DOCKER_THREADS, call, docker_threads, run_wrapped
+from sandbox.containers.docker_boundary import (
+    DOCKER_THREADS,
+    CallTimeouts,
+    call,
+    call_deadline,
+    call_timeouts,
+    docker_threads,
+    run_wrapped,
+    set_call_timeouts,
+)
 from sandbox.errors import (
     DiskFull,
     DockerUnavailable,
@@ -118,5 +128,75 @@ async def test_a_hung_call_takes_a_docker_thread_and_its_caller_can_give_up() ->
         assert not release.is_set()
         assert docker_threads().total_tokens == DOCKER_THREADS
     finally:
+        release.set()
+        safety.cancel()
+
+
+def _named(name: str) -> object:
+    """A stand-in for an SDK method called ``name``."""
+
+    def method() -> None:
+        """Does nothing."""
+
+    method.__name__ = name
+    return method
+
+
+TIMEOUTS = CallTimeouts(quick=7.0, change=40.0)
+
+
+@pytest.mark.parametrize(
+    ("name", "deadline"),
+    [
+        ("ping", 7.0),
+        ("get", 7.0),
+        ("list", 7.0),
+        ("reload", 7.0),
+        ("exec_inspect", 7.0),
+        ("inspect_container", 7.0),
+        ("create", 40.0),
+        ("start", 40.0),
+        ("remove", 40.0),
+        ("connect", 40.0),
+        ("create_container", 40.0),
+        # Builds, commands, archives and kiln's own helpers keep their own, longer limits.
+        ("build", None),
+        ("exec_run", None),
+        ("exec_start", None),
+        ("put_archive", None),
+        ("wait", None),
+        ("image_state", None),
+    ],
+)
+def test_each_kind_of_call_has_its_deadline(name: str, deadline: float | None) -> None:
+    assert call_deadline(_named(name), TIMEOUTS) == deadline  # type: ignore[arg-type]
+
+
+def test_a_partial_or_lambda_has_no_deadline() -> None:
+    assert call_deadline(lambda: None, TIMEOUTS) is None
+    assert call_deadline(functools.partial(print, "x"), TIMEOUTS) is None
+
+
+@pytest.mark.anyio
+async def test_a_look_up_past_its_deadline_is_docker_unavailable() -> None:
+    """A wedged engine: a quick call gives up at its deadline, in words, not at the client's
+    timeout (the thread is abandoned and ends later)."""
+    release = threading.Event()
+    safety = threading.Timer(HUNG_CALL_LIMIT_SECONDS * 2, release.set)  # never hang the suite
+    safety.start()
+    before = call_timeouts()
+    set_call_timeouts(CallTimeouts(quick=0.05, change=0.05))
+    try:
+
+        def get() -> None:
+            """Waits as a hung ``containers.get`` would."""
+            release.wait()
+
+        with anyio.fail_after(HUNG_CALL_LIMIT_SECONDS), pytest.raises(DockerUnavailable) as caught:
+            await call(get)
+        assert "did not answer" in str(caught.value)
+        assert caught.value.code == "docker_unavailable"
+    finally:
+        set_call_timeouts(before)
         release.set()
         safety.cancel()

@@ -1,0 +1,77 @@
+"""What a sandbox session did, as JSON-ready records: the log a run reads back (its files,
+installs, commands, errors, the workspace's state for reusing a build) and the words for a
+failed install or command."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandbox.execution.exec_stream import ExecResult
+
+Record = dict[str, Any]
+RecordSink = Callable[[str, Record], Awaitable[None]]  # (kind, record) for progress display
+
+
+@dataclass(frozen=True, slots=True)
+class FailedEdit:
+    """An edit refused as a whole: why, and the file's content it was tried on."""
+
+    path: str
+    code: str  # edit_no_match | edit_ambiguous
+    message: str
+    content: str | None  # None: the file does not exist
+
+
+@dataclass
+class SessionLog:
+    """Everything a session did, in order, as JSON-ready records."""
+
+    files: list[str] = field(default_factory=list)
+    installs: list[Record] = field(default_factory=list)
+    commands: list[Record] = field(default_factory=list)
+    errors: list[Record] = field(default_factory=list)
+    warnings: list[Record] = field(default_factory=list)
+    # The workspace's state, as a count of what may have changed it (file events, installs,
+    # commands), and the state each command last succeeded in: a caller can tell that a build
+    # already passed on exactly the files there are now, and skip building them again.
+    workspace_state: int = 0
+    succeeded_in: dict[tuple[str, ...], int] = field(default_factory=dict)
+    # Edits in the order they ended: each applied one as (path, whole new content), and each
+    # refused one; the agent loop tells the model about the latter.
+    applied_edits: list[tuple[str, str]] = field(default_factory=list)
+    failed_edits: list[FailedEdit] = field(default_factory=list)
+
+    def succeeded_on_current_files(self, argv: Sequence[str]) -> bool:
+        """Whether ``argv`` last exited 0 with the workspace as it is now."""
+        return self.succeeded_in.get(tuple(argv)) == self.workspace_state
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltAhead:
+    """A build ahead that passed: its command, the changes it saw, its output lines."""
+
+    argv: tuple[str, ...]
+    changes: int
+    lines: list[str]
+
+
+OUT_OF_MEMORY = "out_of_memory"
+
+
+def failure_code(result: ExecResult, failed: str) -> str:
+    """The error code of a failed install or command: ``out_of_memory`` or ``failed``."""
+    return OUT_OF_MEMORY if result.oom_killed else failed
+
+
+def failure_text(result: ExecResult) -> str:
+    """A human message for a command that failed, with the tail of its output."""
+    if result.oom_killed:
+        how = "ran out of memory: the sandbox's memory limit killed it"
+    elif result.timed_out:
+        how = "timed out"
+    else:
+        how = f"exited with {result.exit_code}"
+    tail = "\n".join(result.output.splitlines()[-20:])
+    return f"{' '.join(result.argv)!r} {how}" + (f":\n{tail}" if tail else "")
