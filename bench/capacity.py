@@ -227,7 +227,7 @@ async def bench(args: argparse.Namespace) -> None:
         base = SandboxSettings.from_env()
         settings = dataclasses.replace(
             base, redis_url=redis_server.url, instance=instance, warm_pool_size=0,
-            egress_network=f"kiln-egress-{instance}", max_sandboxes=args.sandboxes + 1,
+            max_sandboxes=args.sandboxes + 1,
             npm_cache_volume=f"kiln-npm-cache-{instance}",
         )  # fmt: skip
         manager = await SandboxManager.open(settings)

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     )
     from sandbox.images.builder import (
         BUILD_LOCK,
+        PROXY_NAME,
         ImageBuilder,
         ImageStatus,
         build_lock,
@@ -170,6 +171,7 @@ _EXPORTS: dict[str, str] = {
     "ImageBuildSettings": "sandbox.images.settings",
     "default_images_dir": "sandbox.images.settings",
     "BUILD_LOCK": "sandbox.images.builder",
+    "PROXY_NAME": "sandbox.images.builder",
     "ImageBuilder": "sandbox.images.builder",
     "ImageStatus": "sandbox.images.builder",
     "build_lock": "sandbox.images.builder",
@@ -209,6 +211,7 @@ __all__ = [
     "DEFAULT_DATA_DIR",
     "DEFAULT_TEMPLATE",
     "EXCLUDED_NAMES",
+    "PROXY_NAME",
     "SANDBOX_ID",
     "TEMPLATES",
     "WORKSPACE",

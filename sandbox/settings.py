@@ -118,7 +118,6 @@ class SandboxSettings:
     docker_quick_timeout_seconds: float = 10.0
     docker_change_timeout_seconds: float = 60.0
     output_cap_bytes: int = 256 * 1024
-    egress_network: str = "kiln-egress"
     npm_cache_volume: str = "kiln-npm-cache"
     # Distinguishes sandboxes of one kiln deployment (or one test session) from another's;
     # from_env() derives it from the data dir unless KILN_INSTANCE is set (see instance_name()).
@@ -132,9 +131,15 @@ class SandboxSettings:
     reap_interval_seconds: float = 60.0
     log_max_size: str = "10m"
     log_max_files: int = 3
-    # How the sandbox reaches the npm registry during installs (forwarded as environment).
+    # The registry kiln's npm proxy fetches from, and the host's proxy variables it uses to get
+    # there (sandboxes never see either: they reach only the proxy, sandbox.containers.npm_proxy).
     npm_registry: str | None = None
     proxy_env: dict[str, str] = field(default_factory=dict)
+    # The host port the proxy listens on, on the sandbox bridge's gateway (KILN_NPM_PROXY_PORT;
+    # scripts/setup.sh opens it, and only it, to sandboxes).
+    npm_proxy_port: int = 4873
+    # The proxy's URL as sandboxes reach it, set by the manager once the proxy runs.
+    sandbox_registry: str | None = None
     # The internal network all sandboxes of the instance share ("": kiln-sandboxes-<instance>).
     sandbox_network: str = ""
     # How many sandboxes (warm ones included) the host holds; None: derived from host memory.
@@ -204,11 +209,11 @@ class SandboxSettings:
             warm_pool_templates=read.names("KILN_WARM_POOL_TEMPLATES", d.warm_pool_templates),
             max_lifetime_seconds=read.number("KILN_SANDBOX_MAX_LIFETIME", d.max_lifetime_seconds),
             reap_interval_seconds=read.number("KILN_REAP_INTERVAL", d.reap_interval_seconds),
-            egress_network=read.text("KILN_EGRESS_NETWORK", d.egress_network),
             npm_cache_volume=read.text("KILN_NPM_CACHE_VOLUME", d.npm_cache_volume),
             # npm itself spells the second one so.
             npm_registry=read.raw("KILN_NPM_REGISTRY") or read.raw("npm_config_registry"),
             proxy_env=_proxy_env(read.env),
+            npm_proxy_port=read.integer("KILN_NPM_PROXY_PORT", d.npm_proxy_port, low=1, high=65535),
             sandbox_network=read.text("KILN_SANDBOX_NETWORK", d.sandbox_network),
             max_sandboxes=_max_sandboxes(read),
         )

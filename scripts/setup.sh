@@ -56,22 +56,28 @@ if ! docker info >/dev/null 2>&1; then
   docker info >/dev/null 2>&1 || { log "dockerd did not start; see /var/log/kiln-dockerd.log"; exit 1; }
 fi
 
-# Sandboxes sit on one internal bridge per kiln instance (and on the egress bridge during
-# installs), all named kiln<hash>, with inter-container traffic off (Docker turns on the kernel's
-# bridged-traffic filtering for that; `kiln doctor` checks it). The bridge gateway is a host
-# address, so without these rules generated code could reach services listening on the host: a
-# sandbox may open no TCP connection (SYN) and send no other traffic that is not a reply. TCP
+# Sandboxes sit on one internal bridge per kiln instance, named kiln<hash>, with inter-container
+# traffic off (Docker turns on the kernel's bridged-traffic filtering for that; `kiln doctor`
+# checks it), and never on any other network. The bridge gateway is a host address, so without
+# these rules generated code could reach services listening on the host: a sandbox may open no
+# TCP connection (SYN) and send no other traffic that is not a reply, except to kiln's npm
+# registry proxy on the gateway's port KILN_NPM_PROXY_PORT (4873), its only way to packages; that
+# ACCEPT is inserted last, so it sits before the SYN drop. TCP
 # segments of a connection the host opened (the preview proxy to a dev server) are not matched by
 # conntrack state on purpose: Docker flushes a container's conntrack entries when it joins or
-# leaves a network (the egress network, around every install), and a state rule then dropped the
-# dev server's replies on the open connections, so the preview hung until the proxy timed out.
+# leaves a network, and a state rule then dropped the dev server's replies on the open
+# connections, so the preview hung until the proxy timed out.
 if command -v iptables >/dev/null 2>&1; then
   old_rule=(INPUT -i kiln+ -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP)
   while as_root iptables -C "${old_rule[@]}" 2>/dev/null; do
     as_root iptables -D "${old_rule[@]}"
   done
+  proxy_rule=(INPUT -i kiln+ -p tcp --dport "${KILN_NPM_PROXY_PORT:-4873}" -j ACCEPT)
+  # An ACCEPT found after the SYN drop (the drop was added again later) matches nothing: move it.
+  as_root iptables -D "${proxy_rule[@]}" 2>/dev/null || true
   for rule in "INPUT -i kiln+ ! -p tcp -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP" \
-              "INPUT -i kiln+ -p tcp --syn -j DROP"; do
+              "INPUT -i kiln+ -p tcp --syn -j DROP" \
+              "${proxy_rule[*]}"; do
     read -r -a args <<<"$rule"
     as_root iptables -C "${args[@]}" 2>/dev/null || as_root iptables -I "${args[@]}" \
       || log "could not add the iptables rule that keeps sandboxes off the host: $rule"

@@ -124,7 +124,7 @@ def networks_result(networks: list[dict[str, str]], bridge_filter: int | None) -
     """Kiln's networks in use, and whether the kernel filters bridged traffic."""
     shared = sum(1 for labels in networks if labels.get(SANDBOX_LABEL) == SHARED)
     own = len(networks) - shared
-    detail = f"{shared} shared (sandbox and egress), {own} per-sandbox from before sharing"
+    detail = f"{shared} shared, {own} per-sandbox from before sharing"
     if bridge_filter == 1:
         return CheckResult("networks", True, f"{detail}; bridged traffic is filtered")
     hint = "modprobe br_netfilter && sysctl -w net.bridge.bridge-nf-call-iptables=1"

@@ -4,10 +4,11 @@ Checks: the data directory is writable; Docker answers; Redis answers (``REDIS_U
 set, the ``redis-server`` binary the embedded default starts is installed; every sandbox image is
 present and up to date; the host's sandbox capacity, memory, pids and networks and what is in use
 (:mod:`app.cli.doctor_capacity`); the warm pool's bounds and each template's current target and
-why (:mod:`app.cli.doctor_pool`); the CA bundle sandboxes get and whether a sandbox reaches the
-npm registry (:mod:`app.cli.doctor_npm`); tiktoken's encoding files are cached; which parser
-runs (compiled or pure Python, :mod:`app.parser_choice`). Exit code 0
-when all pass, 1 when any fails (2 for bad usage). ``--json`` prints
+why (:mod:`app.cli.doctor_pool`); the host firewall rules for kiln bridges
+(:mod:`app.cli.doctor_firewall`); the CA bundle sandboxes get and whether a sandbox gets packages
+through kiln's npm proxy (:mod:`app.cli.doctor_npm`); tiktoken's encoding files are cached;
+which parser runs (compiled or pure Python, :mod:`app.parser_choice`). Exit code 0 when all
+pass, 1 when any fails (2 for bad usage). ``--json`` prints
 ``{ok, checks: [{name, ok, detail, hint}]}`` instead.
 """
 
@@ -29,6 +30,7 @@ import redis.exceptions
 
 from app.cli.commands import COMMANDS
 from app.cli.doctor_capacity import check_capacity
+from app.cli.doctor_firewall import check_firewall
 from app.cli.doctor_npm import check_npm
 from app.cli.doctor_pool import check_pool
 from app.cli.doctor_result import CheckResult
@@ -85,6 +87,7 @@ async def run_checks(
     results.extend(await check_images(client))
     results.extend(await check_capacity(client, env))
     results.append(await anyio.to_thread.run_sync(check_pool, redis_url, data_dir, env))
+    results.append(await anyio.to_thread.run_sync(check_firewall, env))
     results.extend(await check_npm(client, env))
     results.append(await anyio.to_thread.run_sync(check_tokenizer_files))
     results.append(check_parser(activate()))  # the choice app.cli.main made

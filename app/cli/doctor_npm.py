@@ -2,9 +2,10 @@
 
 - **ca bundle**: the bundle mounted into sandboxes and image builds (``KILN_SANDBOX_CA_BUNDLE``,
   else the host's system bundle), or that there is none; informative, it never fails;
-- **npm registry**: ``npm ping`` from a short-lived container of the ``vanilla`` image on the
-  egress network, with the settings installs have (:func:`sandbox.probe_npm`); fails with npm's
-  own reason (its error code) and a hint about proxies and CA bundles.
+- **npm registry**: ``npm view`` from a short-lived container of the ``vanilla`` image on the
+  sandbox network, through the instance's npm proxy, with the settings installs have
+  (:func:`sandbox.probe_npm`); fails with npm's own reason (its error code) and a hint about
+  the firewall opening, proxies and CA bundles.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from app.cli.doctor_result import CheckResult
 from sandbox import NpmProbe, SandboxError, SandboxSettings, probe_npm
 
 NPM_HINT = (
-    "installs will fail: check the host's route to the registry (KILN_NPM_REGISTRY), and behind "
+    "installs will fail: check the firewall rule that lets sandboxes reach kiln's npm proxy "
+    "(scripts/setup.sh), the host's route to the registry (KILN_NPM_REGISTRY), and behind "
     "a TLS-inspecting proxy set KILN_SANDBOX_CA_BUNDLE to its CA (PEM)"
 )
 
@@ -51,8 +53,12 @@ def ca_bundle_result(settings: SandboxSettings) -> CheckResult:
 def npm_result(probe: NpmProbe) -> CheckResult:
     """The registry check from what the probe found."""
     if probe.ok:
-        return CheckResult("npm registry", True, f"{probe.registry} answers from a sandbox")
-    detail = f"{probe.registry} unreachable from a sandbox: {npm_reason(probe.output)}"
+        detail = f"{probe.upstream} answers a sandbox through kiln's npm proxy ({probe.registry})"
+        return CheckResult("npm registry", True, detail)
+    reason = npm_reason(probe.output)
+    if "E404" in reason:  # npm itself always exists: the proxy had no upstream answer, no cache
+        reason += " (the npm proxy got no answer from its upstream)"
+    detail = f"{probe.upstream} unreachable from a sandbox through {probe.registry}: {reason}"
     return CheckResult("npm registry", False, detail, NPM_HINT)
 
 

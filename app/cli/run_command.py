@@ -131,7 +131,7 @@ async def _run(
         emit = _also_to_file(args.events, progress.show)
     manager = await SandboxManager.open(sandbox_settings)
     try:
-        await ImageBuilder(manager.client, images, progress.line).build(sorted(TEMPLATES))
+        await ImageBuilder(manager.client, images, progress.line).build()  # + npm proxy
         workspace = SandboxWorkspace(
             manager, args.explicit_template, chat=f"cli-{uuid.uuid4().hex[:12]}", owner="cli"
         )

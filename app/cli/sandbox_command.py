@@ -169,7 +169,7 @@ def _configure_reap(parser: argparse.ArgumentParser) -> None:
         "--all",
         action="store_true",
         help="remove every sandbox of this instance (KILN_INSTANCE), in use or not, "
-        "and its shared egress network and npm cache",
+        "and its shared network, npm proxy and its cache",
     )
 
 

@@ -5,7 +5,7 @@ at the end of every turn (and after post-generation fixes, and when the run ends
 ends) and :meth:`ProjectSync.restore_if_stale` right after it acquired the chat's sandbox,
 before the run's first event is handled: a sandbox that does not hold the latest version (a
 new one, after the old was reaped or removed) gets it written, then ``npm install`` through the
-sandbox's install queue (egress only for that) when ``package.json`` differs from what the
+sandbox's install queue (through kiln's npm proxy) when ``package.json`` differs from what the
 fresh sandbox had. Progress is reported as records (``restore``, ``version``) the user sees.
 """
 
@@ -200,7 +200,7 @@ def _error_record(exc: Exception) -> dict[str, str]:
 
 def manager_installer(manager: Any) -> Installer:
     """An :data:`Installer` on a :class:`sandbox.SandboxManager`: ``npm install`` through the
-    sandbox's install queue (egress only while it runs), output lines as records."""
+    sandbox's install queue (through kiln's npm proxy), output lines as records."""
 
     async def install(sandbox_id: str, on_record: RecordSink) -> bool:
         async def output(line: str) -> None:

@@ -11,11 +11,11 @@ What :func:`container_run_kwargs` returns goes straight to ``docker.containers.r
   read-only. Never the Docker socket, and nothing writable that another sandbox also mounts:
   npm's cache (:data:`NPM_CACHE_DIR`) is in the container's own writable layer, because a shared
   cache let one sandbox rewrite the packages another one installs;
-- npm is pinned to kiln's registry and a user config the sandbox user cannot write
-  (:data:`KILN_NPMRC`), so a workspace ``.npmrc`` cannot redirect it. The host's proxy variables
-  are not forwarded: they may carry credentials, and generated code reads its environment;
-- the sandbox's internal network only (egress is attached by :mod:`sandbox.containers.networks`
-  during installs).
+- npm is pinned to kiln's npm proxy (:mod:`sandbox.containers.npm_proxy`) and a user config
+  the sandbox user cannot write (:data:`KILN_NPMRC`), so a workspace ``.npmrc`` cannot redirect
+  it. The host's proxy variables are not forwarded: they may carry credentials, and generated
+  code reads its environment (the npm proxy alone uses them);
+- the sandbox's internal network only, always: installs reach the npm proxy on its gateway.
 """
 
 from __future__ import annotations
@@ -39,8 +39,10 @@ HOSTNAME = "sandbox"
 
 
 def npm_registry(settings: SandboxSettings) -> str:
-    """The registry every npm call of a sandbox uses (the configured one, else npm's own)."""
-    return settings.npm_registry or DEFAULT_NPM_REGISTRY
+    """The registry every npm call of a sandbox uses: kiln's npm proxy, once the manager knows
+    its address (``sandbox_registry``). Before that, npm's default, which a sandbox cannot
+    reach: there is no way out but the proxy."""
+    return settings.sandbox_registry or DEFAULT_NPM_REGISTRY
 
 
 def sandbox_environment(settings: SandboxSettings) -> dict[str, str]:

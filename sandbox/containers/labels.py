@@ -1,7 +1,7 @@
 """The Docker labels kiln puts on everything it creates, and the names derived from a sandbox id.
 
 Every container, network and volume carries ``kiln.sandbox`` (the sandbox id, or ``shared`` for the
-shared sandbox network, the egress network and the npm cache volume) and ``kiln.instance`` (which
+shared sandbox network and the npm proxy's container and cache volume) and ``kiln.instance`` (which
 deployment or test session made it). The reaper finds its objects by these labels alone, so a crash
 that loses the Redis registry still leaves nothing it cannot find. Labels are fixed at creation: a
 warm-pool container's owner and chat labels stay empty, and its assignment lives in the registry.
@@ -48,7 +48,7 @@ def sandbox_labels(
 
 
 def shared_labels(instance: str) -> dict[str, str]:
-    """The labels of an object all sandboxes of ``instance`` share (egress network, npm cache)."""
+    """The labels of an object all sandboxes of ``instance`` share (network, npm proxy)."""
     return {LABEL: SHARED, INSTANCE_LABEL: instance}
 
 

@@ -1,4 +1,4 @@
-"""Sandbox networks: ONE internal bridge per kiln instance for every sandbox, plus an egress bridge.
+"""Sandbox networks: ONE internal bridge per kiln instance for every sandbox, and nothing else.
 
 Why one shared network. Docker's default address pools hold about thirty bridge networks, so a
 bridge per sandbox capped a host near thirty sandboxes and the thirty-first run crashed on
@@ -17,19 +17,20 @@ isolation does not rely on being alone on it:
 - the bridge is named ``kiln<hash>`` (:func:`bridge_interface`): its gateway address is a host
   address, so host services bound to ``0.0.0.0`` would answer it, and the host rules of
   ``scripts/setup.sh`` close that for every kiln bridge while keeping the host's own connections
-  to sandboxes working (a sandbox may open no TCP connection and send nothing but replies)::
+  to sandboxes working (a sandbox may open no TCP connection and send nothing but replies),
+  except to kiln's npm proxy, which listens on that gateway
+  (:mod:`sandbox.containers.npm_proxy`)::
 
       iptables -I INPUT -i kiln+ -p tcp --syn -j DROP
       iptables -I INPUT -i kiln+ ! -p tcp -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP
+      iptables -I INPUT -i kiln+ -p tcp --dport 4873 -j ACCEPT   # KILN_NPM_PROXY_PORT
 
 One network holds as many sandboxes as its subnet has addresses (a /16 or /20 from Docker's
 pools: thousands); what limits a host is memory, which admission checks
 (``SandboxSettings.sandbox_limit``).
 
-While an install runs, :func:`egress_attached` connects the container to the egress network (a
-normal bridge, also without inter-container traffic: sandboxes installing at the same time must
-not see each other), which gives it a default route and DNS; the container is disconnected
-afterwards whatever happened, including cancellation.
+A sandbox never joins another network, not even to install: npm reaches the registry through
+the proxy on its gateway, and nothing else is reachable (no default route, no DNS).
 
 Sandboxes made before this layout each have an own network (``kiln-net-<id>``, recorded in the
 registry's ``network`` field). They keep working on it; when such a container has to be
@@ -40,11 +41,8 @@ replaced, the new one joins the shared network and the old network is removed
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
-import anyio
 import docker
 
 from sandbox.containers.docker_boundary import call
@@ -70,20 +68,8 @@ def bridge_interface(network: str) -> str:
 
 
 async def ensure_sandbox_network(client: docker.DockerClient, name: str, instance: str) -> Any:
-    """The instance's shared internal sandbox network, created on first use."""
-    return await _ensure_shared(client, name, instance, internal=True)
-
-
-async def ensure_egress_network(client: docker.DockerClient, name: str, instance: str) -> Any:
-    """The shared egress network, created on first use."""
-    return await _ensure_shared(client, name, instance, internal=False)
-
-
-async def _ensure_shared(
-    client: docker.DockerClient, name: str, instance: str, *, internal: bool
-) -> Any:
-    """A shared kiln bridge without inter-container traffic; creating it twice at once is
-    harmless (the loser finds the winner's)."""
+    """The instance's shared internal sandbox network (no inter-container traffic), created on
+    first use; creating it twice at once is harmless (the loser finds the winner's)."""
     try:
         return await call(client.networks.get, name)
     except SandboxNotFound:
@@ -93,7 +79,7 @@ async def _ensure_shared(
             client.networks.create,
             name,
             driver="bridge",
-            internal=internal,
+            internal=True,
             labels=shared_labels(instance),
             check_duplicate=True,
             options={ICC_OPTION: "false", BRIDGE_NAME_OPTION: bridge_interface(name)},
@@ -123,41 +109,3 @@ async def container_ip(client: docker.DockerClient, container_id: str, network: 
     if not address:
         raise SandboxUnavailable(f"container {container_id!r} has no address on {network!r}")
     return address
-
-
-async def connect(client: docker.DockerClient, network_name: str, container_id: str) -> None:
-    """Attach a container to a network; already attached is fine (a connect whose answer was
-    lost to a Docker outage did attach it, and the retry must not fail on that)."""
-    network = await call(client.networks.get, network_name)
-    try:
-        await call(network.connect, container_id)
-    except SandboxError as exc:
-        if "already exists in network" not in str(exc):
-            raise
-
-
-async def disconnect(client: docker.DockerClient, network_name: str, container_id: str) -> None:
-    """Detach a container from a network; already detached, or either gone, is fine."""
-    try:
-        network = await call(client.networks.get, network_name)
-        await call(network.disconnect, container_id, force=True)
-    except SandboxNotFound:
-        return
-    except SandboxError as exc:
-        if "not connected" not in str(exc):
-            raise
-
-
-@asynccontextmanager
-async def egress_attached(
-    client: docker.DockerClient, network_name: str, instance: str, container_id: str
-) -> AsyncIterator[None]:
-    """Keep the container on the egress network for the duration of the block, no longer."""
-    await ensure_egress_network(client, network_name, instance)
-    try:
-        await connect(client, network_name, container_id)
-        yield
-    finally:
-        # Shielded: a cancelled or timed-out install must still lose its network access.
-        with anyio.CancelScope(shield=True):
-            await disconnect(client, network_name, container_id)

@@ -37,7 +37,7 @@ class CommandKind(Enum):
     """How a checked command is executed."""
 
     RUN = "run"  # docker exec on the internal network, after the install queue is idle
-    INSTALL = "install"  # through the install queue, with egress attached
+    INSTALL = "install"  # through the install queue and kiln's npm proxy
 
 
 class Operand(Enum):

@@ -2,9 +2,9 @@
 
 :func:`run_command` checks the argv with :func:`sandbox.execution.command_policy.check` (a refused
 one raises :class:`~sandbox.errors.CommandRefused` before anything runs). ``npm install`` and
-``npm ci`` need the network, so they go through the sandbox's install queue, which attaches
-egress for them; everything else waits until the queue is idle and runs on the internal network
-with the command timeout and output cap. Either way it is an argv for ``docker exec`` as the
+``npm ci`` need the registry, so they go through the sandbox's install queue (kiln's npm
+proxy, pinned on the argv); everything else waits until the queue is idle and runs with the
+command timeout and output cap. Either way it is an argv for ``docker exec`` as the
 sandbox user in ``/workspace``, never a shell.
 """
 

@@ -16,7 +16,7 @@ command and, after a 137, again; a rise means the command was killed for memory
 
 No process started by a command outlives it: ``timeout`` kills the command's process group, but a
 process that left the group (``setsid``, a double fork, a detached child) would keep running,
-with the install's egress too. Each command runs with a mark of its own in its environment
+with whatever the command could reach. Each command runs with a mark of its own in its environment
 (:data:`COMMAND_MARK`), which children inherit whatever group they move to; when the command has
 ended, every process of the container carrying that mark is killed. (A process that re-executes
 itself with an empty environment escapes the mark; the sandbox's pid limit and its lifetime still

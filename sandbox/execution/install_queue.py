@@ -1,14 +1,16 @@
-"""The per-sandbox install queue: one npm install at a time, with egress only while it runs.
+"""The per-sandbox install queue: one npm install at a time, through kiln's npm proxy.
 
 The queue never trusts its caller: every spec is validated again with
 :func:`parser.packages.validate_package_spec` and a bad one is refused with
 :class:`~sandbox.errors.InstallRefused` naming it, before anything runs. Installs run in
 arrival order (anyio's lock is FIFO), each as an argv (``npm install --save -- <specs>``, no
-shell) inside an ``egress`` context that attaches the network for that install only.
+shell) against the registry URL ``registry()`` resolves just before it (the manager makes sure
+its npm proxy runs then: :mod:`sandbox.containers.npm_proxy`). The sandbox reaches nothing
+else, during installs too.
 
 Every npm argv the queue runs gets kiln's flags right after the subcommand (:func:`npm_argv`):
-``--ignore-scripts`` (a package's install scripts would run as the sandbox user with egress
-attached), the registry and the user config, so a workspace ``.npmrc`` redirects nothing (npm
+``--ignore-scripts`` (a package's install scripts are code from the internet, run as the
+sandbox user), the registry and the user config, so a workspace ``.npmrc`` redirects nothing (npm
 ranks command-line flags above every config file). Packages on :data:`SCRIPTS_ALLOWED` that an
 install names get their scripts afterwards, with ``npm rebuild``.
 ``wait_idle`` lets commands wait until nothing is queued or running.
@@ -20,21 +22,20 @@ installs (one chat runs one generation at a time, so they do not).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 import anyio
 
 from parser.errors import InvalidPackageError
 from parser.packages import validate_package_spec
-from sandbox.containers.hardening import DEFAULT_NPM_REGISTRY, KILN_NPMRC
+from sandbox.containers.hardening import KILN_NPMRC
 from sandbox.errors import CommandRefused, InstallRefused
 from sandbox.execution import command_policy
 from sandbox.execution.command_policy import CommandKind
 from sandbox.execution.exec_stream import ExecResult, OutputSink
 
 Runner = Callable[[Sequence[str], float, OutputSink | None], Awaitable[ExecResult]]
-EgressFactory = Callable[[], AbstractAsyncContextManager[None]]
+RegistryResolver = Callable[[], Awaitable[str]]
 INSTALL_ARGV = ("npm", "install", "--save", "--no-audit", "--no-fund", "--")
 # Packages whose install scripts run (by name): well known, and their scripts only fetch or check
 # a native binary. Anything else is installed with --ignore-scripts only.
@@ -101,20 +102,12 @@ def rebuild_argv(packages: Sequence[str], registry: str) -> list[str] | None:
 
 
 class InstallQueue:
-    """Serial installs for one sandbox; ``runner`` executes, ``egress`` opens the network."""
+    """Serial installs for one sandbox; ``runner`` executes, ``registry`` names the registry."""
 
-    def __init__(
-        self,
-        runner: Runner,
-        egress: EgressFactory,
-        *,
-        timeout: float,
-        registry: str = DEFAULT_NPM_REGISTRY,
-    ) -> None:
+    def __init__(self, runner: Runner, registry: RegistryResolver, *, timeout: float) -> None:
         self._runner = runner
-        self._egress = egress
-        self._timeout = timeout
         self._registry = registry
+        self._timeout = timeout
         self._lock = anyio.Lock()
         self._pending = 0
         self._idle = anyio.Event()
@@ -139,7 +132,7 @@ class InstallQueue:
     async def run_npm(
         self, argv: Sequence[str], on_output: OutputSink | None = None
     ) -> InstallResult:
-        """Run an npm install argv (``npm install|ci ...``) in queue order, with egress.
+        """Run an npm install argv (``npm install|ci ...``) in queue order.
 
         The argv is checked against the command policy again and must be an install; it runs
         with kiln's npm flags (:func:`npm_argv`).
@@ -147,11 +140,12 @@ class InstallQueue:
         checked = command_policy.check(argv)
         if checked.kind is not CommandKind.INSTALL:
             raise CommandRefused(f"not an install command: {list(argv)!r}")
-        rebuild = rebuild_argv(checked.packages, self._registry)
         self._enter()
         try:
-            async with self._lock, self._egress():
-                result = await self._run(npm_argv(checked.argv, self._registry), on_output)
+            async with self._lock:
+                registry = await self._registry()
+                rebuild = rebuild_argv(checked.packages, registry)
+                result = await self._run(npm_argv(checked.argv, registry), on_output)
                 if result.ok and rebuild is not None:
                     result = await self._run(rebuild, on_output)
         finally:

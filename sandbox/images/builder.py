@@ -1,4 +1,5 @@
-"""Building the sandbox images: one per template (``images/<name>/``), on the base image.
+"""Building the sandbox images: one per template (``images/<name>/``), on the base image, and
+the npm registry proxy's (``images/npm-proxy``, :mod:`sandbox.containers.npm_proxy`) the same way.
 
 ``ImageBuilder.build`` makes sure the base exists (present, pulled, or built locally, see
 ``sandbox.images.base_image``), then builds each template's ``Dockerfile`` with ``BASE`` and the
@@ -29,6 +30,7 @@ import anyio.to_thread
 import docker
 
 from sandbox.containers.docker_boundary import call
+from sandbox.containers.npm_proxy import PROXY_IMAGE
 from sandbox.images.base_image import BASE_NAME, base_digest, ensure_base
 from sandbox.images.docker_build import (
     CA_FILE,
@@ -50,6 +52,7 @@ from sandbox.images.templates import TEMPLATES, Template
 # Two builds at once (two shells, a test session and setup.sh) would both see a stale image and
 # both build it; the second to finish would orphan the first's image. One host-wide lock.
 BUILD_LOCK = Path(tempfile.gettempdir()) / "kiln-images-build.lock"
+PROXY_NAME = "npm-proxy"  # built like a template: same build args, same skip rule
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,71 +102,87 @@ class ImageBuilder:
     async def build(
         self, names: Iterable[str] | None = None, *, force: bool = False, rebuild_base: bool = False
     ) -> list[BuildResult]:
-        """Ensure the base, then build the templates ``names`` (all by default).
+        """Ensure the base, then build the images ``names``: templates, and ``npm-proxy``
+        (all of them by default).
 
         ``force`` rebuilds the templates without the build cache; ``rebuild_base`` rebuilds the
         base locally even if one is present.
         """
-        templates = [template_named(name) for name in (names or TEMPLATES)]
+        wanted = list(names or [*TEMPLATES, PROXY_NAME])
+        templates = [template_named(name) for name in wanted if name != PROXY_NAME]
         async with build_lock(BUILD_LOCK, self.progress):
             base = await ensure_base(self.client, self.settings, self.progress, force=rebuild_base)
             results = [base]
             for template in templates:
                 results.append(await self.build_template(template, base.image_id, force=force))
+            if PROXY_NAME in wanted:
+                proxy = await self.build_image(PROXY_NAME, PROXY_IMAGE, base.image_id, force=force)
+                results.append(proxy)
             await call(remove_replaced, self.client, base.replaced_id, base.image_id)
         return results
 
     async def build_template(self, template: Template, base_id: str, *, force: bool) -> BuildResult:
         """Build ``template``'s image unless its inputs are unchanged (or ``force``)."""
+        return await self.build_image(template.name, template.image, base_id, force=force)
+
+    async def build_image(self, name: str, image: str, base_id: str, *, force: bool) -> BuildResult:
+        """Build ``images/<name>`` as ``image`` unless its inputs are unchanged (or ``force``)."""
         started = time.monotonic()
-        files = await call(context_files, self.settings.images_dir / template.name)
+        files = await call(context_files, self.settings.images_dir / name)
         params = template_params(self.settings, base_id)
         digest = inputs_digest(files, params)
-        existing = await call(image_state, self.client, template.image)
+        existing = await call(image_state, self.client, image)
         if existing is not None and existing.inputs == digest and not force:
-            self.progress(f"[{template.name}] up to date ({template.image})")
-            return BuildResult(template.name, template.image, "skipped", existing.image_id, 0.0)
-        self.progress(f"[{template.name}] building {template.image}")
+            self.progress(f"[{name}] up to date ({image})")
+            return BuildResult(name, image, "skipped", existing.image_id, 0.0)
+        self.progress(f"[{name}] building {image}")
         buildargs = {key: value for key, value in params.items() if key != "base_id"}
         image_id = await call(
             stream_build,
             self.client,
-            lambda line: self.progress(f"[{template.name}] {line}"),
+            lambda line: self.progress(f"[{name}] {line}"),
             fileobj=context_tar([*files, ca_context_file(self.settings)]),
             custom_context=True,
-            tag=template.image,
+            tag=image,
             buildargs={**buildargs, **self.settings.proxy_args},
-            labels={IMAGE_LABEL: template.name, INPUTS_LABEL: digest},
+            labels={IMAGE_LABEL: name, INPUTS_LABEL: digest},
             nocache=force,
         )
         old_id = existing.image_id if existing else None
         await call(remove_replaced, self.client, old_id, image_id)
         seconds = time.monotonic() - started
-        self.progress(f"[{template.name}] built {template.image} in {seconds:.0f}s")
-        return BuildResult(template.name, template.image, "built", image_id, seconds)
+        self.progress(f"[{name}] built {image} in {seconds:.0f}s")
+        return BuildResult(name, image, "built", image_id, seconds)
 
     async def statuses(self) -> list[ImageStatus]:
         """Whether the base and each template image exists and matches its inputs."""
         base = await call(image_state, self.client, self.settings.base_image)
         rows = [await self.base_status()]
+        base_id = base.image_id if base else None
         for template in TEMPLATES.values():
-            rows.append(await self.template_status(template, base.image_id if base else None))
+            rows.append(await self.template_status(template, base_id))
+        rows.append(await self.image_status(PROXY_NAME, PROXY_IMAGE, base_id))
         return rows
 
     async def template_status(self, template: Template, base_id: str | None) -> ImageStatus:
         """One template's row: ``stale`` when its inputs or its base changed."""
-        state = await call(image_state, self.client, template.image)
+        return await self.image_status(template.name, template.image, base_id)
+
+    async def image_status(self, name: str, image: str, base_id: str | None) -> ImageStatus:
+        """The row of ``images/<name>`` built as ``image``: ``stale`` when its inputs or its
+        base changed."""
+        state = await call(image_state, self.client, image)
         if state is None:
             status = "missing"
         elif base_id is None:
             status = "stale"
         else:
-            files = await call(context_files, self.settings.images_dir / template.name)
+            files = await call(context_files, self.settings.images_dir / name)
             current = inputs_digest(files, template_params(self.settings, base_id))
             status = "up to date" if state.inputs == current else "stale"
-        size = await call(image_size, self.client, template.image)
+        size = await call(image_size, self.client, image)
         image_id = state.image_id if state else None
-        return ImageStatus(template.name, template.image, status, image_id, size)
+        return ImageStatus(name, image, status, image_id, size)
 
     async def base_status(self) -> ImageStatus:
         """The base image's row: ``present`` when it was not built by kiln."""

@@ -23,7 +23,10 @@ Public API (what the write path, the agent loop, the preview proxy and the CLI u
   one is started on the same workspace volume and network, and its address may change (look
   ``dev_url`` up again with ``get``).
 - ``park`` (``kiln serve`` stopping) removes the containers of sandboxes no other process
-  holds and the instance's networks, and keeps volumes and records for the next start.
+  holds, the instance's network and npm proxy, and keeps volumes and records for the next start.
+- npm: sandboxes reach only the instance's npm registry proxy
+  (:mod:`sandbox.containers.npm_proxy`), started or adopted with the sandbox network (at start,
+  before a sandbox is made, and before every install, so a removed proxy comes back).
 - ``destroy`` removes container, volume and record (and the own network of a sandbox made
   before all sandboxes shared one); ``reap`` runs one reaper pass.
 - Capacity: every sandbox sits on the instance's one shared network
@@ -45,7 +48,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from types import TracebackType
 from typing import Any
@@ -56,14 +59,10 @@ import anyio.to_thread
 import docker
 
 from sandbox.containers.docker_boundary import CallTimeouts, call, connect, set_call_timeouts
-from sandbox.containers.hardening import npm_registry, object_labels
+from sandbox.containers.hardening import object_labels
 from sandbox.containers.labels import network_name, volume_name
-from sandbox.containers.networks import (
-    egress_attached,
-    ensure_sandbox_network,
-    is_own_network,
-    remove_network,
-)
+from sandbox.containers.networks import ensure_sandbox_network, is_own_network, remove_network
+from sandbox.containers.npm_proxy import ensure_proxy, remove_proxy
 from sandbox.containers.provisioning import (
     container_running,
     create_volume,
@@ -85,8 +84,7 @@ from sandbox.execution.install_queue import InstallQueue, InstallResult
 from sandbox.execution.workspace_files import WorkspaceFile
 from sandbox.handle import Sandbox
 from sandbox.images.templates import DEFAULT_TEMPLATE, Template, get_template
-from sandbox.lifecycle import egress, parking, reaper
-from sandbox.lifecycle.egress import EgressLeases
+from sandbox.lifecycle import parking, reaper
 from sandbox.lifecycle.outage import EngineWatch, ride_out
 from sandbox.lifecycle.pool_report import publish_target
 from sandbox.lifecycle.pool_sizing import PoolTarget
@@ -124,7 +122,6 @@ class SandboxManager:
         # Whether Docker is known away: acquires fail at once while it is (issue 15).
         self.engine = EngineWatch(self._ping_probe)
         self._group: anyio.abc.TaskGroup | None = None
-        self.egress_leases = EgressLeases(registry.redis, settings.instance)
         self.pool: WarmPool[Sandbox] = WarmPool(
             bounds=settings.warm_pool_bounds,
             templates=settings.warm_pool_templates,
@@ -156,14 +153,16 @@ class SandboxManager:
         )
 
     async def aclose(self) -> None:
-        """Remove the shared sandbox network if no sandbox is left; close Redis and Docker.
+        """Remove the shared sandbox network and the npm proxy on it (with its cache) if no
+        sandbox is left; close Redis and Docker.
 
         Nothing is left behind by a process that used sandboxes and gave them all up (tests, the
         CLI). Another process of the instance that records a sandbox just now recreates the
         network; one that had found it a moment before fails that one provision, in words."""
         try:
             if not await self.registry.all():
-                await remove_network(self.client, self.settings.network)
+                await remove_network(self.client, self.settings.network)  # raises while in use
+                await remove_proxy(self.client, self.settings.instance, with_cache=True)
         except SandboxError as exc:
             # Docker refuses while a container still uses it (another process's new sandbox).
             log.info("sandbox network %r kept: %s", self.settings.network, exc)
@@ -194,11 +193,10 @@ class SandboxManager:
         self._group = anyio.create_task_group()
         await self._group.__aenter__()
         try:
-            await self.reconcile_egress()  # a killed process's installs may have left it on
-        except SandboxError as exc:
-            log.warning("egress reconciliation at start failed: %s", exc)
+            await self.ensure_network()
+        except SandboxError as exc:  # Docker away or no proxy image: the first install says so
+            log.warning("sandbox network or npm proxy not ready at start: %s", exc)
         self._group.start_soon(self.pool.run)
-        self._group.start_soon(self._egress_heartbeat)
         self._group.start_soon(self._reap_loop)
         return self
 
@@ -349,22 +347,19 @@ class SandboxManager:
         return sandbox
 
     async def reap(self, now: float | None = None) -> reaper.ReapReport:
-        """One reaper pass over this instance (idle, expired, orphans), egress leases too."""
+        """One reaper pass over this instance (idle, expired, orphans)."""
         when = self._clock() if now is None else now
-        await self.reconcile_egress(when)
         return await reaper.reap(self.client, self.registry, self.settings, self.destroy, now=when)
 
-    async def reconcile_egress(self, now: float | None = None) -> tuple[str, ...]:
-        """Disconnect this instance's containers that are on the egress network without a live
-        lease (see :mod:`sandbox.lifecycle.egress`); the container ids disconnected."""
-        when = self._clock() if now is None else now
+    async def ensure_network(self) -> str:
+        """The instance's sandbox network and npm proxy, made or adopted; the registry URL
+        sandboxes use (new containers get it in their environment, installs on their argv)."""
         settings = self.settings
-        removed = await egress.reconcile(
-            self.client, self.egress_leases, settings.egress_network, settings.instance, when
-        )
-        for container_id in removed:
-            log.warning("egress of container %r had no live lease: disconnected", container_id)
-        return tuple(removed)
+        await ensure_sandbox_network(self.client, settings.network, settings.instance)
+        url = await ensure_proxy(self.client, settings)
+        if url != settings.sandbox_registry:
+            self.settings = replace(settings, sandbox_registry=url)
+        return url
 
     # -- installs and commands ------------------------------------------------------------
 
@@ -385,9 +380,8 @@ class SandboxManager:
 
             queue = InstallQueue(
                 runner,
-                lambda: self._egress(sandbox_id),
+                lambda: ride_out(self.ensure_network, "starting the npm proxy"),
                 timeout=self.settings.install_timeout_seconds,
-                registry=npm_registry(self.settings),
             )
             self._queues[sandbox_id] = queue
         return queue
@@ -486,7 +480,7 @@ class SandboxManager:
     async def _create_objects(self, template: Template, record: SandboxRecord) -> Any:
         labels = self._labels(record)
         await create_volume(self.client, record.volume, labels)
-        await ensure_sandbox_network(self.client, record.network, self.settings.instance)
+        await self._ensure_network_of(record.network)
         return await start_container(
             self.client,
             self.settings,
@@ -501,7 +495,7 @@ class SandboxManager:
         """A new container on the sandbox's volume, on the shared network (a sandbox that had
         its own network moves over, and its network goes)."""
         network = self.settings.network
-        await ensure_sandbox_network(self.client, network, self.settings.instance)
+        await self.ensure_network()
         started = await replace_container(
             self.client,
             self.settings,
@@ -556,29 +550,13 @@ class SandboxManager:
             raise
         return sandbox
 
-    @asynccontextmanager
-    async def _egress(self, sandbox_id: str) -> AsyncIterator[None]:
-        """Egress for one install; a short Docker outage is waited out (``outage``), so the
-        install is not lost to it."""
-        what = f"egress of sandbox {sandbox_id!r}"
-        container = await ride_out(lambda: self.container_for(sandbox_id), what)
-        settings = self.settings
-        lease = settings.install_timeout_seconds + egress.LEASE_MARGIN_SECONDS
-        await self.egress_leases.grant(container.id, self._clock() + lease)
-        try:
-            async with AsyncExitStack() as attached:
-                await ride_out(
-                    lambda: attached.enter_async_context(
-                        egress_attached(
-                            self.client, settings.egress_network, settings.instance, container.id
-                        )
-                    ),
-                    what,
-                )
-                yield
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self.egress_leases.end(container.id)
+    async def _ensure_network_of(self, network: str) -> None:
+        """The network a new sandbox joins: the shared one (with the npm proxy), or the own
+        network of a sandbox made before sharing."""
+        if network == self.settings.network:
+            await self.ensure_network()
+        else:
+            await ensure_sandbox_network(self.client, network, self.settings.instance)
 
     async def _exec(
         self, sandbox_id: str, argv: Sequence[str], timeout: float, on_output: OutputSink | None
@@ -592,15 +570,6 @@ class SandboxManager:
             output_cap=self.settings.output_cap_bytes,
             on_output=on_output,
         )
-
-    async def _egress_heartbeat(self) -> None:
-        """Keep this process's egress leases live (they die with it: see ``egress``)."""
-        while True:
-            try:
-                await self.egress_leases.beat()
-            except SandboxError as exc:
-                log.warning("egress heartbeat failed: %s", exc)
-            await anyio.sleep(egress.HEARTBEAT_EVERY_SECONDS)
 
     async def _reap_loop(self) -> None:
         while True:

@@ -1,9 +1,9 @@
 """Riding out a short Docker outage: retry an idempotent step that found the engine away.
 
 A Docker engine restarting (or its socket cut for a few seconds) used to cost the run whatever
-step met it: an install that could not attach egress was dropped with a recoverable error, the
+step met it: an install that could not reach its container was dropped with a recoverable error, the
 run went on without the package, and its build failed for good. A step that is safe to repeat
-(attaching egress and running ``npm install``) is therefore retried while the engine is away,
+(starting the npm proxy and running ``npm install``) is therefore retried while the engine is away,
 backing off (0.5 s doubling to 5 s: never a busy loop) for at most ``limit`` seconds; then the
 ``DockerUnavailable`` stands and the caller reports it as before.
 

@@ -10,9 +10,10 @@ project and installing everything again. Parking therefore
   held (its runs were stopped; the next worker resumes them on the same volume);
 - keeps each such sandbox's volume and registry record (with no container id), so the next
   start knows the volume: it is no orphan, and the idle TTL reaps it as before;
-- removes the instance's shared sandbox and egress networks once no container uses them
-  (Docker refuses while one does: a sandbox another process of the instance still runs), and
-  only if they carry this instance's label (the default egress name is one for every instance).
+- removes the instance's shared sandbox network once no container uses it (Docker refuses while
+  one does: a sandbox another process of the instance still runs), and only if it carries this
+  instance's label; with it goes the instance's npm proxy, which listens on that network's
+  gateway (its cache volume stays for the next start).
 
 A sandbox another process holds ``in_use`` is left alone: that process may be mid-command.
 """
@@ -29,6 +30,7 @@ import docker
 from sandbox.containers.docker_boundary import call
 from sandbox.containers.labels import INSTANCE_LABEL, container_name
 from sandbox.containers.networks import remove_network
+from sandbox.containers.npm_proxy import remove_proxy
 from sandbox.containers.provisioning import remove_container
 from sandbox.errors import SandboxError, SandboxNotFound
 from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
@@ -45,6 +47,7 @@ class ParkReport:
     parked: list[str] = field(default_factory=list)
     kept_in_use: list[str] = field(default_factory=list)
     networks_removed: list[str] = field(default_factory=list)
+    proxy_removed: bool = False
 
 
 def to_park(records: list[SandboxRecord], held_here: Set[str]) -> list[SandboxRecord]:
@@ -72,9 +75,9 @@ async def park(
     async with anyio.create_task_group() as tasks:
         for record in chosen:
             tasks.start_soon(park_one, record)
-    for name in (settings.network, settings.egress_network):
-        if await _remove_if_unused(client, name, settings.instance):
-            report.networks_removed.append(name)
+    if await _remove_if_unused(client, settings.network, settings.instance):
+        report.networks_removed.append(settings.network)
+        report.proxy_removed = await remove_proxy(client, settings.instance)
     return report
 
 
@@ -93,7 +96,7 @@ async def _park_one(
 
 async def _remove_if_unused(client: docker.DockerClient, name: str, instance: str) -> bool:
     """Remove a shared network of ``instance``; ``False`` if it was gone, still has containers
-    on it, or is another instance's (the default egress name is the same for every instance)."""
+    on it, or is another instance's (``KILN_SANDBOX_NETWORK`` may name one)."""
     try:
         network = await call(client.networks.get, name)
         if (network.attrs.get("Labels") or {}).get(INSTANCE_LABEL) != instance:

@@ -10,11 +10,11 @@ Three rules, each a pure function below, applied by :func:`reap`:
   registry does not know (a crash between creating objects and recording them; records are
   written before objects are created, so a sandbox being provisioned is never an orphan).
 
-Objects shared by all sandboxes (``kiln.sandbox=shared``: the sandbox and egress networks, the npm
-cache) are kept; :func:`sweep_instance` removes everything of an instance, shared objects included
-(the test suite's final sweep, ``kiln sandbox reap --all``). Only objects carrying the instance's
-label are ever touched, so test sessions, and servers with different data dirs (the default
-instance is named after the data dir), reap only their own.
+Objects shared by all sandboxes (``kiln.sandbox=shared``: the sandbox network, the npm proxy's
+container and cache volume) are kept; :func:`sweep_instance` removes everything of an instance,
+shared objects included (the test suite's final sweep, ``kiln sandbox reap --all``). Only
+objects carrying the instance's label are ever touched, so test sessions, and servers with
+different data dirs (the default instance is named after the data dir), reap only their own.
 """
 
 from __future__ import annotations

@@ -20,11 +20,10 @@ import pytest
 import redis
 
 from app.config import ServiceSettings
-from sandbox.containers.networks import remove_network
 from sandbox.containers.provisioning import remove_volume
 from tests.api.harness import Person, SseFrame, add_person, sse_frames
 from tests.api.stack import LiveService, copy_recordings, live_service
-from tests.sandbox.docker_support import leftovers, settings_for, sweep
+from tests.sandbox.docker_support import leftovers, remove_npm_proxy, settings_for, sweep
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.slow, pytest.mark.npm]
 
@@ -75,7 +74,7 @@ async def live(
         yield served
         for record in await served.stack.manager.list():
             await served.stack.manager.destroy(record.id)
-        await remove_network(served.stack.manager.client, sandbox_settings.egress_network)
+        await remove_npm_proxy(served.stack.manager.client, sandbox_settings.instance)
         await remove_volume(served.stack.manager.client, sandbox_settings.npm_cache_volume)
 
 

@@ -55,11 +55,13 @@ def test_everything_passes_on_a_set_up_machine(
         "image vite-react": True,
         "image vanilla": True,
         "image nextjs": True,
+        "image npm-proxy": True,
         "capacity": True,
         "memory": True,
         "pids": True,
         "networks": True,
         "warm pool": True,
+        "firewall": True,
         "ca bundle": True,
         "npm registry": True,
         "tokenizer": True,
@@ -85,8 +87,8 @@ def test_failing_checks_exit_1_with_hints(
     assert "FAIL  tokenizer " in out
     assert "hint: point TIKTOKEN_CACHE_DIR" in out
     assert "ok    docker " in out
-    assert "FAIL  npm registry     http://127.0.0.1:9/ unreachable from a sandbox: " in out
-    assert "npm error code ECONNREFUSED" in out
+    assert "FAIL  npm registry     http://127.0.0.1:9/ unreachable from a sandbox through " in out
+    assert "npm error code E404 (the npm proxy got no answer from its upstream)" in out
     assert "ok    ca bundle" in out
 
 
@@ -169,5 +171,5 @@ def test_networks_count_shared_and_old_ones_and_need_bridge_filtering(
     networks = [{"kiln.sandbox": "shared"}, {"kiln.sandbox": "shared"}, {"kiln.sandbox": "ab12"}]
     result = networks_result(networks, bridge_filter)
     assert result.ok is ok
-    assert result.detail.startswith("2 shared (sandbox and egress), 1 per-sandbox")
+    assert result.detail.startswith("2 shared, 1 per-sandbox")
     assert ok or "bridge-nf-call-iptables" in result.hint

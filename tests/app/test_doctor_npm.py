@@ -10,6 +10,7 @@ from app.cli.doctor_npm import ca_bundle_result, npm_reason, npm_result
 from sandbox import NpmProbe
 from sandbox.settings import SandboxSettings
 
+PROXY = "http://172.18.0.1:4873/"
 REFUSED = """npm notice PING http://127.0.0.1:9/
 npm error code ECONNREFUSED
 npm error syscall connect
@@ -36,20 +37,27 @@ def test_the_reason_is_npms_error_code_or_first_error(output: str, reason: str) 
 
 
 def test_a_failed_probe_fails_with_the_registry_reason_and_a_hint() -> None:
-    result = npm_result(NpmProbe(False, "http://127.0.0.1:9/", None, REFUSED))
+    result = npm_result(NpmProbe(False, PROXY, None, REFUSED, "http://127.0.0.1:9/"))
     assert not result.ok
     assert result.detail == (
-        "http://127.0.0.1:9/ unreachable from a sandbox: npm error code ECONNREFUSED"
+        f"http://127.0.0.1:9/ unreachable from a sandbox through {PROXY}: "
+        "npm error code ECONNREFUSED"
     )
     assert "KILN_SANDBOX_CA_BUNDLE" in result.hint
 
 
-def test_a_pong_passes() -> None:
-    result = npm_result(NpmProbe(True, "https://registry.npmjs.org/", None, "npm notice PONG"))
+def test_an_answer_passes() -> None:
+    result = npm_result(NpmProbe(True, PROXY, None, "12.2.0", "https://registry.npmjs.org/"))
     assert (result.ok, result.detail) == (
         True,
-        "https://registry.npmjs.org/ answers from a sandbox",
+        f"https://registry.npmjs.org/ answers a sandbox through kiln's npm proxy ({PROXY})",
     )
+
+
+def test_a_404_says_the_proxy_had_no_upstream_answer() -> None:
+    output = "npm error code E404\nnpm error 404 Not Found - GET http://x/npm"
+    result = npm_result(NpmProbe(False, PROXY, None, output, "http://127.0.0.1:9/"))
+    assert result.detail.endswith("E404 (the npm proxy got no answer from its upstream)")
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,8 @@
 
 The images are built first, as ``kiln images build --service`` builds them (offline: local
 stand-ins for the Python and Redis bases), and reused when their inputs did not change. The
-stack runs as its own compose project with its own kiln instance, ports, egress network and npm
-cache volume, so it never meets another test session's objects. One replay run (the todo demo)
+stack runs as its own compose project with its own kiln instance, ports, network, npm proxy
+and caches, so it never meets another test session's objects. One replay run (the todo demo)
 goes through the HTTP API to ``run_finished``, and its preview is fetched through the API
 container, which proves that container reaches the sandbox's internal network.
 
@@ -163,7 +163,6 @@ def stack(
         "KILN_REDIS_PORT": created.redis_port,
         "KILN_HOST": "127.0.0.1",
         "KILN_WARM_POOL_SIZE": 0,
-        "KILN_EGRESS_NETWORK": f"kiln-egress-{instance}",
         "KILN_NPM_CACHE_VOLUME": f"kiln-npm-cache-{instance}",
         "KILN_WORKER_CONCURRENCY": 1,
     }

@@ -46,8 +46,6 @@ def instance(redis_url: str) -> Iterator[str]:
     client = docker.from_env()
     try:
         sweep(client, name, crash_redis_url(redis_url))
-        for network in client.networks.list(names=[f"kiln-egress-{name}"]):
-            network.remove()
         for volume in client.volumes.list(filters={"name": f"kiln-npm-cache-{name}"}):
             volume.remove(force=True)
         left = leftovers(client, name)
@@ -98,7 +96,6 @@ def start_worker(
         "REDIS_URL": str(settings.redis_url),
         "KILN_RUN_CLAIM_IDLE": "1",
         "KILN_INSTANCE": instance,
-        "KILN_EGRESS_NETWORK": f"kiln-egress-{instance}",
         "KILN_NPM_CACHE_VOLUME": f"kiln-npm-cache-{instance}",
         "KILN_WARM_POOL_SIZE": "0",
         "KILN_SANDBOX_CA_BUNDLE": str(CA_BUNDLE),

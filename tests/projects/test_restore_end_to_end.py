@@ -29,12 +29,11 @@ from app.projects.store import VersionInfo
 from app.projects.workspace_io import read_workspace
 from sandbox import call
 from sandbox.containers.hardening import CA_BUNDLE_PATH, sandbox_environment
-from sandbox.containers.networks import remove_network
 from sandbox.containers.provisioning import remove_volume
 from sandbox.settings import SandboxSettings
 from tests.api.harness import Person, SseFrame, add_person, sse_frames
 from tests.api.stack import LiveService, copy_recordings, live_service
-from tests.sandbox.docker_support import CA_BUNDLE, leftovers, settings_for, sweep
+from tests.sandbox.docker_support import CA_BUNDLE, leftovers, remove_npm_proxy, settings_for, sweep
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.slow, pytest.mark.npm]
 
@@ -89,7 +88,7 @@ async def live(
         yield served
         for record in await served.stack.manager.list():
             await served.stack.manager.destroy(record.id)
-        await remove_network(served.stack.manager.client, sandbox_settings.egress_network)
+        await remove_npm_proxy(served.stack.manager.client, sandbox_settings.instance)
         await remove_volume(served.stack.manager.client, sandbox_settings.npm_cache_volume)
 
 
@@ -338,11 +337,10 @@ def without_zustand(package_json: bytes) -> bytes:
     return json.dumps(manifest, indent=2).encode() + b"\n"
 
 
-async def egress_attached(live: LiveService, sandbox_id: str) -> bool:
+async def networks(live: LiveService, sandbox_id: str) -> set[str]:
     container = await live.stack.manager.container_for(sandbox_id)
     await call(container.reload)
-    networks = container.attrs["NetworkSettings"]["Networks"]
-    return live.stack.manager.settings.egress_network in networks
+    return set(container.attrs["NetworkSettings"]["Networks"])
 
 
 async def test_an_api_restore_that_changes_package_json_installs(
@@ -361,7 +359,8 @@ async def test_an_api_restore_that_changes_package_json_installs(
     back = await story.alice.client.post(f"{url}/{dropped.number - 1}/restore", timeout=300)
     assert (back.status_code, back.json()["installed"]) == (201, True), back.text
     assert await installed(live, sandbox_id, "zustand")
-    assert not await egress_attached(live, sandbox_id)  # egress only while installing
+    # Installed through the npm proxy: the sandbox never left its internal network.
+    assert await networks(live, sandbox_id) == {live.stack.manager.settings.network}
     same = await story.alice.client.post(f"{url}/{dropped.number - 1}/restore", timeout=300)
     assert (same.status_code, same.json()["installed"]) == (201, None), same.text
 
@@ -383,7 +382,7 @@ def digests(files: dict[str, bytes]) -> dict[str, str]:
 
 def build_in_fresh_container(settings: SandboxSettings, files: dict[str, bytes]) -> tuple[int, str]:
     """``npm install && npm run build`` on ``files`` in a plain container of the vite-react
-    image (on the egress network, with the registry and CA bundle installs have); the exit code
+    image (on the sandbox network, with the npm proxy and CA bundle installs have); the exit code
     and the output's tail. Blocking; the container is removed whatever happens."""
     client = docker.from_env()
     environment = {**sandbox_environment(settings), "npm_config_cache": "/tmp/npm-cache"}
@@ -396,7 +395,7 @@ def build_in_fresh_container(settings: SandboxSettings, files: dict[str, bytes])
         user="1000:1000",
         environment=environment,
         volumes=ca,
-        network=settings.egress_network,
+        network=settings.network,
     )
     try:
         container.start()

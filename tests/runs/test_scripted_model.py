@@ -21,13 +21,12 @@ import redis
 from app.config import ServiceSettings
 from app.projects.workspace_io import read_workspace
 from app.runs.worker import default_provider_factory
-from sandbox.containers.networks import remove_network
 from sandbox.containers.provisioning import remove_volume
 from tests.api.harness import Person, add_person
 from tests.api.stack import LiveService, live_service
 from tests.runs.scripted_model import Change, ScriptedModel, serve
 from tests.runs.test_edit_end_to_end import run_to_end
-from tests.sandbox.docker_support import leftovers, settings_for, sweep
+from tests.sandbox.docker_support import leftovers, remove_npm_proxy, settings_for, sweep
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.slow, pytest.mark.npm]
 
@@ -93,7 +92,7 @@ async def live(
         yield served
         for record in await served.stack.manager.list():
             await served.stack.manager.destroy(record.id)
-        await remove_network(served.stack.manager.client, sandbox_settings.egress_network)
+        await remove_npm_proxy(served.stack.manager.client, sandbox_settings.instance)
         await remove_volume(served.stack.manager.client, sandbox_settings.npm_cache_volume)
 
 

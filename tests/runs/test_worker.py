@@ -32,7 +32,6 @@ from app.runs.stale import StaleRunReaper
 from app.runs.worker import Worker, default_provider_factory, sandbox_workspaces
 from app.store import Run, Store
 from sandbox.containers.docker_boundary import call, run_wrapped
-from sandbox.containers.networks import remove_network
 from sandbox.containers.provisioning import remove_volume
 from sandbox.errors import ImageMissing, SandboxCapacity, SandboxError
 from sandbox.images.templates import WORKSPACE
@@ -51,7 +50,7 @@ from tests.runs.fakes import (
     ReadyWorkspace,
     replay_factory,
 )
-from tests.sandbox.docker_support import leftovers, settings_for, sweep
+from tests.sandbox.docker_support import leftovers, remove_npm_proxy, settings_for, sweep
 
 pytestmark = pytest.mark.anyio
 
@@ -351,7 +350,7 @@ async def sandbox_manager(redis_url: str) -> AsyncIterator[SandboxManager]:
             yield opened
         for record in await opened.list():
             await opened.destroy(record.id)
-        await remove_network(opened.client, opened.settings.egress_network)
+        await remove_npm_proxy(opened.client, opened.settings.instance)
         await remove_volume(opened.client, opened.settings.npm_cache_volume)
     finally:
         await opened.aclose()

@@ -21,6 +21,7 @@ import pytest
 import redis.asyncio
 
 from sandbox.containers.networks import remove_network
+from sandbox.containers.npm_proxy import proxy_volume_name, remove_proxy
 from sandbox.containers.provisioning import remove_volume
 from sandbox.lifecycle.manager import SandboxManager
 from sandbox.lifecycle.registry import SandboxRegistry
@@ -77,9 +78,10 @@ async def manager(sandbox_settings: SandboxSettings) -> AsyncIterator[SandboxMan
 
 
 async def _remove_shared(opened: SandboxManager) -> None:
-    """Remove the session's sandbox and egress networks and npm cache (kept in production)."""
+    """Remove the session's sandbox network, npm proxy and caches (kept in production)."""
     await remove_network(opened.client, opened.settings.network)
-    await remove_network(opened.client, opened.settings.egress_network)
+    await remove_proxy(opened.client, opened.settings.instance)
+    await remove_volume(opened.client, proxy_volume_name(opened.settings.instance))
     await remove_volume(opened.client, opened.settings.npm_cache_volume)
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 import docker
 import redis
 
+from sandbox.containers.npm_proxy import proxy_volume_name, remove_proxy
+from sandbox.containers.provisioning import remove_volume
 from sandbox.settings import LABEL, SandboxSettings
 
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -43,12 +45,11 @@ class TestInstances:
 
 
 def settings_for(instance: str, redis_url: str, **overrides: object) -> SandboxSettings:
-    """Test settings for ``instance``: own egress network and npm cache, the host CA bundle."""
+    """Test settings for ``instance``: own npm cache, the host CA bundle."""
     base = SandboxSettings(
         redis_url=redis_url,
         instance=instance,
         ca_bundle=CA_BUNDLE,
-        egress_network=f"kiln-egress-{instance}",
         npm_cache_volume=f"kiln-npm-cache-{instance}",
         warm_pool_size=0,
         warm_pool_templates=(POOL_TEMPLATE,),
@@ -101,3 +102,9 @@ def swept_instance(prefix: str, redis_url: str) -> Iterator[str]:
             sweep(client, name, redis_url)
         finally:
             client.close()
+
+
+async def remove_npm_proxy(client: docker.DockerClient, instance: str) -> None:
+    """Remove ``instance``'s npm proxy and its cache (kept in production, not by tests)."""
+    await remove_proxy(client, instance)
+    await remove_volume(client, proxy_volume_name(instance))

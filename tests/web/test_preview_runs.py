@@ -2,11 +2,12 @@
 chat, and every time the app's heading shows in the preview shortly after the run ends.
 
 Each run has what made the preview hang (kiln issue 14): the frame opens at ``sandbox_ready``,
-while ``zustand`` is being installed (the sandbox joins the egress network: Docker flushes its
-conntrack entries) and files are half written, so the dev server's optimizer, its watcher, the
-proxy and the host firewall all get their chance to hold the page. The recording is a compact
-todo app (same install, same kind of files, a fraction of the text) so that twenty runs take a
-few minutes. The timings (run end -> heading visible) are printed.
+while ``zustand`` is being installed (once through the egress network, whose joining flushed
+the container's conntrack entries; now through the npm proxy) and files are half written, so
+the dev server's optimizer, its watcher, the proxy and the host firewall all get their chance
+to hold the page. The recording is a compact todo app (same install, same kind of files, a
+fraction of the text) so that twenty runs take a few minutes. The timings (run end ->
+heading visible) are printed.
 """
 
 from __future__ import annotations

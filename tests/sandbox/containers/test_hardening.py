@@ -18,6 +18,8 @@ from sandbox.containers.hardening import (
 from sandbox.images.templates import get_template
 from sandbox.settings import LABEL, SandboxSettings
 
+PROXY = "http://172.30.0.1:4873/"
+
 
 def _kwargs(settings: SandboxSettings, **overrides: Any) -> dict[str, Any]:
     return container_run_kwargs(
@@ -96,8 +98,9 @@ def test_without_a_ca_bundle_nothing_is_mounted_or_exported_for_it() -> None:
             id="ca-bundle",
         ),
         pytest.param(
-            SandboxSettings(npm_registry="https://npm.internal/"),
-            {"npm_config_registry": "https://npm.internal/"},
+            # The proxy's upstream is not the sandbox's registry: the proxy is.
+            SandboxSettings(npm_registry="https://npm.internal/", sandbox_registry=PROXY),
+            {"npm_config_registry": PROXY},
             id="registry",
         ),
         pytest.param(

@@ -1,5 +1,6 @@
-"""Sandbox networking on the real engine: no egress outside installs, the registry during one;
-sandboxes share one network yet reach neither each other nor the host's services."""
+"""Sandbox networking on the real engine: no egress ever (installs go through kiln's npm proxy:
+``test_npm_proxy``); sandboxes share one network yet reach neither each other nor the host's
+services."""
 
 from __future__ import annotations
 
@@ -19,11 +20,6 @@ from sandbox.containers.networks import (
     BRIDGE_NAME_OPTION,
     ICC_OPTION,
     bridge_interface,
-    connect,
-    container_ip,
-    disconnect,
-    egress_attached,
-    ensure_egress_network,
     ensure_sandbox_network,
 )
 from sandbox.errors import SandboxCapacity
@@ -88,7 +84,7 @@ async def sandbox(manager: SandboxManager) -> AsyncIterator[Sandbox]:
     await manager.destroy(acquired.id)
 
 
-async def test_a_sandbox_resolves_and_reaches_nothing_outside_installs(
+async def test_a_sandbox_resolves_and_reaches_nothing_outside(
     sandbox: Sandbox, docker_client: docker.DockerClient
 ) -> None:
     code, output = await _node(docker_client, sandbox.container_id, RESOLVE_REGISTRY)
@@ -99,72 +95,11 @@ async def test_a_sandbox_resolves_and_reaches_nothing_outside_installs(
     assert (code, output.split()[0]) == (3, "error")
 
 
-@pytest.mark.npm
-async def test_the_npm_registry_is_reachable_during_an_install_and_not_after(
-    manager: SandboxManager, sandbox: Sandbox, docker_client: docker.DockerClient
-) -> None:
-    seen: list[str] = []
-
-    async def during_install(line: str) -> None:
-        seen.append(line)
-        # The install is running: the egress network is attached right now.
-        attached = await _networks(docker_client, sandbox.container_id)
-        seen.append("networks: " + ",".join(sorted(attached)))
-
-    installed = await manager.install(sandbox.id, ["is-number@7.0.0"], during_install)
-    assert installed.ok, installed.result.output
-    assert any(manager.settings.egress_network in line for line in seen if line.startswith("net"))
-    version = await _node(
-        docker_client,
-        sandbox.container_id,
-        "console.log(require('/workspace/package.json').dependencies['is-number'])",
-    )
-    assert version == (0, "^7.0.0")
-    assert await _networks(docker_client, sandbox.container_id) == {sandbox.network}
-    address = _registry_address()
-    code, _ = await _node(docker_client, sandbox.container_id, CONNECT_BY_ADDRESS, address)
-    assert code == 3
-
-
-@pytest.mark.npm
-async def test_a_failing_install_still_detaches_egress(
-    manager: SandboxManager, sandbox: Sandbox, docker_client: docker.DockerClient
-) -> None:
-    installed = await manager.install(sandbox.id, ["kiln-no-such-package-3f9a1c@1.0.0"])
-    assert not installed.ok
-    assert "404" in installed.result.output or "E404" in installed.result.output
-    assert await _networks(docker_client, sandbox.container_id) == {sandbox.network}
-
-
-async def test_a_cancelled_install_still_detaches_egress(
-    manager: SandboxManager, sandbox: Sandbox, docker_client: docker.DockerClient
-) -> None:
-    settings = manager.settings
-    with anyio.move_on_after(0.5) as scope:
-        async with egress_attached(
-            docker_client, settings.egress_network, settings.instance, sandbox.container_id
-        ):
-            assert settings.egress_network in await _networks(docker_client, sandbox.container_id)
-            await anyio.sleep(30)
-    assert scope.cancelled_caught
-    assert await _networks(docker_client, sandbox.container_id) == {sandbox.network}
-
-
-@pytest.mark.npm
-async def test_the_egress_network_is_a_normal_bridge_without_inter_container_traffic(
-    manager: SandboxManager, sandbox: Sandbox, docker_client: docker.DockerClient
-) -> None:
-    await manager.install(sandbox.id, ["is-number@7.0.0"])
-    attrs = docker_client.networks.get(manager.settings.egress_network).attrs
-    assert attrs["Internal"] is False
-    assert attrs["Options"]["com.docker.network.bridge.enable_icc"] == "false"
-
-
 @pytest.mark.parametrize(
     "network",
     [
         pytest.param("kiln-net-0123456789ab", id="sandbox-network"),
-        pytest.param("kiln-egress-test-1234abcd-reaper-99ff", id="long-egress-name"),
+        pytest.param("kiln-sandboxes-test-1234abcd-reaper-99ff", id="long-instance-name"),
     ],
 )
 def test_bridge_interfaces_fit_linux_and_share_the_kiln_prefix(network: str) -> None:
@@ -220,24 +155,6 @@ async def test_two_sandboxes_on_the_shared_network_cannot_reach_each_others_dev_
     assert (code, output) == (0, "connected")
 
 
-async def test_sandboxes_installing_at_once_cannot_reach_each_other_on_the_egress_network(
-    manager: SandboxManager, two: tuple[Sandbox, Sandbox], docker_client: docker.DockerClient
-) -> None:
-    settings, (first, second) = manager.settings, two
-    egress = settings.egress_network
-    async with (
-        egress_attached(docker_client, egress, settings.instance, first.container_id),
-        egress_attached(docker_client, egress, settings.instance, second.container_id),
-    ):
-        address = await container_ip(docker_client, second.container_id, egress)
-        async with httpx.AsyncClient() as client:  # reachable there: only ICC stops the probe
-            response = await client.get(f"http://{address}:{second.dev_port}/")
-        assert response.status_code == 200
-        port = str(second.dev_port)
-        code, output = await _node(docker_client, first.container_id, CONNECT_TO, address, port)
-    assert (code, output.split()[0]) == (3, "error")
-
-
 async def test_a_sandbox_cannot_reach_a_service_listening_on_the_host(
     manager: SandboxManager, sandbox: Sandbox, docker_client: docker.DockerClient
 ) -> None:
@@ -280,17 +197,3 @@ async def test_an_exhausted_address_pool_is_sandbox_capacity_not_a_crash() -> No
     with pytest.raises(SandboxCapacity, match="non-overlapping IPv4 address pool") as caught:
         await ensure_sandbox_network(client, "kiln-sandboxes-x", "x")
     assert caught.value.code == "sandbox_capacity"
-
-
-async def test_connecting_an_attached_container_again_is_fine(
-    manager: SandboxManager, sandbox: Sandbox, docker_client: docker.DockerClient
-) -> None:
-    """A connect whose answer a Docker outage lost did attach: its retry must not fail."""
-    settings = manager.settings
-    await ensure_egress_network(docker_client, settings.egress_network, settings.instance)
-    try:
-        await connect(docker_client, settings.egress_network, sandbox.container_id)
-        await connect(docker_client, settings.egress_network, sandbox.container_id)
-        assert settings.egress_network in await _networks(docker_client, sandbox.container_id)
-    finally:
-        await disconnect(docker_client, settings.egress_network, sandbox.container_id)

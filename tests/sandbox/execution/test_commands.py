@@ -6,7 +6,6 @@ import io
 import json
 import tarfile
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
 from dataclasses import replace
 
 import anyio
@@ -225,7 +224,7 @@ async def test_a_command_waits_until_the_install_queue_is_idle(
         order.append("install finished")
         return ExecResult(tuple(argv), 0, "", truncated=False, timed_out=False)
 
-    queue = InstallQueue(slow_install, _no_egress, timeout=10)
+    queue = InstallQueue(slow_install, _registry, timeout=10)
 
     async def container_for() -> object:
         order.append("command started")  # past the queue: looking up its container
@@ -247,9 +246,8 @@ async def test_a_command_waits_until_the_install_queue_is_idle(
     assert order == ["install started", "install finished", "command started", "command ran"]
 
 
-@asynccontextmanager
-async def _no_egress() -> AsyncIterator[None]:
-    yield
+async def _registry() -> str:
+    return "http://registry.invalid/"
 
 
 async def _run(

@@ -1,10 +1,10 @@
-"""The install queue with a fake runner and egress: validation, strict order, egress discipline."""
+"""The install queue with a fake runner and registry: validation, strict order, the registry
+resolved (the proxy made sure of) before every install."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 
 import anyio
 import pytest
@@ -53,13 +53,9 @@ class FakeSandbox:
         finally:
             self.running -= 1
 
-    @asynccontextmanager
-    async def egress(self) -> AsyncIterator[None]:
-        self.log.append("connect")
-        try:
-            yield
-        finally:
-            self.log.append("disconnect")
+    async def registry(self) -> str:
+        self.log.append("resolve")
+        return REGISTRY
 
 
 @pytest.fixture
@@ -69,14 +65,14 @@ def fake() -> FakeSandbox:
 
 @pytest.fixture
 def queue(fake: FakeSandbox) -> InstallQueue:
-    return InstallQueue(fake.runner, fake.egress, timeout=30, registry=REGISTRY)
+    return InstallQueue(fake.runner, fake.registry, timeout=30)
 
 
 REGISTRY = "https://registry.example/"
 PINNED = ("--ignore-scripts", f"--registry={REGISTRY}", f"--userconfig={KILN_NPMRC}")
 
 
-async def test_an_install_runs_npm_with_egress_around_it(
+async def test_an_install_runs_npm_against_the_registry_resolved_before_it(
     fake: FakeSandbox, queue: InstallQueue
 ) -> None:
     lines: list[str] = []
@@ -98,7 +94,7 @@ async def test_an_install_runs_npm_with_egress_around_it(
         "zod@^3",
         "react-router-dom",
     )
-    assert fake.log == ["connect", "run zod@^3 react-router-dom", "disconnect"]
+    assert fake.log == ["resolve", "run zod@^3 react-router-dom"]
     assert lines == ["added react-router-dom"]
 
 
@@ -141,7 +137,7 @@ async def test_installs_run_strictly_one_at_a_time_in_arrival_order(
         "run c-pkg",
         "run d-pkg",
     ]
-    assert fake.log.count("connect") == fake.log.count("disconnect") == 4
+    assert fake.log.count("resolve") == 4
 
 
 @pytest.mark.parametrize(
@@ -151,7 +147,7 @@ async def test_installs_run_strictly_one_at_a_time_in_arrival_order(
         pytest.param(None, id="cancelled-by-timeout"),
     ],
 )
-async def test_egress_is_detached_whatever_happens(
+async def test_the_queue_is_idle_again_whatever_happens(
     fake: FakeSandbox, queue: InstallQueue, failure: BaseException | None
 ) -> None:
     fake.fail_with = failure
@@ -159,8 +155,7 @@ async def test_egress_is_detached_whatever_happens(
     with anyio.move_on_after(0.2):
         with pytest.raises(RuntimeError) if failure else contextlib.nullcontext():
             await queue.install(["zod"])
-    assert fake.log[0] == "connect"
-    assert fake.log[-1] == "disconnect"
+    assert fake.log == ["resolve", "run zod"]
     assert queue.idle
 
 
@@ -203,7 +198,7 @@ async def test_run_npm_accepts_only_install_commands(
 async def test_run_npm_runs_an_allowed_ci(fake: FakeSandbox, queue: InstallQueue) -> None:
     installed = await queue.run_npm(["npm", "ci"])
     assert installed.result.argv == ("npm", "ci", *PINNED)
-    assert fake.log == ["connect", "run ", "disconnect"]
+    assert fake.log == ["resolve", "run "]
 
 
 def test_install_argv_ends_options_before_the_specs() -> None:
@@ -232,7 +227,7 @@ async def test_an_allowed_package_gets_its_scripts_by_a_rebuild_of_it_alone(
     installed = await queue.install(["zod", "esbuild@^0.21"])
     assert installed.ok
     assert fake.argvs[1] == ("npm", "rebuild", *PINNED[1:], "--", "esbuild")
-    assert fake.log == ["connect", "run zod esbuild@^0.21", "run esbuild", "disconnect"]
+    assert fake.log == ["resolve", "run zod esbuild@^0.21", "run esbuild"]
 
 
 def test_npm_argv_puts_kilns_flags_before_the_callers() -> None:

@@ -25,6 +25,7 @@ from docker.models.containers import Container
 from docker.models.volumes import Volume
 
 from sandbox.containers.docker_boundary import connect
+from sandbox.containers.npm_proxy import PROXY_IMAGE
 from sandbox.images.builder import ImageBuilder, build_lock, template_params
 from sandbox.images.docker_build import IMAGE_LABEL, INPUTS_LABEL, BuildResult, inputs_digest
 from sandbox.images.settings import ImageBuildSettings
@@ -176,14 +177,15 @@ async def test_every_template_image_exists_and_is_labelled(
 async def test_a_second_build_skips_every_image(
     built: list[BuildResult], docker_client: docker.DockerClient
 ) -> None:
-    before = [docker_client.images.get(t.image).id for t in TEMPLATES.values()]
+    images = [*(t.image for t in TEMPLATES.values()), PROXY_IMAGE]
+    before = [docker_client.images.get(image).id for image in images]
     client = connect()
     try:
         builder = ImageBuilder(client, ImageBuildSettings.from_env(), lambda line: None)
         again = await builder.build()
     finally:
         client.close()
-    assert [r.action for r in again[1:]] == ["skipped"] * len(TEMPLATES)
+    assert [r.action for r in again[1:]] == ["skipped"] * len(images)
     assert again[0].action in {"skipped", "present"}
     assert [r.image_id for r in again[1:]] == before
 

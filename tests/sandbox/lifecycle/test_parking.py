@@ -1,6 +1,7 @@
 """Parking at stop: which containers go (the rule as a pure function), then one parking of real
 sandboxes: volumes and records stay, a sandbox another process holds is left running, the
-instance's networks go once unused (never another instance's), and a parked sandbox revives."""
+instance's network and npm proxy go once unused (never another instance's), and a parked
+sandbox revives (its npm proxy with it)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import docker
 import pytest
 
 from sandbox.containers.labels import container_name
-from sandbox.containers.networks import ensure_egress_network, remove_network
+from sandbox.containers.networks import ensure_sandbox_network, remove_network
+from sandbox.containers.npm_proxy import proxy_container_name
 from sandbox.lifecycle.manager import SandboxManager
 from sandbox.lifecycle.parking import to_park
 from sandbox.lifecycle.registry import SandboxRecord
@@ -47,8 +49,9 @@ async def test_park_keeps_volumes_and_records_and_what_others_hold(
 ) -> None:
     settings = settings_for(instances.new("park"), redis_url)
     manager = await SandboxManager.open(settings)
-    # The egress name of another instance (the default name is one for all): never removed.
-    await ensure_egress_network(manager.client, settings.egress_network, "another-instance")
+    # A network of the same name but another instance's (KILN_SANDBOX_NETWORK): never removed.
+    other = f"kiln-other-{settings.instance}"
+    await ensure_sandbox_network(manager.client, other, "another-instance")
     try:
         mine = await manager.acquire(chat="c-mine", owner="u", template=TEMPLATE)
         theirs = await manager.provision(TEMPLATE, state="in_use")
@@ -57,6 +60,8 @@ async def test_park_keeps_volumes_and_records_and_what_others_hold(
         assert sorted(report.parked) == sorted([mine.id, idle.id])
         assert report.kept_in_use == [theirs.id]
         assert report.networks_removed == []  # a container still uses the sandbox network
+        assert not report.proxy_removed  # ... and the npm proxy on it
+        assert _exists(docker_client, "containers", proxy_container_name(settings.instance))
         for parked in (mine, idle):
             assert not _exists(docker_client, "containers", container_name(parked.id))
             assert _exists(docker_client, "volumes", parked.volume)
@@ -67,12 +72,15 @@ async def test_park_keeps_volumes_and_records_and_what_others_hold(
         await manager.destroy(theirs.id)
         again = await manager.park()
         assert again.networks_removed == [settings.network]
-        assert _exists(docker_client, "networks", settings.egress_network)
+        assert again.proxy_removed
+        assert not _exists(docker_client, "containers", proxy_container_name(settings.instance))
+        assert _exists(docker_client, "networks", other)
         revived = await manager.container_for(mine.id)  # the next start, on the kept volume
         assert revived.status == "running"
+        assert _exists(docker_client, "containers", proxy_container_name(settings.instance))
     finally:
         for record in await manager.list():
             await manager.destroy(record.id)
         await remove_network(manager.client, settings.network)
-        await remove_network(manager.client, settings.egress_network)
+        await remove_network(manager.client, other)
         await manager.aclose()

@@ -57,7 +57,7 @@ def test_orphans_are_objects_of_unknown_sandboxes_but_never_shared_ones() -> Non
     objects = [
         LabelledObject("container", "kiln-sb-known", {LABEL: "known", **ours}),
         LabelledObject("volume", "kiln-ws-lost", {LABEL: "lost", **ours}),
-        LabelledObject("network", "kiln-egress", {LABEL: "shared", **ours}),
+        LabelledObject("network", "kiln-sandboxes-a", {LABEL: "shared", **ours}),
     ]
     assert [o.name for o in orphans(objects, {"known"}, "a")] == ["kiln-ws-lost"]
 
@@ -110,7 +110,9 @@ async def test_a_reaper_pass_removes_orphans_then_idle_sandboxes_and_only_its_in
     later = await own_manager.reap(now=time.time() + 601)
     assert later.idle == [kept.id]
     assert sorted(leftovers(docker_client, instance)) == [
-        f"network kiln-sandboxes-{instance}",  # shared: kept while the instance runs
+        f"container kiln-npm-proxy-{instance}",  # shared: kept while the instance runs
+        f"network kiln-sandboxes-{instance}",
+        f"volume kiln-npm-proxy-{instance}",
         f"volume kiln-shared-{instance}",
     ]
 
@@ -155,7 +157,7 @@ async def test_two_instances_on_one_engine_never_reap_each_other(
     ]
     async with _running(settings[0]) as first, _running(settings[1]) as second:
         sandboxes = [await first.provision("vanilla"), await second.provision("vanilla")]
-        for name in names:  # a shared object by hand too, as a server's egress network is
+        for name in names:  # a shared object by hand too, as the npm proxy's cache is
             docker_client.volumes.create(f"kiln-shared-{name}", labels=shared_labels(name))
         expected = {name: sorted(leftovers(docker_client, name)) for name in names}
         for round_ in range(PASSES):

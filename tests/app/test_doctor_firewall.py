@@ -1,0 +1,39 @@
+"""``kiln doctor``'s firewall check, judged from ``iptables -S INPUT`` output."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.cli.doctor_firewall import OTHER_DROP, SYN_DROP, firewall_result, proxy_accept
+
+ACCEPT = proxy_accept(4873)
+POLICY = "-P INPUT ACCEPT"
+
+
+def _rules(*rules: str) -> str:
+    return "\n".join([POLICY, *rules]) + "\n"
+
+
+def test_the_proxy_opening_before_both_drops_passes() -> None:
+    result = firewall_result(_rules(ACCEPT, SYN_DROP, OTHER_DROP), 4873)
+    assert (result.name, result.ok) == ("firewall", True)
+    assert "port 4873" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("rules", "says"),
+    [
+        pytest.param((ACCEPT, OTHER_DROP), "may reach host services", id="no-syn-drop"),
+        pytest.param((ACCEPT, SYN_DROP), "may reach host services", id="no-other-drop"),
+        pytest.param((SYN_DROP, OTHER_DROP), "cannot reach kiln's npm proxy", id="no-opening"),
+        pytest.param(
+            (SYN_DROP, ACCEPT, OTHER_DROP), "cannot reach kiln's npm proxy", id="opening-too-late"
+        ),
+        pytest.param((proxy_accept(4999), SYN_DROP, OTHER_DROP), "cannot reach", id="another-port"),
+    ],
+)
+def test_a_missing_or_misplaced_rule_fails_with_a_hint(rules: tuple[str, ...], says: str) -> None:
+    result = firewall_result(_rules(*rules), 4873)
+    assert not result.ok
+    assert says in result.detail
+    assert "scripts/setup.sh" in result.hint
