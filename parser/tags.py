@@ -151,6 +151,7 @@ def _scan_to_end(
 Step = tuple[int, int, str]
 _LT = "'<' outside a quoted value"
 _QUOTE = "a quote that does not open a value"
+_NOT_A_NAME = "text that is not an attribute name"
 
 
 def _skip_space(data: str, pos: int, phase: int) -> Step:
@@ -169,6 +170,8 @@ def _in_gap(data: str, pos: int, char: str) -> Step | str:
         return _LT
     if char in "\"'":
         return _QUOTE
+    if not (char.isalpha() or char == "_"):
+        return _NOT_A_NAME  # e.g. prose running into the tag: it would vanish as a "name"
     return pos, NAME, ""
 
 
@@ -180,7 +183,9 @@ def _in_name(data: str, pos: int, char: str) -> Step | str:
         return pos + 1, VALUE, ""
     if char == "/":
         return pos + 1, GAP, ""
-    return _LT if char == "<" else _QUOTE
+    if char == "<":
+        return _LT
+    return _QUOTE if char in "\"'" else _NOT_A_NAME
 
 
 def _after_name(data: str, pos: int, char: str) -> Step | str:
@@ -225,7 +230,9 @@ _STEPS = {
     UNQUOTED: _in_unquoted,
     AFTER_QUOTE: _after_quote,
 }
-_WORD_ENDS = {NAME: re.compile(r"""[\s/>"'<=]"""), UNQUOTED: re.compile(r"""[\s>"'<]""")}
+# A name is letters, digits, '_', ':', '.' and '-' (after a letter or '_'): anything else ends
+# it and, unless it is '=', '/', '>' or space, makes the tag malformed.
+_WORD_ENDS = {NAME: re.compile(r"[^\w:.-]"), UNQUOTED: re.compile(r"""[\s>"'<]""")}
 
 
 def _closing_quote(

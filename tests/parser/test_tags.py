@@ -35,6 +35,7 @@ def match_incrementally(text: str) -> Tag | Partial | Malformed | None:
         pytest.param("<edward_command args='[\"a>b\"]'>", " args='[\"a>b\"]'", id="gt-in-quotes"),
         pytest.param("<edward_command q='a < b'>", " q='a < b'", id="lt-in-quotes"),
         pytest.param("<edward_command flag other=1>", " flag other=1", id="boolean-attribute"),
+        pytest.param("<file data-x:y.z_1=1 _a>", " data-x:y.z_1=1 _a", id="name-characters"),
         pytest.param("</file >", " ", id="closing"),
     ],
 )
@@ -56,6 +57,9 @@ def test_well_formed_tags(text: str, attrs: str) -> None:
         pytest.param('<edward_command c="a <file path=">', "a tag inside", id="tag-in-value"),
         pytest.param('<edward_command c="a </file>">', "a tag inside", id="close-in-value"),
         pytest.param('<file path="' + "x" * MAX_TAG_LENGTH, "does not close", id="open-quote"),
+        pytest.param('<file path="a"\n{m0}]]>', "not an attribute name", id="text-as-name"),
+        pytest.param("<edward_command flag}x>", "not an attribute name", id="brace-in-name"),
+        pytest.param("<edward_command 1=x>", "not an attribute name", id="digit-first"),
     ],
 )
 def test_malformed_tags_name_the_offending_text(text: str, reason: str) -> None:
