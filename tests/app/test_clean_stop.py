@@ -1,8 +1,9 @@
 """``kiln serve`` stopped by Ctrl+C (SIGINT to its whole process group) or SIGTERM, after it built
 the demo app in a real sandbox: it exits within seconds, and no container or network of its
 instance is left. What a stop keeps on purpose is the workspace volume of each chat's sandbox
-(its files and installed packages, recorded in the registry): the next start knows it (nothing
-orphaned: a reaper pass removes nothing) and revives a container on it with the files there.
+(its files and installed packages, recorded in the registry) and the npm registry proxy's cache:
+the next start knows them (nothing orphaned: a reaper pass removes nothing) and revives a
+container on the workspace with the files there.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from sandbox.containers.npm_proxy import proxy_volume_name
 from tests.app.kiln_process import LOGIN_LINK, KilnProcess, free_port, hello_recordings, kiln_env
 from tests.app.test_serve_command import finish_event, sign_in
 from tests.sandbox.docker_support import leftovers, swept_instance
@@ -83,8 +85,10 @@ def test_a_stopped_serve_leaves_only_workspace_volumes_and_reuses_them(
             sandbox_id = build_demo(base, first.wait_for(LOGIN_LINK))
             assert any(item.startswith("container") for item in leftovers(client, instance))
             assert stop_with(first, signum) == 0, first.tail()
-        # Containers and networks are gone; the workspace volume is kept on purpose.
-        assert leftovers(client, instance) == [f"volume kiln-ws-{sandbox_id}"]
+        # Containers and networks are gone; the workspace volume and the npm proxy's cache
+        # are kept on purpose.
+        kept = sorted([f"volume kiln-ws-{sandbox_id}", f"volume {proxy_volume_name(instance)}"])
+        assert sorted(leftovers(client, instance)) == kept
         with KilnProcess(args, env, tmp_path / "second.log", own_group=True) as second:
             link = second.wait_for(LOGIN_LINK)
             reaped = kiln_cli(["sandbox", "reap", "--data-dir", str(data)], env)
@@ -94,6 +98,6 @@ def test_a_stopped_serve_leaves_only_workspace_volumes_and_reuses_them(
                 assert files.status_code == 200, files.text
                 assert DEMO_FILE in {item["path"] for item in files.json()["files"]}
             assert stop_with(second, signum) == 0, second.tail()
-        assert leftovers(client, instance) == [f"volume kiln-ws-{sandbox_id}"]
+        assert sorted(leftovers(client, instance)) == kept
     finally:
         client.close()
