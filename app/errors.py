@@ -30,6 +30,7 @@
     ├── SandboxNotFound               [sandbox_not_found]: a 404, never an outage
     ├── SandboxUnavailable            [sandbox_unavailable]: Docker or Redis down, a 503
     ├── ImageBuildFailed, CommandRefused, InstallRefused, WriteFailed, SandboxConfigError
+    └── DiskQuotaExceeded             [disk_quota_exceeded]: the sandbox's own disk is full
 
 Messages name the offending value (``{value!r}``). What a user sees is an ``error`` event with a
 stable ``code``, a human message and a ``severity``. One mechanism gives the code in every tree:

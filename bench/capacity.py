@@ -237,7 +237,7 @@ async def bench(args: argparse.Namespace) -> None:
             with anyio.CancelScope(shield=True):
                 start = time.perf_counter()
                 client = await anyio.to_thread.run_sync(connect)
-                removed = await sweep_instance(client, instance, manager.registry)
+                removed = await sweep_instance(client, instance, manager.registry, manager.disk)
                 await call(client.close)
                 await manager.aclose()
                 seconds = time.perf_counter() - start

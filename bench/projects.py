@@ -43,7 +43,7 @@ from app.projects.workspace_io import write_workspace
 from app.service.embedded_redis import EmbeddedRedis
 from parser import StreamParser
 from parser.events import FileContent, FileStart
-from sandbox import SandboxManager, SandboxSettings, connect, sweep_instance
+from sandbox import SandboxManager, SandboxSettings, connect, sandbox_disk, sweep_instance
 
 DEMO = Path(__file__).resolve().parents[1] / "app" / "demos" / "todo-app.txt"
 TEMPLATE = "vite-react"
@@ -213,7 +213,7 @@ async def bench_in(root: Path, instance: str, args: argparse.Namespace) -> None:
             await run_phases(settings, projects, chat, args)
         finally:
             client = await anyio.to_thread.run_sync(connect)
-            await sweep_instance(client, instance)
+            await sweep_instance(client, instance, disk=sandbox_disk(settings))
             client.close()
 
 

@@ -20,6 +20,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from sandbox.containers.disk_quota import sandbox_disk, usable_root
     from sandbox.containers.docker_boundary import (
         call,
         connect,
@@ -161,6 +162,8 @@ _EXPORTS: dict[str, str] = {
     "manager_ports": "sandbox.session",
     "SandboxManager": "sandbox.lifecycle.manager",
     "sweep_instance": "sandbox.lifecycle.reaper",
+    "sandbox_disk": "sandbox.containers.disk_quota",
+    "usable_root": "sandbox.containers.disk_quota",
     "registry_prefix": "sandbox.lifecycle.registry",
     "BUILD_COMMAND": "sandbox.images.templates",
     "DEFAULT_TEMPLATE": "sandbox.images.templates",
@@ -270,9 +273,11 @@ __all__ = [
     "probe_preview",
     "refuse",
     "registry_prefix",
+    "sandbox_disk",
     "size_bytes",
     "strip_wrapping_fence",
     "sweep_instance",
+    "usable_root",
     "wrap_redis_errors",
 ]
 

@@ -14,6 +14,7 @@
     ├── CommandRefused              a command outside the allow-list or with an unsafe argument
     ├── InstallRefused              a package spec that does not validate
     ├── WriteFailed                 a file could not be written into the workspace
+    ├── DiskQuotaExceeded           the sandbox's own disk quota is used up
     ├── FileTooLarge                a workspace file over the read limit
     └── SandboxConfigError          a sandbox setting is missing or malformed
 
@@ -94,6 +95,13 @@ class WriteFailed(SandboxError):
     """Files could not be written into a sandbox's workspace."""
 
     code = "write_failed"
+
+
+class DiskQuotaExceeded(SandboxError):
+    """The sandbox has written all its disk quota allows (``KILN_SANDBOX_DISK_QUOTA``):
+    nothing to retry, files must go first."""
+
+    code = "disk_quota_exceeded"
 
 
 class FileTooLarge(SandboxError):

@@ -47,6 +47,8 @@ from sandbox.execution.install_queue import InstallResult
 from sandbox.images.templates import BUILD_COMMAND, Template
 from sandbox.lifecycle.manager import SandboxManager
 from sandbox.session_log import (
+    DISK_QUOTA_EXCEEDED,
+    QUOTA_ADVICE,
     BuiltAhead,
     FailedEdit,
     Record,
@@ -432,7 +434,11 @@ class SandboxSession:
     async def _write_failed(self, failed: FailedWrite) -> None:
         if failed.path in self.log.files:
             self.log.files.remove(failed.path)
-        await self._error("write_failed", f"{failed.path!r} could not be written: {failed.reason}")
+        if failed.code == DISK_QUOTA_EXCEEDED:
+            message = f"{failed.path!r} could not be written: {QUOTA_ADVICE}"
+        else:
+            message = f"{failed.path!r} could not be written: {failed.reason}"
+        await self._error(failed.code, message)
 
     async def _output(self, line: str) -> None:
         await self._on_record("output", {"line": line})

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox.errors import DiskFull, DiskQuotaExceeded
 from sandbox.execution.exec_stream import ExecResult
 
 Record = dict[str, Any]
@@ -58,17 +59,33 @@ class BuiltAhead:
 
 
 OUT_OF_MEMORY = "out_of_memory"
+DISK_QUOTA_EXCEEDED = DiskQuotaExceeded.code
+DISK_FULL = DiskFull.code
+# What the user and the model read when a sandbox's disk quota stops a command or a write.
+QUOTA_ADVICE = (
+    "the sandbox's disk quota is used up (delete files it does not need, such as build "
+    "output or large generated data, or write less)"
+)
 
 
 def failure_code(result: ExecResult, failed: str) -> str:
-    """The error code of a failed install or command: ``out_of_memory`` or ``failed``."""
-    return OUT_OF_MEMORY if result.oom_killed else failed
+    """The error code of a failed install or command: ``out_of_memory``,
+    ``disk_quota_exceeded``, ``disk_full`` or ``failed``."""
+    if result.oom_killed:
+        return OUT_OF_MEMORY
+    if result.over_quota:
+        return DISK_QUOTA_EXCEEDED
+    return DISK_FULL if result.disk_full else failed
 
 
 def failure_text(result: ExecResult) -> str:
     """A human message for a command that failed, with the tail of its output."""
     if result.oom_killed:
         how = "ran out of memory: the sandbox's memory limit killed it"
+    elif result.over_quota:
+        how = f"ran out of disk space: {QUOTA_ADVICE}"
+    elif result.disk_full:
+        how = "ran out of disk space: the server's disk is full"
     elif result.timed_out:
         how = "timed out"
     else:

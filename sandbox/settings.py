@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sandbox.containers.disk_quota import DEFAULT_DISK_ROOT, usable_root
 from sandbox.env_settings import EnvReader, size_bytes
 
 LABEL = "kiln.sandbox"  # every container, network and volume kiln creates carries this label
@@ -39,6 +40,10 @@ MAX_SANDBOXES_CEILING = 10_000  # an explicit KILN_MAX_SANDBOXES above this is a
 # The warm pool grows with demand up to this many per template unless KILN_WARM_POOL_MAX says
 # otherwise (an idle warm sandbox costs about 23 MiB, see above; three cover a small burst).
 DEFAULT_WARM_POOL_MAX = 3
+
+# A sandbox's disk quota covers the template's files (vite-react: about 100 MiB with its
+# node_modules) and npm's cache; less than this cannot hold a project.
+MIN_DISK_QUOTA = "256m"
 
 
 # Where kiln keeps its data (``KILN_DATA_DIR``); the default instance name derives from it.
@@ -144,6 +149,10 @@ class SandboxSettings:
     sandbox_network: str = ""
     # How many sandboxes (warm ones included) the host holds; None: derived from host memory.
     max_sandboxes: int | None = None
+    # The btrfs mount holding each sandbox's quota-limited writable space (None: no quota) and
+    # the limit (sandbox.containers.disk_quota).
+    disk_root: Path | None = None
+    disk_quota: str = "2g"
 
     @property
     def network(self) -> str:
@@ -216,6 +225,8 @@ class SandboxSettings:
             npm_proxy_port=read.integer("KILN_NPM_PROXY_PORT", d.npm_proxy_port, low=1, high=65535),
             sandbox_network=read.text("KILN_SANDBOX_NETWORK", d.sandbox_network),
             max_sandboxes=_max_sandboxes(read),
+            disk_root=_disk_root(read),
+            disk_quota=read.size("KILN_SANDBOX_DISK_QUOTA", d.disk_quota, low=MIN_DISK_QUOTA),
         )
 
 
@@ -232,6 +243,16 @@ def _max_sandboxes(read: EnvReader) -> int | None:
     if read.raw("KILN_MAX_SANDBOXES") is None:
         return None
     return read.integer("KILN_MAX_SANDBOXES", 0, low=1, high=MAX_SANDBOXES_CEILING)
+
+
+def _disk_root(read: EnvReader) -> Path | None:
+    """``KILN_SANDBOX_DISK_ROOT``: unset means the one setup.sh makes when it is there (a
+    btrfs mount point); empty means none (sandboxes without a disk quota); a path is checked
+    when the manager opens (``enable_quotas``)."""
+    if "KILN_SANDBOX_DISK_ROOT" not in read.env:
+        return DEFAULT_DISK_ROOT if usable_root(DEFAULT_DISK_ROOT) else None
+    raw = read.raw("KILN_SANDBOX_DISK_ROOT")
+    return None if raw is None else read.path("KILN_SANDBOX_DISK_ROOT", DEFAULT_DISK_ROOT)
 
 
 def _warm_pool_min(read: EnvReader, default: int) -> int:

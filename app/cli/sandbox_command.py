@@ -175,7 +175,9 @@ def _configure_reap(parser: argparse.ArgumentParser) -> None:
 
 async def _run_reap(manager: SandboxManager, args: argparse.Namespace) -> int:
     if args.all:
-        removed = await sweep_instance(manager.client, manager.settings.instance, manager.registry)
+        removed = await sweep_instance(
+            manager.client, manager.settings.instance, manager.registry, manager.disk
+        )
         for obj in removed:
             print(f"removed {obj.kind} {obj.name}")
         return EXIT_OK

@@ -38,6 +38,7 @@ const ERROR_TITLES = {
   edit_ambiguous: "An edit matched more than one place",
   rewrite_refused: "A rewrite that would drop code was refused",
   out_of_memory: "A command ran out of memory",
+  disk_quota_exceeded: "The app's disk space is used up",
   sandbox_capacity: "The server has no room for another app right now",
   sandbox_not_found: "The app's sandbox is gone",
   docker_unavailable: "The sandbox engine (Docker) is not reachable",

@@ -32,6 +32,7 @@ from anyio.lowlevel import RunVar
 
 from sandbox.errors import (
     DiskFull,
+    DiskQuotaExceeded,
     DockerUnavailable,
     SandboxCapacity,
     SandboxError,
@@ -99,6 +100,8 @@ REFUSALS: tuple[tuple[str, type[SandboxError]], ...] = (
     # The shared network's subnet has no address left for another container.
     ("no available addresses on this pool", SandboxCapacity),
     ("no space left on device", DiskFull),
+    # The sandbox's own quota (sandbox.containers.disk_quota), when Docker writes into it.
+    ("disk quota exceeded", DiskQuotaExceeded),
 )
 
 

@@ -9,8 +9,12 @@ What :func:`container_run_kwargs` returns goes straight to ``docker.containers.r
 - labels for the reaper (:mod:`sandbox.containers.labels`);
 - mounts: the sandbox's own workspace volume at ``/workspace`` and the optional CA bundle
   read-only. Never the Docker socket, and nothing writable that another sandbox also mounts:
-  npm's cache (:data:`NPM_CACHE_DIR`) is in the container's own writable layer, because a shared
-  cache let one sandbox rewrite the packages another one installs;
+  npm's cache (:data:`NPM_CACHE_DIR`) is the sandbox's own, because a shared cache let one
+  sandbox rewrite the packages another one installs;
+- with a disk quota (:mod:`sandbox.containers.disk_quota`): a read-only root filesystem, and
+  home, ``/tmp`` and ``/var/tmp`` bound from the sandbox's quota-limited subvolume, so all it
+  can write counts against its quota. Without one, npm's cache and temporary files are in the
+  container's writable layer;
 - npm is pinned to kiln's npm proxy (:mod:`sandbox.containers.npm_proxy`) and a user config
   the sandbox user cannot write (:data:`KILN_NPMRC`), so a workspace ``.npmrc`` cannot redirect
   it. The host's proxy variables are not forwarded: they may carry credentials, and generated
@@ -25,11 +29,12 @@ from typing import Any
 
 from docker.types import LogConfig
 
+from sandbox.containers.disk_quota import SandboxDisk
 from sandbox.containers.labels import container_name, sandbox_labels
 from sandbox.images.templates import SANDBOX_UID, WORKSPACE, Template
 from sandbox.settings import SandboxSettings
 
-NPM_CACHE_DIR = "/home/node/.npm"  # in the container's writable layer: per sandbox
+NPM_CACHE_DIR = "/home/node/.npm"  # in the sandbox's home: its own
 DEFAULT_NPM_REGISTRY = "https://registry.npmjs.org/"
 # Under root-owned /etc: the sandbox user can neither create nor change it.
 KILN_NPMRC = "/etc/kiln/npmrc"
@@ -65,9 +70,15 @@ def sandbox_environment(settings: SandboxSettings) -> dict[str, str]:
     return env
 
 
-def sandbox_mounts(settings: SandboxSettings, volume: str) -> dict[str, dict[str, str]]:
-    """The ``volumes`` argument: the sandbox's own workspace and the (read-only) CA bundle."""
+def sandbox_mounts(
+    settings: SandboxSettings, volume: str, disk: SandboxDisk | None = None
+) -> dict[str, dict[str, str]]:
+    """The ``volumes`` argument: the sandbox's own workspace, its quota-limited home and
+    temporary folders when its volume is on a ``disk``, and the (read-only) CA bundle."""
     mounts = {volume: {"bind": WORKSPACE, "mode": "rw"}}
+    if disk is not None:
+        for folder, target in disk.binds(volume).items():
+            mounts[folder] = {"bind": target, "mode": "rw"}
     if settings.ca_bundle is not None:
         mounts[str(Path(settings.ca_bundle).resolve())] = {"bind": CA_BUNDLE_PATH, "mode": "ro"}
     return mounts
@@ -105,8 +116,10 @@ def container_run_kwargs(
     created: float,
     owner: str = "",
     chat: str = "",
+    disk: SandboxDisk | None = None,
 ) -> dict[str, Any]:
-    """Keyword arguments for ``client.containers.run`` that start one hardened sandbox."""
+    """Keyword arguments for ``client.containers.run`` that start one hardened sandbox
+    (with a disk quota when its volume is on ``disk``)."""
     labels = object_labels(
         settings, template.name, sandbox_id, created=created, owner=owner, chat=chat
     )
@@ -131,6 +144,8 @@ def container_run_kwargs(
         ),
         "labels": labels,
         "environment": sandbox_environment(settings),
-        "volumes": sandbox_mounts(settings, volume),
+        "volumes": sandbox_mounts(settings, volume, disk),
+        # With a disk quota nothing outside its folders may be writable (module docstring).
+        "read_only": disk is not None,
         "network": network,
     }

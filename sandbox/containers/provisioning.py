@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import anyio
 import docker
 
+from sandbox.containers.disk_quota import SandboxDisk, sandbox_disk
 from sandbox.containers.docker_boundary import call
 from sandbox.containers.hardening import container_run_kwargs
 from sandbox.containers.labels import (
@@ -40,9 +41,27 @@ class StartedContainer:
     ip: str
 
 
-async def create_volume(client: docker.DockerClient, name: str, labels: dict[str, str]) -> None:
-    """Create a named volume (a no-op when it exists)."""
-    await call(client.volumes.create, name=name, labels=labels)
+async def create_volume(
+    client: docker.DockerClient,
+    name: str,
+    labels: dict[str, str],
+    disk: SandboxDisk | None = None,
+) -> SandboxDisk | None:
+    """Create a named volume (a no-op when it exists); with a ``disk``, one bound to the
+    sandbox's quota-limited subvolume (made first). The disk the volume is on: ``None`` for a
+    plain volume, also one made before the instance had a disk (it keeps working, unlimited)."""
+    if disk is None:
+        await call(client.volumes.create, name=name, labels=labels)
+        return None
+    try:
+        existing = await call(client.volumes.get, name)
+    except SandboxNotFound:
+        folder = await disk.create(name)
+        options = {"type": "none", "o": "bind", "device": str(folder)}
+        await call(client.volumes.create, name=name, labels=labels, driver_opts=options)
+        return disk
+    device = (existing.attrs.get("Options") or {}).get("device")
+    return disk if device == str(disk.workspace(name)) else None
 
 
 async def start_container(
@@ -54,8 +73,10 @@ async def start_container(
     volume: str,
     network: str,
     labels: dict[str, str],
+    disk: SandboxDisk | None = None,
 ) -> StartedContainer:
-    """Create and start the hardened container of a sandbox whose volume and network exist.
+    """Create and start the hardened container of a sandbox whose volume and network exist;
+    ``disk`` is the quota-limited disk its volume is on (:func:`create_volume`).
 
     ``ImageMissing`` when the template's image is not built.
 
@@ -68,6 +89,7 @@ async def start_container(
         sandbox_id,
         volume=volume,
         network=network,
+        disk=disk,
         created=float(labels.get(CREATED_LABEL) or 0),
         owner=labels.get(OWNER_LABEL, ""),
         chat=labels.get(CHAT_LABEL, ""),
@@ -99,9 +121,16 @@ async def replace_container(
     await remove_container(client, container_name(sandbox_id))
     # Normally still there; if not, it comes back labelled (Docker would create a missing
     # volume on its own, but without the labels the reaper finds objects by).
-    await create_volume(client, volume, labels)
+    disk = await create_volume(client, volume, labels, sandbox_disk(settings))
     return await start_container(
-        client, settings, template, sandbox_id, volume=volume, network=network, labels=labels
+        client,
+        settings,
+        template,
+        sandbox_id,
+        volume=volume,
+        network=network,
+        labels=labels,
+        disk=disk,
     )
 
 
@@ -115,26 +144,38 @@ async def remove_container(client: docker.DockerClient, name_or_id: str) -> bool
     return True
 
 
-async def remove_volume(client: docker.DockerClient, name: str) -> bool:
-    """Remove a volume; ``False`` when it was already gone."""
+async def remove_volume(
+    client: docker.DockerClient, name: str, disk: SandboxDisk | None = None
+) -> bool:
+    """Remove a volume, and with a ``disk`` the sandbox's subvolume behind it; ``False`` when
+    both were already gone."""
     try:
         volume = await call(client.volumes.get, name)
         await call(volume.remove, force=True)
+        removed = True
     except SandboxNotFound:
-        return False
-    return True
+        removed = False
+    if disk is not None and await disk.remove(name):
+        return True
+    return removed
 
 
 async def remove_sandbox_objects(
-    client: docker.DockerClient, sandbox_id: str, *, volume: str, network: str
+    client: docker.DockerClient,
+    sandbox_id: str,
+    *,
+    volume: str,
+    network: str,
+    disk: SandboxDisk | None = None,
 ) -> None:
-    """Remove a sandbox's container, then its volume and, if it has its own, its network.
+    """Remove a sandbox's container, then its volume (and subvolume) and, if it has its own,
+    its network.
 
     The shared sandbox network stays: other sandboxes sit on it."""
     await remove_container(client, container_name(sandbox_id))
     if is_own_network(sandbox_id, network):
         await remove_network(client, network)
-    await remove_volume(client, volume)
+    await remove_volume(client, volume, disk)
 
 
 async def container_running(client: docker.DockerClient, container_id: str) -> bool:

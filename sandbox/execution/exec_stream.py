@@ -60,6 +60,12 @@ KILL_MARKED = (
 HOST_GRACE_SECONDS = 15.0
 
 
+# How programs print the kernel's EDQUOT (a quota, here the sandbox's own: Node's libuv has no
+# name for errno 122 and says "system error -122" or "unknown error") and ENOSPC (a full disk).
+QUOTA_WORDS = re.compile(r"\bEDQUOT\b|Disk quota exceeded|system error -122")
+NO_SPACE_WORDS = re.compile(r"\bENOSPC\b|No space left on device")
+
+
 @dataclass(frozen=True, slots=True)
 class ExecResult:
     """How a command ended and what it printed (up to the cap)."""
@@ -70,11 +76,23 @@ class ExecResult:
     truncated: bool
     timed_out: bool
     oom_killed: bool = False  # killed by the kernel at the sandbox's memory limit
+    quota_used_up: bool = False  # the sandbox's disk quota was (nearly) full when it ended
 
     @property
     def ok(self) -> bool:
         """Whether the command exited 0 in time."""
         return self.exit_code == 0 and not self.timed_out and not self.oom_killed
+
+    @property
+    def over_quota(self) -> bool:
+        """Whether it failed on the sandbox's disk quota: used up when it ended, or the
+        program printed the kernel's EDQUOT (the exit code cannot say)."""
+        return not self.ok and (self.quota_used_up or bool(QUOTA_WORDS.search(self.output)))
+
+    @property
+    def disk_full(self) -> bool:
+        """Whether it failed on a full disk (ENOSPC), not on its quota."""
+        return not self.ok and not self.over_quota and bool(NO_SPACE_WORDS.search(self.output))
 
 
 class LineAssembler:

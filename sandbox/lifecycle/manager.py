@@ -58,6 +58,7 @@ import anyio.abc
 import anyio.to_thread
 import docker
 
+from sandbox.containers.disk_quota import enable_quotas, sandbox_disk
 from sandbox.containers.docker_boundary import CallTimeouts, call, connect, set_call_timeouts
 from sandbox.containers.hardening import object_labels
 from sandbox.containers.labels import network_name, volume_name
@@ -114,6 +115,8 @@ class SandboxManager:
         self.client = client
         self.registry = registry
         self.settings = settings
+        # Each sandbox's quota-limited writable space (None: the settings give it none).
+        self.disk = sandbox_disk(settings)
         self._clock = clock
         self._locks: dict[str, anyio.Lock] = {}
         self._queues: dict[str, InstallQueue] = {}
@@ -147,6 +150,8 @@ class SandboxManager:
                 change=settings.docker_change_timeout_seconds,
             )
         )
+        if settings.disk_root is not None:
+            await enable_quotas(settings.disk_root)
         client = await anyio.to_thread.run_sync(connect)
         return cls(
             client, SandboxRegistry.from_url(settings.redis_url, settings.instance), settings
@@ -373,10 +378,11 @@ class SandboxManager:
             ) -> ExecResult:
                 """Run one install argv in this sandbox's current container; again if Docker
                 was away (``npm install`` may run twice: it is idempotent)."""
-                return await ride_out(
+                result = await ride_out(
                     lambda: self._exec(sandbox_id, argv, timeout, on_output),
                     f"install in sandbox {sandbox_id!r}",
                 )
+                return await self._with_quota(sandbox_id, result)
 
             queue = InstallQueue(
                 runner,
@@ -396,7 +402,7 @@ class SandboxManager:
         self, sandbox_id: str, argv: Sequence[str], on_output: OutputSink | None = None
     ) -> ExecResult:
         """Run an allowed command (``CommandRefused`` otherwise) once installs are done."""
-        return await commands.run_command(
+        result = await commands.run_command(
             self.client,
             self.settings,
             self.install_queue(sandbox_id),
@@ -404,6 +410,18 @@ class SandboxManager:
             argv,
             on_output,
         )
+        return await self._with_quota(sandbox_id, result)
+
+    async def _with_quota(self, sandbox_id: str, result: ExecResult) -> ExecResult:
+        """A failed command's result, marked when the sandbox's disk quota is used up."""
+        if result.ok or self.disk is None:
+            return result
+        try:
+            used_up = await self.disk.used_up(volume_name(sandbox_id))
+        except SandboxError as exc:  # the command's own result still counts
+            log.warning("disk usage of sandbox %r unknown: %s", sandbox_id, exc)
+            return result
+        return replace(result, quota_used_up=True) if used_up else result
 
     # -- workspace files ------------------------------------------------------------------
 
@@ -479,7 +497,7 @@ class SandboxManager:
 
     async def _create_objects(self, template: Template, record: SandboxRecord) -> Any:
         labels = self._labels(record)
-        await create_volume(self.client, record.volume, labels)
+        disk = await create_volume(self.client, record.volume, labels, self.disk)
         await self._ensure_network_of(record.network)
         return await start_container(
             self.client,
@@ -489,6 +507,7 @@ class SandboxManager:
             volume=record.volume,
             network=record.network,
             labels=labels,
+            disk=disk,
         )
 
     async def _revive(self, record: SandboxRecord) -> Any:
@@ -514,7 +533,11 @@ class SandboxManager:
 
     async def _forget(self, record: SandboxRecord) -> None:
         await remove_sandbox_objects(
-            self.client, record.id, volume=record.volume, network=record.network
+            self.client,
+            record.id,
+            volume=record.volume,
+            network=record.network,
+            disk=self.disk,
         )
         await self.registry.delete(record)
         await discard_sandbox_writes(self.registry.redis, record.id)

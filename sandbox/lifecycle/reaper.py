@@ -8,7 +8,9 @@ Three rules, each a pure function below, applied by :func:`reap`:
   fallback when Redis lost its state or a process died holding a sandbox);
 - **orphan**: a container, network or volume labelled with this instance whose sandbox id the
   registry does not know (a crash between creating objects and recording them; records are
-  written before objects are created, so a sandbox being provisioned is never an orphan).
+  written before objects are created, so a sandbox being provisioned is never an orphan), and
+  a quota subvolume (:mod:`sandbox.containers.disk_quota`) of an unknown sandbox whose volume
+  is gone (a crash between removing the one and the other).
 
 Objects shared by all sandboxes (``kiln.sandbox=shared``: the sandbox network, the npm proxy's
 container and cache volume) are kept; :func:`sweep_instance` removes everything of an instance,
@@ -25,8 +27,15 @@ from typing import Any
 
 import docker
 
+from sandbox.containers.disk_quota import SandboxDisk, sandbox_disk
 from sandbox.containers.docker_boundary import call
-from sandbox.containers.labels import EXPIRY_LABEL, INSTANCE_LABEL, SHARED, instance_filter
+from sandbox.containers.labels import (
+    EXPIRY_LABEL,
+    INSTANCE_LABEL,
+    SHARED,
+    instance_filter,
+    volume_name,
+)
 from sandbox.containers.networks import remove_network
 from sandbox.containers.provisioning import remove_container, remove_volume
 from sandbox.errors import SandboxNotFound
@@ -45,12 +54,13 @@ class ReapReport:
     orphan_containers: list[str] = field(default_factory=list)
     orphan_networks: list[str] = field(default_factory=list)
     orphan_volumes: list[str] = field(default_factory=list)
+    orphan_disks: list[str] = field(default_factory=list)
 
     @property
     def total(self) -> int:
         """How many sandboxes and objects were removed."""
-        groups = (self.idle, self.expired, self.orphan_containers)
-        return sum(len(items) for items in (*groups, self.orphan_networks, self.orphan_volumes))
+        groups = (self.idle, self.expired, self.orphan_containers, self.orphan_networks)
+        return sum(len(items) for items in (*groups, self.orphan_volumes, self.orphan_disks))
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,21 +120,37 @@ async def reap(
 ) -> ReapReport:
     """One reaper pass over ``settings.instance``; ``destroy`` removes a known sandbox."""
     report = ReapReport()
+    # Objects first, records after: a record is written before its sandbox's objects, so a
+    # sandbox provisioned meanwhile is known by then and never taken for an orphan.
+    disk = sandbox_disk(settings)
+    disks = disk.volumes() if disk is not None else []
+    objects = await labelled_objects(client, settings.instance)
     records = await registry.all()
     for record in idle_records(records, now, settings.idle_ttl_seconds):
         await destroy(record.id)
         report.idle.append(record.id)
     known = {record.id for record in records} - set(report.idle)
-    objects = await labelled_objects(client, settings.instance)
     for sandbox_id in sorted({o.sandbox_id for o in objects if label_expired(o.labels, now)}):
         if sandbox_id in known:
             await destroy(sandbox_id)
             known.discard(sandbox_id)
             report.expired.append(sandbox_id)
     for obj in orphans(objects, known, settings.instance):
-        if await remove_object(client, obj):
+        if await remove_object(client, obj, disk):
             getattr(report, f"orphan_{obj.kind}s").append(obj.name)
+    if disk is not None:
+        volumes = {o.name for o in objects if o.kind == "volume"}
+        for name in orphan_disks(disks, volumes, known):
+            if await disk.remove(name):
+                report.orphan_disks.append(name)
     return report
+
+
+def orphan_disks(disks: Iterable[str], volumes: set[str], known_ids: set[str]) -> list[str]:
+    """Subvolumes whose workspace volume is gone and whose sandbox the registry does not know
+    (one being provisioned is known before its subvolume is made)."""
+    known_volumes = {volume_name(sandbox_id) for sandbox_id in known_ids}
+    return [name for name in disks if name not in volumes and name not in known_volumes]
 
 
 async def labelled_objects(client: docker.DockerClient, instance: str) -> list[LabelledObject]:
@@ -147,24 +173,33 @@ async def labelled_objects(client: docker.DockerClient, instance: str) -> list[L
     )
 
 
-async def remove_object(client: docker.DockerClient, obj: LabelledObject) -> bool:
-    """Remove one labelled object; ``False`` when it was already gone."""
+async def remove_object(
+    client: docker.DockerClient, obj: LabelledObject, disk: SandboxDisk | None = None
+) -> bool:
+    """Remove one labelled object (a volume's subvolume on ``disk`` too); ``False`` when it
+    was already gone."""
     try:
         if obj.kind == "container":
             return await remove_container(client, obj.name)
         if obj.kind == "network":
             return await remove_network(client, obj.name)
-        return await remove_volume(client, obj.name)
+        return await remove_volume(client, obj.name, disk)
     except SandboxNotFound:
         return False
 
 
 async def sweep_instance(
-    client: docker.DockerClient, instance: str, registry: SandboxRegistry | None = None
+    client: docker.DockerClient,
+    instance: str,
+    registry: SandboxRegistry | None = None,
+    disk: SandboxDisk | None = None,
 ) -> list[LabelledObject]:
-    """Remove every object of ``instance`` (shared ones too) and its registry; what was removed."""
+    """Remove every object of ``instance`` (shared ones too), its subvolumes on ``disk`` and
+    its registry; what was removed."""
     objects = [obj for obj in await labelled_objects(client, instance) if obj.belongs_to(instance)]
-    removed = [obj for obj in objects if await remove_object(client, obj)]
+    removed = [obj for obj in objects if await remove_object(client, obj, disk)]
+    if disk is not None:
+        await disk.remove_all()
     if registry is not None:
         await registry.clear()
     return removed

@@ -32,7 +32,13 @@ import anyio
 import redis.exceptions
 
 from sandbox.containers.docker_boundary import call
-from sandbox.errors import SandboxError, SandboxNotFound, SandboxUnavailable, WriteFailed
+from sandbox.errors import (
+    DiskQuotaExceeded,
+    SandboxError,
+    SandboxNotFound,
+    SandboxUnavailable,
+    WriteFailed,
+)
 from sandbox.images.templates import SANDBOX_UID, WORKSPACE
 from sandbox.writes.write_buffer import BufferedFile, WriteBuffer, redis_errors
 
@@ -108,10 +114,12 @@ def _entry(name: str, kind: bytes, mode: int, mtime: float) -> tarfile.TarInfo:
 
 @dataclass(frozen=True, slots=True)
 class FailedWrite:
-    """A file Docker refused to write, and why."""
+    """A file Docker refused to write, why, and the error's code (``write_failed``, or
+    ``disk_quota_exceeded`` when the sandbox's quota stopped it)."""
 
     path: str
     reason: str
+    code: str = WriteFailed.code
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +204,7 @@ class Flusher:
             raise
         except SandboxError as exc:
             if len(files) == 1:
-                return (FailedWrite(files[0].path, str(exc)),)
+                return (FailedWrite(files[0].path, str(exc), _failed_code(exc)),)
         failed = []
         for file in files:
             try:
@@ -204,7 +212,7 @@ class Flusher:
             except _GONE:
                 raise
             except SandboxError as exc:
-                failed.append(FailedWrite(file.path, str(exc)))
+                failed.append(FailedWrite(file.path, str(exc), _failed_code(exc)))
         return tuple(failed)
 
     async def _put_archive(self, container: ArchiveTarget, files: Sequence[BufferedFile]) -> None:
@@ -213,6 +221,11 @@ class Flusher:
         if not await call(container.put_archive, WORKSPACE, archive):
             paths = [f.path for f in files]
             raise WriteFailed(f"docker refused the archive for {paths[:5]!r} in {container.id!r}")
+
+
+def _failed_code(exc: SandboxError) -> str:
+    """A refused file's code: the quota's own, else ``write_failed``."""
+    return exc.code if isinstance(exc, DiskQuotaExceeded) else WriteFailed.code
 
 
 class FlushScheduler:

@@ -21,7 +21,7 @@ import pytest
 from sandbox.containers.npm_proxy import proxy_volume_name
 from tests.app.kiln_process import LOGIN_LINK, KilnProcess, free_port, hello_recordings, kiln_env
 from tests.app.test_serve_command import finish_event, sign_in
-from tests.sandbox.docker_support import leftovers, swept_instance
+from tests.sandbox.docker_support import DISK_ROOT, leftovers, swept_instance
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis, pytest.mark.npm, pytest.mark.slow]
 EXIT_LIMIT_SECONDS = 10.0
@@ -87,7 +87,10 @@ def test_a_stopped_serve_leaves_only_workspace_volumes_and_reuses_them(
             assert stop_with(first, signum) == 0, first.tail()
         # Containers and networks are gone; the workspace volume and the npm proxy's cache
         # are kept on purpose.
-        kept = sorted([f"volume kiln-ws-{sandbox_id}", f"volume {proxy_volume_name(instance)}"])
+        kept = [f"volume kiln-ws-{sandbox_id}", f"volume {proxy_volume_name(instance)}"]
+        if DISK_ROOT is not None:  # and its subvolume, which the volume is bound to
+            kept.append(f"subvolume kiln-ws-{sandbox_id}")
+        kept.sort()
         assert sorted(leftovers(client, instance)) == kept
         with KilnProcess(args, env, tmp_path / "second.log", own_group=True) as second:
             link = second.wait_for(LOGIN_LINK)

@@ -4,6 +4,7 @@ capacity checks (:mod:`app.cli.doctor_capacity`) from given numbers."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from app.cli import main
 from app.cli.doctor_capacity import (
     InUse,
     capacity_result,
+    disk_result,
     memory_result,
     networks_result,
     pids_result,
@@ -24,6 +26,7 @@ from app.cli.doctor_command import (
     format_result,
 )
 from app.parser_choice import ParserChoice
+from sandbox.containers.disk_quota import DEFAULT_DISK_ROOT, usable_root
 from sandbox.settings import SandboxSettings
 from tests.app.kiln_process import TIKTOKEN_CACHE, free_port
 
@@ -60,6 +63,7 @@ def test_everything_passes_on_a_set_up_machine(
         "memory": True,
         "pids": True,
         "networks": True,
+        "disk": True,
         "warm pool": True,
         "firewall": True,
         "ca bundle": True,
@@ -173,3 +177,25 @@ def test_networks_count_shared_and_old_ones_and_need_bridge_filtering(
     assert result.ok is ok
     assert result.detail.startswith("2 shared, 1 per-sandbox")
     assert ok or "bridge-nf-call-iptables" in result.hint
+
+
+def test_disk_reports_the_quota_and_the_space_left_for_all_sandboxes() -> None:
+    if not usable_root(DEFAULT_DISK_ROOT):
+        pytest.skip("no btrfs quota disk here (scripts/setup.sh makes one)")
+    result = disk_result(replace(SMALL, disk_root=DEFAULT_DISK_ROOT))
+    assert result.ok
+    assert result.detail.startswith("each sandbox may write 2g (KILN_SANDBOX_DISK_QUOTA) on ")
+
+
+@pytest.mark.parametrize(
+    ("root", "words"),
+    [
+        pytest.param(None, "no btrfs quota disk: sandboxes write without a limit", id="none"),
+        pytest.param(Path("/srv"), "'/srv' is not a btrfs mount", id="not-btrfs"),
+    ],
+)
+def test_no_disk_quota_fails_in_words(root: Path | None, words: str) -> None:
+    result = disk_result(replace(SMALL, disk_root=root))
+    assert not result.ok
+    assert result.detail.startswith(words)
+    assert "scripts/setup.sh" in result.hint

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import shutil
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -15,12 +17,15 @@ from pathlib import Path
 import docker
 import redis
 
+from sandbox.containers.disk_quota import DEFAULT_DISK_ROOT, SUBVOLUME_INODE, usable_root
 from sandbox.containers.npm_proxy import proxy_volume_name, remove_proxy
 from sandbox.containers.provisioning import remove_volume
 from sandbox.settings import LABEL, SandboxSettings
 
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 POOL_TEMPLATE = "vanilla"  # the lightest dev server: the warm pool of the session serves it
+# Sandboxes of the tests get disk quotas as in production wherever setup made the btrfs root.
+DISK_ROOT = DEFAULT_DISK_ROOT if usable_root(DEFAULT_DISK_ROOT) else None
 
 
 @dataclass
@@ -58,6 +63,7 @@ def settings_for(instance: str, redis_url: str, **overrides: object) -> SandboxS
         dev_ready_timeout_seconds=90.0,
         install_timeout_seconds=180.0,
         command_timeout_seconds=60.0,
+        disk_root=DISK_ROOT,
     )
     return replace(base, **overrides)  # type: ignore[arg-type]
 
@@ -69,7 +75,29 @@ def leftovers(client: docker.DockerClient, instance: str) -> list[str]:
         [f"container {c.name}" for c in client.containers.list(all=True, filters=filters)]
         + [f"network {n.name}" for n in client.networks.list(filters=filters)]
         + [f"volume {v.name}" for v in client.volumes.list(filters=filters)]
+        + [f"subvolume {name}" for name in disk_leftovers(instance)]
     )
+
+
+def disk_leftovers(instance: str) -> list[str]:
+    """The quota subvolumes ``instance`` still has (none without a disk root)."""
+    folder = DISK_ROOT / instance if DISK_ROOT is not None else None
+    return sorted(p.name for p in folder.iterdir()) if folder and folder.is_dir() else []
+
+
+def sweep_disk(instance: str) -> None:
+    """Delete ``instance``'s quota subvolumes with the btrfs program itself."""
+    if DISK_ROOT is None or not (DISK_ROOT / instance).is_dir():
+        return
+    program = shutil.which("btrfs") or shutil.which("btrfs", path="/usr/sbin:/usr/bin:/sbin:/bin")
+    for name in disk_leftovers(instance):
+        folder = DISK_ROOT / instance / name
+        if folder.stat().st_ino != SUBVOLUME_INODE:  # a plain folder
+            shutil.rmtree(folder)
+            continue
+        argv = [str(program), "subvolume", "delete", str(folder)]
+        subprocess.run(argv, check=True, capture_output=True)
+    (DISK_ROOT / instance).rmdir()
 
 
 def sweep(client: docker.DockerClient, instance: str, redis_url: str) -> None:
@@ -81,6 +109,7 @@ def sweep(client: docker.DockerClient, instance: str, redis_url: str) -> None:
         network.remove()
     for volume in client.volumes.list(filters=filters):
         volume.remove(force=True)
+    sweep_disk(instance)
     store = redis.Redis.from_url(redis_url)
     try:
         keys = list(store.scan_iter(match=f"kiln:registry:{instance}:*"))

@@ -24,7 +24,7 @@ from parser.events import (
     InstallContent,
     SandboxEnd,
 )
-from sandbox.errors import CommandRefused, InstallRefused
+from sandbox.errors import CommandRefused, DiskQuotaExceeded, InstallRefused
 from sandbox.execution.exec_stream import ExecResult, OutputSink
 from sandbox.execution.install_queue import InstallResult
 from sandbox.images.templates import get_template
@@ -47,8 +47,11 @@ class FakeSandbox:
         self.exit_codes: dict[str, int] = {}
         self.install_delay = 0.0
         self.command_gate: anyio.Event | None = None  # commands wait for it when set
+        self.quota_full = False  # every write is refused as over the sandbox's disk quota
 
     def put_archive(self, path: str, data: bytes) -> bool:
+        if self.quota_full:
+            raise DiskQuotaExceeded("docker: put_archive failed: 'mkdir /workspace/src: quota'")
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             for member in tar.getmembers():
                 extracted = tar.extractfile(member) if member.isfile() else None
@@ -542,3 +545,16 @@ async def test_without_build_ahead_the_end_of_the_files_starts_nothing(
         await running.handle(event)
     await running.finish()
     assert _runs(sandbox) == []
+
+
+async def test_a_file_the_disk_quota_refuses_is_reported_with_the_quotas_code_and_advice(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = session
+    sandbox.quota_full = True
+    for event in [FileStart("src/big.js"), FileContent("src/big.js", "x"), FileEnd("src/big.js")]:
+        await running.handle(event)
+    log = await running.finish()
+    assert [e["code"] for e in log.errors] == ["disk_quota_exceeded"]
+    assert log.errors[0]["message"].startswith("'src/big.js' could not be written: the sandbox's")
+    assert "src/big.js" not in log.files

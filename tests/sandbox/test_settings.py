@@ -142,6 +142,12 @@ def test_limits_and_durations_are_read_with_their_types() -> None:
         pytest.param(
             "KILN_SANDBOX_MEMORY", "1k", "KILN_SANDBOX_MEMORY='1k' must be a size", id="tiny"
         ),
+        pytest.param(
+            "KILN_SANDBOX_DISK_QUOTA",
+            "100m",
+            "KILN_SANDBOX_DISK_QUOTA='100m' must be a size",
+            id="disk-quota-too-small",
+        ),
     ],
 )
 def test_nonsense_is_refused_naming_the_variable_and_the_value(
@@ -262,3 +268,20 @@ def test_docker_call_deadlines_are_read_within_their_ranges() -> None:
 def test_a_docker_call_deadline_out_of_range_is_refused(name: str, value: str) -> None:
     with pytest.raises(SandboxConfigError, match=f"^{name}={value!r} must be a finite number"):
         SandboxSettings.from_env({name: value})
+
+
+def test_the_disk_root_is_setups_when_there_else_none_and_empty_turns_it_off(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr("sandbox.settings.usable_root", lambda path: True)
+    assert SandboxSettings.from_env({}).disk_root == Path("/var/lib/kiln/sandbox-disk")
+    assert SandboxSettings.from_env({"KILN_SANDBOX_DISK_ROOT": ""}).disk_root is None
+    named = {"KILN_SANDBOX_DISK_ROOT": str(tmp_path)}
+    assert SandboxSettings.from_env(named).disk_root == tmp_path
+    monkeypatch.setattr("sandbox.settings.usable_root", lambda path: False)
+    assert SandboxSettings.from_env({}).disk_root is None
+
+
+def test_the_disk_quota_is_2g_unless_set() -> None:
+    assert SandboxSettings.from_env({}).disk_quota == "2g"
+    assert SandboxSettings.from_env({"KILN_SANDBOX_DISK_QUOTA": "512M"}).disk_quota == "512m"

@@ -23,6 +23,7 @@ from sandbox.containers.docker_boundary import (
 )
 from sandbox.errors import (
     DiskFull,
+    DiskQuotaExceeded,
     DockerUnavailable,
     SandboxCapacity,
     SandboxError,
@@ -65,6 +66,15 @@ def _raising(exc: BaseException) -> object:
             DiskFull,
             "disk_full",
             id="disk-full",
+        ),
+        pytest.param(
+            docker.errors.APIError(
+                "500",
+                explanation="Error processing tar file: mkdir /workspace/src: disk quota exceeded",
+            ),
+            DiskQuotaExceeded,
+            "disk_quota_exceeded",
+            id="sandbox-quota",
         ),
         pytest.param(
             docker.errors.APIError("409", explanation="Conflict. The container name is in use"),

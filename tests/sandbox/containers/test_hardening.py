@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from sandbox.containers.disk_quota import SandboxDisk
 from sandbox.containers.hardening import (
     CA_BUNDLE_PATH,
     DEFAULT_NPM_REGISTRY,
@@ -123,3 +124,24 @@ def test_the_hosts_proxy_variables_stay_out_of_the_sandbox() -> None:
     settings = SandboxSettings(proxy_env={"HTTPS_PROXY": secret, "HTTP_PROXY": secret})
     env = sandbox_environment(settings)
     assert not [name for name, value in env.items() if "secret" in value or "proxy" in name]
+
+
+def test_with_a_disk_quota_the_root_is_read_only_and_home_and_tmp_are_the_sandboxs_own() -> None:
+    disk = SandboxDisk(Path("/q"), "inst", 2**30)
+    kwargs = _kwargs(SandboxSettings(disk_root=Path("/q"), instance="inst"), disk=disk)
+    folder = "/q/inst/kiln-ws-abc123"
+    assert kwargs["read_only"] is True
+    assert kwargs["volumes"] == {
+        "kiln-ws-abc123": {"bind": "/workspace", "mode": "rw"},
+        f"{folder}/home": {"bind": "/home/node", "mode": "rw"},
+        f"{folder}/tmp": {"bind": "/tmp", "mode": "rw"},
+        f"{folder}/var-tmp": {"bind": "/var/tmp", "mode": "rw"},
+    }
+    assert kwargs["environment"]["npm_config_cache"].startswith("/home/node/")
+
+
+def test_without_a_disk_quota_the_root_stays_writable() -> None:
+    assert _kwargs(SandboxSettings())["read_only"] is False
+    # A volume made before the instance had a quota disk: no quota folders bound either.
+    legacy = _kwargs(SandboxSettings(disk_root=Path("/q"), instance="inst"))
+    assert (legacy["read_only"], len(legacy["volumes"])) == (False, 1)

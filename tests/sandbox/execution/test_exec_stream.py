@@ -94,3 +94,28 @@ def test_exec_result_ok(exit_code: int, timed_out: bool, oom_killed: bool, ok: b
 )
 def test_parse_oom_kills(output: bytes, count: int | None) -> None:
     assert parse_oom_kills(output) == count
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "output", "quota_used_up", "verdict"),
+    [
+        pytest.param(1, "Error: EDQUOT: disk quota exceeded", False, "quota", id="edquot"),
+        pytest.param(1, "Error: Unknown system error -122, open", False, "quota", id="node-edquot"),
+        pytest.param(1, "dd: writing 'big': Disk quota exceeded", False, "quota", id="strerror"),
+        # Node says only "unknown error" for EDQUOT on a write: the quota itself tells.
+        pytest.param(1, "UNKNOWN: unknown error, write", True, "quota", id="quota-used-up"),
+        pytest.param(1, "npm ERR! code ENOSPC", False, "full", id="npm-enospc"),
+        pytest.param(2, "cp: No space left on device", False, "full", id="strerror-space"),
+        pytest.param(1, "ENOSPC, and the quota is used up", True, "quota", id="quota-first"),
+        pytest.param(0, "warning: ENOSPC retried, done", True, "", id="succeeded-anyway"),
+        pytest.param(1, "SyntaxError: Unexpected token", False, "", id="other-failure"),
+        pytest.param(1, "ENOSPCX is no code", False, "", id="not-a-word"),
+    ],
+)
+def test_a_failure_on_the_quota_or_a_full_disk_is_told_apart(
+    exit_code: int, output: str, quota_used_up: bool, verdict: str
+) -> None:
+    result = ExecResult(
+        ("node", "a.js"), exit_code, output, False, False, quota_used_up=quota_used_up
+    )
+    assert (result.over_quota, result.disk_full) == (verdict == "quota", verdict == "full")

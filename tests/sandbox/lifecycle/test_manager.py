@@ -81,14 +81,20 @@ async def test_the_processes_have_no_privileges(
     assert "docker-init" in init or "tini" in init
 
 
-async def test_mounts_are_the_workspace_volume_and_ca_only(
-    cold: Sandbox, docker_client: docker.DockerClient
+async def test_mounts_are_the_workspace_volume_its_quota_folders_and_ca_only(
+    cold: Sandbox, docker_client: docker.DockerClient, manager: SandboxManager
 ) -> None:
     mounts = {
         m["Destination"]: m for m in docker_client.containers.get(cold.container_id).attrs["Mounts"]
     }
-    assert set(mounts) == {"/workspace", CA_BUNDLE_PATH}
+    quota = {"/home/node", "/tmp", "/var/tmp"} if manager.disk else set()
+    assert set(mounts) == {"/workspace", CA_BUNDLE_PATH} | quota
     assert (mounts["/workspace"]["Type"], mounts["/workspace"]["Name"]) == ("volume", cold.volume)
+    if manager.disk:  # all it writes is on its own subvolume
+        folder = manager.disk.folder(cold.volume)
+        assert {mounts[target]["Source"] for target in quota} == {
+            str(folder / name) for name in ("home", "tmp", "var-tmp")
+        }
     assert mounts[CA_BUNDLE_PATH]["RW"] is False
     assert not any("docker.sock" in m.get("Source", "") for m in mounts.values())
     volume = docker_client.volumes.get(cold.volume)
@@ -108,9 +114,12 @@ async def test_what_one_sandbox_writes_to_its_npm_cache_no_other_sandbox_sees(
         assert await _exec(docker_client, cold.container_id, "ls", f"{NPM_CACHE_DIR}/_cacache")
         seen = await _exec(docker_client, other.container_id, "ls", "-A", NPM_CACHE_DIR)
         assert "_cacache" not in seen.split()
-        for sandbox in (cold, other):  # nothing writable is mounted but the sandbox's own volume
+        for sandbox in (cold, other):  # nothing writable is mounted but the sandbox's own
             mounts = docker_client.containers.get(sandbox.container_id).attrs["Mounts"]
-            assert [m["Name"] for m in mounts if m["RW"]] == [sandbox.volume]
+            writable = {m.get("Name") or m["Source"] for m in mounts if m["RW"]}
+            assert sandbox.volume in writable
+            own = f"{manager.disk.folder(sandbox.volume)}/" if manager.disk else sandbox.volume
+            assert all(s.startswith(own) for s in writable - {sandbox.volume})
     finally:
         await manager.destroy(other.id)
 
@@ -318,7 +327,7 @@ async def small_host(instances: TestInstances, redis_url: str) -> AsyncIterator[
     opened = await SandboxManager.open(settings)
     try:
         yield opened
-        await sweep_instance(opened.client, settings.instance, opened.registry)
+        await sweep_instance(opened.client, settings.instance, opened.registry, opened.disk)
     finally:
         await opened.aclose()
 
@@ -378,7 +387,7 @@ async def test_a_burst_grows_the_warm_pool_and_idle_time_shrinks_it(
             await _burst_then_idle(opened, clock)
         assert await opened.list() == []  # the pool's sandboxes are gone with it
     finally:
-        await sweep_instance(opened.client, settings.instance, opened.registry)
+        await sweep_instance(opened.client, settings.instance, opened.registry, opened.disk)
         await opened.aclose()
 
 

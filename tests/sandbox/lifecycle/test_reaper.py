@@ -17,6 +17,7 @@ from sandbox.lifecycle.reaper import (
     LabelledObject,
     idle_records,
     label_expired,
+    orphan_disks,
     orphans,
     sweep_instance,
 )
@@ -75,6 +76,12 @@ def test_nothing_but_its_own_instances_sandbox_objects_is_an_orphan(labels: dict
     assert orphans([LabelledObject("volume", "kiln-ws-theirs", labels)], set(), "a") == []
 
 
+def test_an_orphan_subvolume_has_neither_a_volume_nor_a_known_sandbox() -> None:
+    disks = ["kiln-ws-known", "kiln-ws-volume", "kiln-ws-lost"]
+    volumes = {"kiln-ws-volume"}
+    assert orphan_disks(disks, volumes, {"known"}) == ["kiln-ws-lost"]
+
+
 @pytest.fixture
 async def own_manager(instances: TestInstances, redis_url: str) -> AsyncIterator[SandboxManager]:
     """A manager on an instance of its own (no pool), so reaping cannot touch other tests."""
@@ -82,7 +89,9 @@ async def own_manager(instances: TestInstances, redis_url: str) -> AsyncIterator
     manager = await SandboxManager.open(settings)
     try:
         yield manager
-        await sweep_instance(manager.client, manager.settings.instance, manager.registry)
+        await sweep_instance(
+            manager.client, manager.settings.instance, manager.registry, manager.disk
+        )
     finally:
         await manager.aclose()
 
@@ -135,7 +144,7 @@ async def _running(settings: SandboxSettings) -> AsyncIterator[SandboxManager]:
         async with manager:
             yield manager
     finally:
-        await sweep_instance(manager.client, settings.instance, manager.registry)
+        await sweep_instance(manager.client, settings.instance, manager.registry, manager.disk)
         await manager.aclose()
 
 

@@ -1,0 +1,241 @@
+"""Disk quotas per sandbox: the mount rule, the folders, and on the real engine (where setup
+made the btrfs root) generated code that writes until its quota stops it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from sandbox.containers.disk_quota import (
+    SandboxDisk,
+    mount_of,
+    parse_qgroup_usage,
+    sandbox_disk,
+    usable_root,
+)
+from sandbox.containers.docker_boundary import call
+from sandbox.errors import SandboxConfigError, SandboxUnavailable
+from sandbox.lifecycle.manager import SandboxManager
+from sandbox.lifecycle.reaper import sweep_instance
+from sandbox.session_log import failure_code, failure_text
+from sandbox.settings import SandboxSettings
+from sandbox.writes.flush import ArchiveTarget, Flusher
+from sandbox.writes.write_buffer import WriteBuffer
+from tests.sandbox.docker_support import DISK_ROOT, TestInstances, settings_for
+
+MOUNTINFO = "\n".join(
+    [
+        "22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw",
+        "30 22 7:0 / /var/lib/kiln/sandbox-disk rw,relatime shared:9 - btrfs /dev/loop0 rw",
+        "31 22 7:1 / /mnt/with\\040space rw - btrfs /dev/loop1 rw",
+        "32 22 0:5 / /var/lib/kiln/sandbox-disk/inner rw - tmpfs tmpfs rw",
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        pytest.param(
+            "/var/lib/kiln/sandbox-disk", ("/var/lib/kiln/sandbox-disk", "btrfs"), id="mount"
+        ),
+        pytest.param(
+            "/var/lib/kiln/sandbox-disk/a/b", ("/var/lib/kiln/sandbox-disk", "btrfs"), id="below"
+        ),
+        pytest.param(
+            "/var/lib/kiln/sandbox-disk/inner/x",
+            ("/var/lib/kiln/sandbox-disk/inner", "tmpfs"),
+            id="nested",
+        ),
+        pytest.param("/var/lib/kiln/sandbox-diskette", ("/", "ext4"), id="prefix-is-not-a-parent"),
+        pytest.param("/mnt/with space/x", ("/mnt/with space", "btrfs"), id="escaped-space"),
+    ],
+)
+def test_the_mount_holding_a_path_is_the_longest_parent(
+    path: str, expected: tuple[str, str]
+) -> None:
+    assert mount_of(Path(path), MOUNTINFO) == (Path(expected[0]), expected[1])
+
+
+@pytest.mark.parametrize(
+    ("path", "usable"),
+    [
+        pytest.param("/var/lib/kiln/sandbox-disk", True, id="btrfs-mount-point"),
+        pytest.param("/var/lib/kiln/sandbox-disk/a", False, id="inside-but-not-the-mount"),
+        pytest.param("/var/lib/kiln/sandbox-disk/inner", False, id="not-btrfs"),
+        pytest.param("/srv", False, id="plain-folder"),
+    ],
+)
+def test_only_a_btrfs_mount_point_is_a_disk_root(path: str, usable: bool) -> None:
+    assert usable_root(Path(path), MOUNTINFO) is usable
+
+
+def test_each_sandbox_has_its_folder_under_its_instance() -> None:
+    disk = SandboxDisk(Path("/q"), "inst-1", 2**30)
+    assert disk.folder("kiln-ws-ab12") == Path("/q/inst-1/kiln-ws-ab12")
+    assert disk.workspace("kiln-ws-ab12") == Path("/q/inst-1/kiln-ws-ab12/workspace")
+    assert disk.binds("kiln-ws-ab12") == {
+        "/q/inst-1/kiln-ws-ab12/home": "/home/node",
+        "/q/inst-1/kiln-ws-ab12/tmp": "/tmp",
+        "/q/inst-1/kiln-ws-ab12/var-tmp": "/var/tmp",
+    }
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", "", ".hidden", "x" * 300])
+def test_a_volume_name_that_is_no_folder_name_is_refused_in_words(name: str) -> None:
+    with pytest.raises(SandboxConfigError, match="not a safe folder name"):
+        SandboxDisk(Path("/q"), "inst", 2**30).folder(name)
+
+
+def test_settings_give_a_disk_only_with_a_root() -> None:
+    assert sandbox_disk(SandboxSettings()) is None
+    disk = sandbox_disk(SandboxSettings(disk_root=Path("/q"), instance="i", disk_quota="512m"))
+    assert disk == SandboxDisk(Path("/q"), "i", 512 * 2**20)
+
+
+# -- on the real engine ------------------------------------------------------------------
+
+BOUND = ("/home/node", "/tmp", "/var/tmp")
+QUOTA = 300 * 2**20
+SLACK = 64 * 2**20  # btrfs accounts writes at its commits, so a quota may overshoot a little
+# Generated code that writes until it fails: the workspace, then home and /tmp (one quota).
+FILL = """
+const fs = require('fs');
+const chunk = Buffer.alloc(1 << 20, 1);
+let written = 0;
+try {
+  const fd = fs.openSync('fill.bin', 'w');
+  for (let i = 0; i < 4096; i++) { fs.writeSync(fd, chunk); written += chunk.length; }
+} catch (error) { console.log('workspace stopped after ' + written + ': ' + error.message); }
+for (const where of ['/home/node/more.bin', '/tmp/more.bin', '/var/tmp/more.bin']) {
+  try { fs.writeFileSync(where, chunk); console.log(where + ' written'); }
+  catch (error) { console.log(where + ' stopped: ' + error.message); }
+}
+process.exit(1);
+"""
+
+# CI runs setup, which makes the root: there a missing one fails these tests instead.
+needs_disk_root = pytest.mark.skipif(
+    DISK_ROOT is None and not os.environ.get("CI"),
+    reason="no btrfs disk root (scripts/setup.sh makes one)",
+)
+on_engine = pytest.mark.docker
+
+
+@pytest.fixture
+async def small_disk(instances: TestInstances, redis_url: str) -> AsyncIterator[SandboxManager]:
+    """A manager on an instance of its own whose sandboxes have 300 MiB of disk each."""
+    settings = settings_for(instances.new("quota"), redis_url, disk_quota="300m")
+    opened = await SandboxManager.open(settings)
+    try:
+        yield opened
+        await sweep_instance(opened.client, settings.instance, opened.registry, opened.disk)
+    finally:
+        await opened.aclose()
+
+
+async def _target(container: ArchiveTarget) -> ArchiveTarget:
+    return container
+
+
+async def _as_sandbox_user(client: docker.DockerClient, container_id: str, *argv: str) -> str:
+    """The test's own probe, as the sandbox user (not the command policy)."""
+    container = await call(client.containers.get, container_id)
+    result = await call(container.exec_run, list(argv), user="1000:1000")
+    return str(result.output.decode())
+
+
+@pytest.mark.anyio
+@on_engine
+@needs_disk_root
+async def test_code_that_fills_its_disk_stops_at_the_quota_in_words_and_the_host_keeps_its_space(
+    small_disk: SandboxManager, docker_client: docker.DockerClient, buffer: WriteBuffer
+) -> None:
+    sandbox = await small_disk.provision("vanilla")
+    neighbour = await small_disk.provision("vanilla")
+    script = f"require('fs').writeFileSync('fill.js', {FILL!r})"
+    await _as_sandbox_user(docker_client, sandbox.container_id, "node", "-e", script)
+    free_before = shutil.disk_usage(DISK_ROOT.parent).free  # the host's disk, under the loop file
+    result = await small_disk.run_command(sandbox.id, ["node", "fill.js"])
+    host_used = free_before - shutil.disk_usage(DISK_ROOT.parent).free
+    stopped = dict(line.split(" stopped", 1) for line in result.output.splitlines())
+    # The workspace first, then home and both temporary folders: one quota for all it writes.
+    assert set(stopped) == {"workspace", *(f"{where}/more.bin" for where in BOUND)}, stopped
+    # Node has no name for EDQUOT ("UNKNOWN: unknown error, write"): kiln asks the quota.
+    assert result.quota_used_up
+    written = int(stopped["workspace"].split()[1].rstrip(":"))
+    assert 100 * 2**20 < written <= QUOTA + SLACK  # btrfs counts a little late
+    assert host_used < QUOTA + SLACK  # the host lost at most the quota
+    assert failure_code(result, "command_failed") == "disk_quota_exceeded"
+    assert "disk quota is used up" in failure_text(result)
+    # kiln's own write of the model's next file is refused with the quota's code and words.
+    await buffer.start_file("src/more.js")
+    await buffer.append("src/more.js", "x" * 300_000)
+    container = await small_disk.container_for(sandbox.id)
+    report = await Flusher(buffer, lambda _: _target(container)).flush()
+    assert [(f.path, f.code) for f in report.failed] == [("src/more.js", "disk_quota_exceeded")]
+    # The full sandbox's neighbour writes as before.
+    wrote = await _as_sandbox_user(
+        docker_client, neighbour.container_id, "node", "-e", FILL.replace("4096", "20")
+    )
+    assert "workspace stopped" not in wrote
+    assert "/tmp/more.bin written" in wrote
+
+
+@pytest.mark.anyio
+@on_engine
+@needs_disk_root
+async def test_nothing_outside_the_quota_is_writable_and_destroy_removes_the_subvolume(
+    small_disk: SandboxManager, docker_client: docker.DockerClient
+) -> None:
+    sandbox = await small_disk.provision("vanilla")
+    # A read-only root: nothing on it is writable, only the mount points of the quota's folders.
+    find = "find / -xdev -writable 2>/dev/null"
+    writable = await _as_sandbox_user(docker_client, sandbox.container_id, "sh", "-c", find)
+    assert set(writable.split()) == {"/workspace", "/home/node", "/tmp", "/var/tmp"}
+    folder = small_disk.disk.folder(sandbox.volume) if small_disk.disk else None
+    assert folder is not None
+    assert (folder / "workspace" / "package.json").is_file()
+    await small_disk.destroy(sandbox.id)
+    assert not folder.exists()
+
+
+@pytest.mark.anyio
+@on_engine
+@needs_disk_root
+async def test_the_reaper_removes_a_subvolume_whose_sandbox_is_gone(
+    small_disk: SandboxManager,
+) -> None:
+    disk = small_disk.disk
+    assert disk is not None
+    await disk.create("kiln-ws-crashed1")  # a crash between removing the volume and this
+    report = await small_disk.reap()
+    assert report.orphan_disks == ["kiln-ws-crashed1"]
+    assert "kiln-ws-crashed1" not in disk.volumes()
+
+
+@pytest.mark.parametrize(
+    ("shown", "usage"),
+    [
+        pytest.param(
+            "Qgroupid Referenced Exclusive Max referenced Path\n"
+            "-------- ---------- --------- -------------- ----\n"
+            "0/402     104873984 104873984      314572800 kiln-ws-ab\n",
+            (104873984, 314572800),
+            id="limited",
+        ),
+        pytest.param("0/402 16384 16384 none kiln-ws-ab\n", (16384, 0), id="no-limit"),
+    ],
+)
+def test_the_quota_usage_is_read_from_btrfs_output(shown: str, usage: tuple[int, int]) -> None:
+    assert parse_qgroup_usage(shown) == usage
+
+
+def test_unexpected_btrfs_output_is_refused_in_words() -> None:
+    with pytest.raises(SandboxUnavailable, match="unexpected btrfs qgroup output: 'ERROR'"):
+        parse_qgroup_usage("ERROR")
