@@ -23,22 +23,25 @@ sandboxes run unlimited as before and ``kiln doctor`` says so.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
 
 from sandbox.env_settings import size_bytes
-from sandbox.errors import DiskFull, SandboxConfigError, SandboxUnavailable
+from sandbox.errors import DiskFull, SandboxConfigError, SandboxError, SandboxUnavailable
+from sandbox.execution.exec_stream import ExecResult
 from sandbox.images.templates import SANDBOX_UID
 
 if TYPE_CHECKING:
     from sandbox.settings import SandboxSettings
 
+log = logging.getLogger(__name__)
 DEFAULT_DISK_ROOT = Path("/var/lib/kiln/sandbox-disk")
 MOUNTINFO = Path("/proc/self/mountinfo")
 # A write fails once little is left: from this share of the quota on, a failed command is
@@ -155,6 +158,20 @@ def sandbox_disk(settings: SandboxSettings) -> SandboxDisk | None:
     if settings.disk_root is None:
         return None
     return SandboxDisk(settings.disk_root, settings.instance, size_bytes(settings.disk_quota))
+
+
+async def with_quota_verdict(
+    disk: SandboxDisk | None, volume: str, result: ExecResult
+) -> ExecResult:
+    """A failed command's or install's result, marked when the sandbox's quota is used up."""
+    if result.ok or disk is None:
+        return result
+    try:
+        used_up = await disk.used_up(volume)
+    except SandboxError as exc:  # the command's own result still counts
+        log.warning("disk usage of %r unknown: %s", volume, exc)
+        return result
+    return replace(result, quota_used_up=True) if used_up else result
 
 
 async def enable_quotas(root: Path) -> None:

@@ -58,7 +58,7 @@ import anyio.abc
 import anyio.to_thread
 import docker
 
-from sandbox.containers.disk_quota import enable_quotas, sandbox_disk
+from sandbox.containers.disk_quota import enable_quotas, sandbox_disk, with_quota_verdict
 from sandbox.containers.docker_boundary import CallTimeouts, call, connect, set_call_timeouts
 from sandbox.containers.hardening import object_labels
 from sandbox.containers.labels import network_name, volume_name
@@ -382,7 +382,7 @@ class SandboxManager:
                     lambda: self._exec(sandbox_id, argv, timeout, on_output),
                     f"install in sandbox {sandbox_id!r}",
                 )
-                return await self._with_quota(sandbox_id, result)
+                return await with_quota_verdict(self.disk, volume_name(sandbox_id), result)
 
             queue = InstallQueue(
                 runner,
@@ -410,18 +410,7 @@ class SandboxManager:
             argv,
             on_output,
         )
-        return await self._with_quota(sandbox_id, result)
-
-    async def _with_quota(self, sandbox_id: str, result: ExecResult) -> ExecResult:
-        """A failed command's result, marked when the sandbox's disk quota is used up."""
-        if result.ok or self.disk is None:
-            return result
-        try:
-            used_up = await self.disk.used_up(volume_name(sandbox_id))
-        except SandboxError as exc:  # the command's own result still counts
-            log.warning("disk usage of sandbox %r unknown: %s", sandbox_id, exc)
-            return result
-        return replace(result, quota_used_up=True) if used_up else result
+        return await with_quota_verdict(self.disk, volume_name(sandbox_id), result)
 
     # -- workspace files ------------------------------------------------------------------
 

@@ -17,9 +17,11 @@ from sandbox.containers.disk_quota import (
     parse_qgroup_usage,
     sandbox_disk,
     usable_root,
+    with_quota_verdict,
 )
 from sandbox.containers.docker_boundary import call
-from sandbox.errors import SandboxConfigError, SandboxUnavailable
+from sandbox.errors import SandboxConfigError, SandboxError, SandboxUnavailable
+from sandbox.execution.exec_stream import ExecResult
 from sandbox.lifecycle.manager import SandboxManager
 from sandbox.lifecycle.reaper import sweep_instance
 from sandbox.session_log import failure_code, failure_text
@@ -239,3 +241,34 @@ def test_the_quota_usage_is_read_from_btrfs_output(shown: str, usage: tuple[int,
 def test_unexpected_btrfs_output_is_refused_in_words() -> None:
     with pytest.raises(SandboxUnavailable, match="unexpected btrfs qgroup output: 'ERROR'"):
         parse_qgroup_usage("ERROR")
+
+
+def _answering(answer: bool | SandboxError) -> SandboxDisk:
+    """A disk whose quota gives ``answer`` (or fails with it)."""
+
+    class Answering(SandboxDisk):
+        async def used_up(self, volume: str) -> bool:
+            if isinstance(answer, SandboxError):
+                raise answer
+            return answer
+
+    return Answering(Path("/q"), "i", 2**30)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("exit_code", "answer", "marked"),
+    [
+        pytest.param(1, True, True, id="failed-on-a-full-quota"),
+        pytest.param(1, False, False, id="failed-for-another-reason"),
+        pytest.param(0, True, False, id="succeeded-never-asked"),
+        pytest.param(1, SandboxUnavailable("btrfs away"), False, id="unknown-keeps-the-result"),
+    ],
+)
+async def test_a_failed_result_is_marked_when_the_quota_is_used_up(
+    exit_code: int, answer: bool | SandboxError, marked: bool
+) -> None:
+    result = ExecResult(("node", "a.js"), exit_code, "", False, False)
+    verdict = await with_quota_verdict(_answering(answer), "kiln-ws-a", result)
+    assert verdict.quota_used_up is marked
+    assert await with_quota_verdict(None, "kiln-ws-a", result) is result
