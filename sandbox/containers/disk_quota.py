@@ -114,7 +114,11 @@ class SandboxDisk:
         folder = self.folder(volume)
         if not folder.exists():
             await anyio.to_thread.run_sync(lambda: self.instance_folder.mkdir(exist_ok=True))
-            await _btrfs("subvolume", "create", str(folder))
+            try:
+                await _btrfs("subvolume", "create", str(folder))
+            except SandboxUnavailable:
+                if not folder.exists():  # else another process made it just now: fine
+                    raise
         await anyio.to_thread.run_sync(_make_folders, folder)
         await _btrfs("qgroup", "limit", str(self.quota_bytes), str(folder))
         return folder / "workspace"

@@ -8,6 +8,7 @@ import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
 import docker
 import pytest
 
@@ -272,3 +273,19 @@ async def test_a_failed_result_is_marked_when_the_quota_is_used_up(
     verdict = await with_quota_verdict(_answering(answer), "kiln-ws-a", result)
     assert verdict.quota_used_up is marked
     assert await with_quota_verdict(None, "kiln-ws-a", result) is result
+
+
+@pytest.mark.anyio
+@needs_disk_root
+async def test_two_callers_making_one_sandboxs_subvolume_at_once_both_get_it() -> None:
+    assert DISK_ROOT is not None
+    disk = SandboxDisk(DISK_ROOT, f"race-{os.getpid()}", QUOTA)
+    try:
+        async with anyio.create_task_group() as group:
+            for _ in range(2):
+                group.start_soon(disk.create, "kiln-ws-race")
+        assert disk.volumes() == ["kiln-ws-race"]
+        assert (disk.workspace("kiln-ws-race")).is_dir()
+    finally:
+        await disk.remove_all()
+    assert not disk.instance_folder.exists()
