@@ -27,6 +27,7 @@ import argparse
 import dataclasses
 import ipaddress
 import secrets
+import shutil
 import statistics
 import sys
 import tempfile
@@ -214,6 +215,15 @@ async def report(manager: SandboxManager, fleet: Fleet, free_before: int) -> Non
         "shared network's addresses": await subnet_size(manager),
         "KILN_MAX_SANDBOXES default": default_max_sandboxes(manager.settings.mem_limit),
     }
+    if manager.disk is not None:
+        disk = manager.disk
+        used = statistics.mean([(await disk.usage(s.volume))[0] for s in fleet.held])
+        free = shutil.disk_usage(disk.root).free
+        print(
+            f"  disk per idle sandbox: {used / MIB:.0f} MiB of its {manager.settings.disk_quota}"
+            f" quota (the template's files); {free / GIB:.1f} GiB free on the quota disk"
+        )
+        limits["quota disk (at idle use)"] = count + int(free / max(used, 1))
     print("  what limits this host (sandboxes):")
     for what, most in sorted(limits.items(), key=lambda item: item[1]):
         print(f"    {what:<28} {most:6d}")

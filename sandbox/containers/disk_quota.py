@@ -128,9 +128,13 @@ class SandboxDisk:
         program reported in its own words (Node says "unknown error" for EDQUOT) comes from."""
         if not self.folder(volume).exists():
             return False
-        shown = await _btrfs("qgroup", "show", "-rf", "--raw", str(self.folder(volume)))
-        used, limit = parse_qgroup_usage(shown)
+        used, limit = await self.usage(volume)
         return limit > 0 and used >= limit * USED_UP_SHARE
+
+    async def usage(self, volume: str) -> tuple[int, int]:
+        """``(bytes written, limit)`` of the sandbox's subvolume (a limit of 0 is none)."""
+        shown = await _btrfs("qgroup", "show", "-rf", "--raw", str(self.folder(volume)))
+        return parse_qgroup_usage(shown)
 
     async def remove(self, volume: str) -> bool:
         """Delete the sandbox's subvolume; ``False`` when there was none. A plain folder in
