@@ -49,13 +49,18 @@ async def create_volume(
 ) -> SandboxDisk | None:
     """Create a named volume (a no-op when it exists); with a ``disk``, one bound to the
     sandbox's quota-limited subvolume (made first). The disk the volume is on: ``None`` for a
-    plain volume, also one made before the instance had a disk (it keeps working, unlimited)."""
+    plain volume, also one made before the instance had a disk (it keeps working, unlimited).
+
+    A subvolume whose volume is gone (removed by hand, or a crash between removing the one and
+    the other) is stale: it goes, and the workspace starts from the template like any lost one
+    (the project store restores it), never from files Docker no longer knows."""
     if disk is None:
         await call(client.volumes.create, name=name, labels=labels)
         return None
     try:
         existing = await call(client.volumes.get, name)
     except SandboxNotFound:
+        await disk.remove(name)
         folder = await disk.create(name)
         options = {"type": "none", "o": "bind", "device": str(folder)}
         await call(client.volumes.create, name=name, labels=labels, driver_opts=options)

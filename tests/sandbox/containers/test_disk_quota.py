@@ -289,3 +289,19 @@ async def test_two_callers_making_one_sandboxs_subvolume_at_once_both_get_it() -
     finally:
         await disk.remove_all()
     assert not disk.instance_folder.exists()
+
+
+@pytest.mark.anyio
+@on_engine
+@needs_disk_root
+async def test_a_workspace_whose_volume_was_removed_by_hand_starts_over_from_the_template(
+    small_disk: SandboxManager, docker_client: docker.DockerClient
+) -> None:
+    sandbox = await small_disk.provision("vanilla")
+    await _as_sandbox_user(docker_client, sandbox.container_id, "touch", "/workspace/stale.txt")
+    docker_client.containers.get(sandbox.container_id).remove(force=True)
+    docker_client.volumes.get(sandbox.volume).remove(force=True)  # its subvolume stays behind
+    revived = await small_disk.container_for(sandbox.id)
+    listing = await _as_sandbox_user(docker_client, revived.id, "ls", "/workspace")
+    assert "package.json" in listing.split()
+    assert "stale.txt" not in listing.split()
