@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import ipaddress
+import os
 import secrets
 import shutil
 import statistics
@@ -41,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.service.embedded_redis import EmbeddedRedis
 from sandbox import Sandbox, SandboxManager, SandboxSettings, call, connect, sweep_instance
+from sandbox.containers.disk_quota import SandboxDisk
 from sandbox.settings import default_max_sandboxes
 
 TEMPLATE = "vanilla"
@@ -216,17 +218,23 @@ async def report(manager: SandboxManager, fleet: Fleet, free_before: int) -> Non
         "KILN_MAX_SANDBOXES default": default_max_sandboxes(manager.settings.mem_limit),
     }
     if manager.disk is not None:
-        disk = manager.disk
-        used = statistics.mean([(await disk.usage(s.volume))[0] for s in fleet.held])
-        free = shutil.disk_usage(disk.root).free
-        print(
-            f"  disk per idle sandbox: {used / MIB:.0f} MiB of its {manager.settings.disk_quota}"
-            f" quota (the template's files); {free / GIB:.1f} GiB free on the quota disk"
-        )
-        limits["quota disk (at idle use)"] = count + int(free / max(used, 1))
+        await disk_report(manager.disk, fleet)
     print("  what limits this host (sandboxes):")
     for what, most in sorted(limits.items(), key=lambda item: item[1]):
         print(f"    {what:<28} {most:6d}")
+
+
+async def disk_report(disk: SandboxDisk, fleet: Fleet) -> None:
+    """What an idle sandbox writes of its quota, and how many full quotas the disk holds (the
+    quota is a limit, not a reservation: idle sandboxes write little)."""
+    os.sync()  # btrfs counts a subvolume's bytes when it commits
+    used = statistics.mean([(await disk.usage(s.volume))[0] for s in fleet.held])
+    free = shutil.disk_usage(disk.root).free
+    print(
+        f"  disk per idle sandbox: {used / MIB:.1f} MiB of its {disk.quota_bytes / GIB:g} GiB"
+        f" quota; the quota disk has {free / GIB:.1f} GiB free:"
+        f" {int(free / disk.quota_bytes)} more sandboxes at their full quota"
+    )
 
 
 async def bench(args: argparse.Namespace) -> None:
