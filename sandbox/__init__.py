@@ -20,7 +20,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sandbox.containers.disk_quota import sandbox_disk, usable_root
+    from sandbox.containers.disk_quota import DEFAULT_DISK_ROOT, sandbox_disk, usable_root
     from sandbox.containers.docker_boundary import (
         call,
         connect,
@@ -163,6 +163,7 @@ _EXPORTS: dict[str, str] = {
     "SandboxManager": "sandbox.lifecycle.manager",
     "sweep_instance": "sandbox.lifecycle.reaper",
     "sandbox_disk": "sandbox.containers.disk_quota",
+    "DEFAULT_DISK_ROOT": "sandbox.containers.disk_quota",
     "usable_root": "sandbox.containers.disk_quota",
     "registry_prefix": "sandbox.lifecycle.registry",
     "BUILD_COMMAND": "sandbox.images.templates",
@@ -212,6 +213,7 @@ __all__ = [
     "BUILD_COMMAND",
     "BUILD_LOCK",
     "DEFAULT_DATA_DIR",
+    "DEFAULT_DISK_ROOT",
     "DEFAULT_TEMPLATE",
     "EXCLUDED_NAMES",
     "PROXY_NAME",

@@ -247,10 +247,12 @@ def _max_sandboxes(read: EnvReader) -> int | None:
 
 def _disk_root(read: EnvReader) -> Path | None:
     """``KILN_SANDBOX_DISK_ROOT``: unset means the one setup.sh makes when it is there (a
-    btrfs mount point); empty means none (sandboxes without a disk quota); a path is checked
-    when the manager opens (``enable_quotas``)."""
+    btrfs mount point) and kiln runs as root (setting quotas needs it); empty means none
+    (sandboxes without a disk quota); a path is checked when the manager opens
+    (``enable_quotas``)."""
     if "KILN_SANDBOX_DISK_ROOT" not in read.env:
-        return DEFAULT_DISK_ROOT if usable_root(DEFAULT_DISK_ROOT) else None
+        usable = usable_root(DEFAULT_DISK_ROOT) and os.geteuid() == 0
+        return DEFAULT_DISK_ROOT if usable else None
     raw = read.raw("KILN_SANDBOX_DISK_ROOT")
     return None if raw is None else read.path("KILN_SANDBOX_DISK_ROOT", DEFAULT_DISK_ROOT)
 

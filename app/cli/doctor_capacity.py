@@ -26,6 +26,7 @@ import docker
 
 from app.cli.doctor_result import CheckResult
 from sandbox import (
+    DEFAULT_DISK_ROOT,
     SandboxError,
     SandboxSettings,
     call,
@@ -149,6 +150,8 @@ def disk_result(settings: SandboxSettings) -> CheckResult:
     root = settings.disk_root
     if root is None or not usable_root(root):
         where = "no btrfs quota disk" if root is None else f"{str(root)!r} is not a btrfs mount"
+        if root is None and usable_root(DEFAULT_DISK_ROOT):
+            where = f"not root, so no quotas on {str(DEFAULT_DISK_ROOT)!r}"
         detail = f"{where}: sandboxes write without a limit and could fill the host's disk"
         hint = "run scripts/setup.sh (it makes one) or set KILN_SANDBOX_DISK_ROOT to a btrfs mount"
         return CheckResult("disk", False, detail, hint)

@@ -188,13 +188,19 @@ def test_disk_reports_the_quota_and_the_space_left_for_all_sandboxes() -> None:
 
 
 @pytest.mark.parametrize(
-    ("root", "words"),
+    ("root", "setup_made_one", "words"),
     [
-        pytest.param(None, "no btrfs quota disk: sandboxes write without a limit", id="none"),
-        pytest.param(Path("/srv"), "'/srv' is not a btrfs mount", id="not-btrfs"),
+        pytest.param(None, False, "no btrfs quota disk: sandboxes write without a", id="none"),
+        pytest.param(Path("/srv"), False, "'/srv' is not a btrfs mount", id="not-btrfs"),
+        pytest.param(None, True, "not root, so no quotas on '/var/lib/kiln/sandbox-", id="user"),
     ],
 )
-def test_no_disk_quota_fails_in_words(root: Path | None, words: str) -> None:
+def test_no_disk_quota_fails_in_words(
+    root: Path | None, setup_made_one: bool, words: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        "app.cli.doctor_capacity.usable_root", lambda path: setup_made_one and path != root
+    )
     result = disk_result(replace(SMALL, disk_root=root))
     assert not result.ok
     assert result.detail.startswith(words)

@@ -274,7 +274,11 @@ def test_the_disk_root_is_setups_when_there_else_none_and_empty_turns_it_off(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr("sandbox.settings.usable_root", lambda path: True)
+    monkeypatch.setattr("os.geteuid", lambda: 0)
     assert SandboxSettings.from_env({}).disk_root == Path("/var/lib/kiln/sandbox-disk")
+    monkeypatch.setattr("os.geteuid", lambda: 1000)  # setting quotas needs root
+    assert SandboxSettings.from_env({}).disk_root is None
+    monkeypatch.setattr("os.geteuid", lambda: 0)
     assert SandboxSettings.from_env({"KILN_SANDBOX_DISK_ROOT": ""}).disk_root is None
     named = {"KILN_SANDBOX_DISK_ROOT": str(tmp_path)}
     assert SandboxSettings.from_env(named).disk_root == tmp_path
