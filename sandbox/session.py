@@ -9,7 +9,10 @@ template's build (:data:`BUILD_COMMAND`) is queued silently as soon as an answer
 complete (``sandbox_end``): post-generation builds every run anyway, so starting it then costs
 nothing, and when the answer asks for the same build on the same files its result is handed
 over (output replayed) instead of building again. A file, edit, install or command after it
-cancels it (its processes are killed) and the build runs again when asked. Nothing raises out of
+cancels it (its processes are killed) and the build runs again when asked.
+:meth:`SandboxSession.settle` waits only for what can change the project's source files, not for
+the build (it writes only its output, which no version of a project holds): a turn's version is
+taken while its build runs. Nothing raises out of
 :meth:`SandboxSession.handle`: a refused or failed step becomes an error record (``code`` +
 ``message``) and the stream goes on, because the model gets the errors back and the user sees
 them.
@@ -143,6 +146,7 @@ class SandboxSession:
         # ... and the latest the answer (or post-generation) asked for: a turn waits for that
         # one, not for a build ahead after it, which goes on into the next turn if need be.
         self._last_asked: anyio.Event | None = None
+        self._last_changing: anyio.Event | None = None  # ... and the latest that is no build
         self._ahead_scopes: set[anyio.CancelScope] = set()  # builds ahead queued or running
         self._abandoned = False
         self._build_ahead = build_ahead
@@ -186,6 +190,17 @@ class SandboxSession:
         await self._flushed()
         return self.log
 
+    async def settle(self) -> SessionLog:
+        """Wait until what was handed over can no longer change the project's source files:
+        installs, flushes and every command but the template's build done (the build may go on;
+        see the module docstring)."""
+        await self.writer.abandon()
+        if self._last_changing is not None:
+            await self._last_changing.wait()  # commands run in order: the earlier ones are done
+        await self._wait_installs()
+        await self._flushed()
+        return self.log
+
     async def abandon(self) -> SessionLog:
         """A cancelled run: stop background installs and commands, flush what was written,
         keep the log."""
@@ -202,6 +217,7 @@ class SandboxSession:
             self.log.workspace_state += 1
             if not _asks_for_build(event):
                 self._changed()
+                self.log.source_state += 1
         if isinstance(event, EditStart | EditBlock | EditEnd):
             await self._edit(event)
         elif isinstance(event, FileContent):
@@ -326,6 +342,8 @@ class SandboxSession:
         previous, self._last_command = self._last_command, anyio.Event()
         if not ahead:
             self._last_asked = self._last_command
+        if tuple(argv) != BUILD_COMMAND:
+            self._last_changing = self._last_command
         self._tasks.start_soon(self._command_in_turn, argv, previous, self._last_command, ahead)
 
     async def _command_in_turn(

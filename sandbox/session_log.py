@@ -39,6 +39,10 @@ class SessionLog:
     # already passed on exactly the files there are now, and skip building them again.
     workspace_state: int = 0
     succeeded_in: dict[tuple[str, ...], int] = field(default_factory=dict)
+    # The same count of what may have changed the project's source files: the template's build
+    # is left out (it writes only its output, which no version holds), so a version recorded
+    # after a build is known to be the current one.
+    source_state: int = 0
     # Edits in the order they ended: each applied one as (path, whole new content), and each
     # refused one; the agent loop tells the model about the latter.
     applied_edits: list[tuple[str, str]] = field(default_factory=list)

@@ -558,3 +558,61 @@ async def test_a_file_the_disk_quota_refuses_is_reported_with_the_quotas_code_an
     assert [e["code"] for e in log.errors] == ["disk_quota_exceeded"]
     assert log.errors[0]["message"].startswith("'src/big.js' could not be written: the sandbox's")
     assert "src/big.js" not in log.files
+
+
+async def test_the_files_settle_while_the_answers_build_still_runs(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = session
+    sandbox.command_gate = anyio.Event()
+    for event in [*ANSWER_FILES, BUILD]:
+        await running.handle(event)
+    await _build_started(sandbox)
+    try:
+        with anyio.fail_after(5):
+            log = await running.settle()  # the build is still held at the gate
+        assert sandbox.files["src/App.jsx"] == b"export default 1;\n"
+        assert "ran npm run build" not in sandbox.timeline
+    finally:
+        sandbox.command_gate.set()  # else the session's close waits for the build forever
+    await running.finish()
+    assert log.source_state == running.log.source_state  # the build changed no source file
+
+
+async def test_the_files_settle_only_after_another_command_ran(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = session
+    sandbox.command_gate = anyio.Event()
+    for event in [*ANSWER_FILES, BUILD, Command("npx", ["prettier", "--write", "src"])]:
+        await running.handle(event)
+    settled: list[str] = []
+
+    async def settle() -> None:
+        await running.settle()
+        settled.append("settled")
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(settle)
+        try:
+            await anyio.wait_all_tasks_blocked()
+            assert settled == []  # the build, then the command that may rewrite sources, wait
+        finally:
+            sandbox.command_gate.set()
+    assert settled == ["settled"]
+    assert sandbox.timeline[-1] == "ran npx prettier --write src"
+
+
+async def test_the_source_state_counts_what_may_change_sources_but_not_the_build(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = session
+    for event in ANSWER_FILES:
+        await running.handle(event)
+    before = running.log.source_state
+    await running.handle(BUILD)
+    await running.finish()
+    assert running.log.source_state == before
+    await running.handle(Command("npm", ["test"]))
+    await running.finish()
+    assert running.log.source_state > before
