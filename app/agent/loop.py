@@ -248,9 +248,8 @@ class AgentRun:
 
     async def _loop(self, state: Checkpoint) -> None:
         while state.stop_reason is None:
-            await self._turn(state, fixup=False)
+            await self._turn(state, fixup=False)  # its version is recorded as it ends
             await self._save(state)
-            await self._record_version(state, "")
         if StopReason(state.stop_reason) not in _BUILDS_AFTER or not state.files:
             return
         if self._cancel.is_set():
@@ -264,7 +263,6 @@ class AgentRun:
             if not await self._turn(state, fixup=True):
                 break
             await self._save(state)
-            await self._record_version(state, "fix-up turn")
             await self._post_generate(state)
             await self._record_version(state, "post-generation fixes")
 
@@ -325,7 +323,8 @@ class AgentRun:
         # so a developer can see exactly which prompt led to which answer.
         prompt = state.messages[-1].content
         await self._emit({"type": "turn_start", "turn": turn, "fixup": fixup, "prompt": prompt})
-        answer, fatal = await self._stream_turn(turn, system, trimmed.messages)
+        note = "fix-up turn" if fixup else ""
+        answer, fatal = await self._stream_turn(turn, system, trimmed.messages, note)
         state.turn = turn
         state.messages.append(Message("assistant", answer or EMPTY_ANSWER))
         state.files, state.packages = self._assembler.files, list(self._assembler.packages)
@@ -335,9 +334,10 @@ class AgentRun:
         return True
 
     async def _stream_turn(
-        self, turn: int, system: str, messages: list[Message]
+        self, turn: int, system: str, messages: list[Message], note: str
     ) -> tuple[str, str | None]:
-        """Stream one answer through the parser; the answer's text and a fatal error, if any."""
+        """Stream one answer through the parser, then wait for its commands while its version
+        (``note``) is recorded; the answer's text and a fatal error, if any."""
         self._recorder = TurnRecorder(turn)
         parser, answer, fatal = StreamParser(), [], None
         request = ProviderRequest(
@@ -360,19 +360,27 @@ class AgentRun:
             await stream.aclose()
         for event in parser.close():
             await self._handle(event, turn)
-        await self._commands_done()
+        await self._commands_done(turn, note)
         usage = stream.usage
         self._tracker.record_usage(
             usage.input_tokens, usage.output_tokens, estimated=usage.estimated
         )
         return "".join(answer), fatal
 
-    async def _commands_done(self) -> None:
+    async def _commands_done(self, turn: int, note: str) -> None:
         """The turn ends once the commands its answer asked for have run (their results are
-        this turn's tool results), though the stream did not wait for them."""
+        this turn's tool results), though the stream did not wait for them. Its version is
+        recorded meanwhile: the workspace waits only for what can change the project's files,
+        so the build (the slowest command, often still running) and the version overlap."""
         if self._workspace.sandbox_id is not None:
             target = await self._workspace.target(self._on_record)
-            await self._cancellable(target.wait_commands())
+            await self._cancellable(self._commands_and_version(target, turn, note))
+
+    async def _commands_and_version(self, target: EventTarget, turn: int, note: str) -> None:
+        async with anyio.create_task_group() as tasks:
+            if not self._cancel.is_set():  # a cancelled run's version is recorded at close
+                tasks.start_soon(self._workspace.record_version, turn, note)
+            await target.wait_commands()
 
     async def _decide(self, state: Checkpoint, fatal: str | None) -> None:
         facts = self._recorder.facts(

@@ -119,8 +119,10 @@ class Workspace(Protocol):
         ...
 
     async def record_version(self, turn: int, note: str = "") -> None:
-        """Wait for pending installs and flushes, then record what the sandbox holds as a
-        version of the chat's project if it changed (nothing without a project or sandbox)."""
+        """Wait until the project's files are final (pending installs, flushes and commands
+        other than the template's build, which may still run), then record what the sandbox
+        holds as a version of the chat's project if it changed (nothing without a project or
+        sandbox)."""
         ...
 
     async def existing_project(self) -> ExistingProject | None:
@@ -154,9 +156,9 @@ class SandboxWorkspace:
         self._project, self._run = project, run
         self._on_record: RecordSink | None = None
         self._turn = 0
-        # The session's workspace_state when a version was last recorded: a close with nothing
-        # handled since then has nothing new to record (the tar out of the sandbox costs ~0.1 s
-        # at the end of every run).
+        # The session's source_state when a version was last recorded: with nothing that could
+        # change the project's files handled since then (a build aside), there is nothing new to
+        # record (the tar out of the sandbox costs ~0.1 s at the end of every run).
         self._recorded_state: int | None = None
         self._early: _EarlyAcquire | None = None
         self.sandbox_id: str | None = None
@@ -246,7 +248,7 @@ class SandboxWorkspace:
         finally:
             await self._stack.aclose()
             # A failed run (or one whose worker is shutting down) still records what it wrote.
-            if log.workspace_state != self._recorded_state:
+            if log.source_state != self._recorded_state:
                 with anyio.CancelScope(shield=True):
                     await self._record(self._turn, "cancelled" if abandon else "run ended")
         try:
@@ -258,12 +260,14 @@ class SandboxWorkspace:
         return log
 
     async def record_version(self, turn: int, note: str = "") -> None:
-        """Wait for installs and flushes, then record the sandbox's files as a version."""
+        """Once the project's files are final (a build may still run: it changes none of
+        them), record them as a version unless nothing could have changed them since the last."""
         self._turn = max(self._turn, turn)
         if self._session is None or self._project is None:
             return
-        await self._session.finish()
-        await self._record(turn, note)
+        await self._session.settle()
+        if self._session.log.source_state != self._recorded_state:
+            await self._record(turn, note)
 
     async def existing_project(self) -> ExistingProject | None:
         """The latest version's files, with the template of the chat's sandbox (or the one
@@ -297,6 +301,6 @@ class SandboxWorkspace:
         if self._project is None or self.sandbox_id is None or self._on_record is None:
             return
         info = VersionInfo(run=self._run, turn=turn, note=note)
-        state = self._session.log.workspace_state if self._session is not None else None
+        state = self._session.log.source_state if self._session is not None else None
         await self._project.record(self.sandbox_id, info, self._on_record)
         self._recorded_state = state

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 from anyio.abc import TaskGroup
 
 from app.agent.context import ExistingProject
@@ -40,6 +41,7 @@ class FakeTarget:
         self._blocks: list[tuple[str, str]] = []
         self._on_record = on_record
         self._exit_codes = exit_codes
+        self.commands_held: anyio.Event | None = None  # set: commands end only when it is
 
     @property
     def files(self) -> dict[str, str]:
@@ -50,7 +52,8 @@ class FakeTarget:
         return self.files.get(path)
 
     async def wait_commands(self) -> None:
-        pass  # commands run as they are handled
+        if self.commands_held is not None:
+            await self.commands_held.wait()  # else commands run as they are handled
 
     async def handle(self, event: Event) -> None:
         self.events.append(event)
@@ -105,9 +108,16 @@ class FakeWorkspace:
     template = "vite-react"
 
     def __init__(
-        self, exit_codes: dict[str, int] | None = None, project: ExistingProject | None = None
+        self,
+        exit_codes: dict[str, int] | None = None,
+        project: ExistingProject | None = None,
+        *,
+        hold_commands: bool = False,
     ) -> None:
+        """``hold_commands``: the target's commands end only once a version was recorded."""
         self.project = project
+        self.version_recorded = anyio.Event()
+        self._hold_commands = hold_commands
         self.sandbox_id: str | None = None
         self.dev_url: str | None = None
         self.target_: FakeTarget | None = None
@@ -120,6 +130,8 @@ class FakeWorkspace:
         if self.target_ is None:
             files = self.project.files if self.project else {}
             self.target_ = FakeTarget(on_record, self._exit_codes, files)
+            if self._hold_commands:
+                self.target_.commands_held = self.version_recorded
             self.sandbox_id, self.dev_url = "fake1", "http://127.0.0.1:1/"
         return self.target_
 
@@ -135,6 +147,7 @@ class FakeWorkspace:
 
     async def record_version(self, turn: int, note: str = "") -> None:
         self.versions_recorded.append((turn, note))
+        self.version_recorded.set()
 
     async def existing_project(self) -> ExistingProject | None:
         return self.project

@@ -97,6 +97,15 @@ async def test_todo_recording_completes_in_one_turn_and_builds() -> None:
     assert events.events[-1]["type"] == "session_complete"
 
 
+async def test_a_turns_version_is_recorded_while_its_commands_still_run() -> None:
+    """The build is what takes longest after the stream; the turn's version does not wait."""
+    workspace = FakeWorkspace(hold_commands=True)  # commands end only once a version exists
+    with anyio.fail_after(10):
+        result = await run(RECORDINGS / "todo-vite-react.txt", workspace=workspace)
+    assert result.status == "completed"
+    assert workspace.versions_recorded == [(1, ""), (1, "post-generation fixes")]
+
+
 async def test_files_reach_the_sandbox_while_the_answer_streams() -> None:
     """Each file event is handed to the sandbox before the next one is parsed."""
     workspace, events = FakeWorkspace(), Collector()

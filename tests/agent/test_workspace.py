@@ -120,7 +120,7 @@ async def test_a_failed_early_acquire_is_left_for_the_real_one_to_report() -> No
 
 @dataclass
 class _Log:
-    workspace_state: int = 0
+    source_state: int = 0
     errors: list[dict[str, str]] = field(default_factory=list)
 
 
@@ -130,7 +130,13 @@ class _Session:
 
     log: _Log = field(default_factory=_Log)
 
+    settled: int = 0
+
     async def finish(self) -> _Log:
+        return self.log
+
+    async def settle(self) -> _Log:
+        self.settled += 1
         return self.log
 
     async def abandon(self) -> _Log:
@@ -187,9 +193,9 @@ async def test_a_close_records_a_version_only_when_something_was_handled_since_t
 ) -> None:
     project = _Project()
     workspace, session = _open_workspace(project)
-    session.log.workspace_state = 5  # the turn's files, installs and commands
+    session.log.source_state = 5  # the turn's files, installs and commands
     await workspace.record_version(1)
-    session.log.workspace_state += handled_after_the_turn
+    session.log.source_state += handled_after_the_turn
     await workspace.close(abandon=abandon)
     assert project.notes == [note for note in notes if note is not None]
 
@@ -197,6 +203,18 @@ async def test_a_close_records_a_version_only_when_something_was_handled_since_t
 async def test_a_close_records_what_a_run_wrote_when_no_version_was_recorded_yet() -> None:
     project = _Project()
     workspace, session = _open_workspace(project)
-    session.log.workspace_state = 3  # a run that failed before its turn ended
+    session.log.source_state = 3  # a run that failed before its turn ended
     await workspace.close()
     assert project.notes == ["run ended"]
+
+
+async def test_a_version_is_recorded_only_if_the_files_may_have_changed() -> None:
+    project = _Project()
+    workspace, session = _open_workspace(project)
+    session.log.source_state = 4  # the turn's files
+    await workspace.record_version(1)
+    await workspace.record_version(1, "post-generation fixes")  # only a build since: no change
+    session.log.source_state += 1  # a fix written
+    await workspace.record_version(1, "post-generation fixes")
+    assert project.notes == ["", "post-generation fixes"]
+    assert session.settled == 3  # each waited for the files to settle, never for the build

@@ -1,6 +1,10 @@
 """A worker killed with SIGKILL between a turn's writes and its commit loses no file of the
 turn: another worker resumes the run in the same chat's sandbox (real Docker, Redis and git)
-and the version recorded after the resume holds every file of the turn, as checkpointed."""
+and the version recorded after the resume holds every file of the turn, as checkpointed.
+
+A turn's version is recorded as its stream ends, while its build still runs, and its checkpoint
+once the build's result is in: the window is from the turn's first file written to its version,
+and the resume, with no checkpoint of that turn, runs the turn again."""
 
 from __future__ import annotations
 
@@ -107,8 +111,9 @@ def start_worker(
 
 
 def between_writes_and_commit(store: Store, run_id: str) -> bool:
-    """The turn is over and checkpointed (its files written); its version is not recorded."""
-    return store.load_checkpoint(run_id) is not None and not store.events_of_type(run_id, "version")
+    """Files of the turn are in its sandbox; its version is not recorded."""
+    written = store.events_of_type(run_id, "file_written")
+    return bool(written) and not store.events_of_type(run_id, "version")
 
 
 async def test_a_kill_between_writes_and_commit_loses_no_file_of_the_turn(
@@ -132,17 +137,17 @@ async def test_a_kill_between_writes_and_commit_loses_no_file_of_the_turn(
     workers[0].send_signal(signal.SIGKILL)
     workers[0].wait()
     assert not store.events_of_type(run_id, "version"), "killed too late: the turn was recorded"
-    checkpoint = store.load_checkpoint(run_id)
-    assert checkpoint is not None
     workers.append(start_worker(instance, settings, 0, "second", log))
     with anyio.fail_after(DEADLINE_SECONDS):
         async with RunFollower(store, client, run_id, poll_seconds=0.2) as follower:
             events = [event async for _seq, event in follower]
     run = store.get_run(run_id)
+    checkpoint = store.load_checkpoint(run_id)
     store.close()
     assert run is not None
     assert (run.status, run.worker) == ("completed", "crash-test-second"), log.read_text()
     assert [e["type"] for e in events].count("version") >= 1
+    assert checkpoint is not None
     recorded = GitProjectStore(settings.projects_dir).files(chat.id, "latest")
     assert set(TODO_FILES) <= set(recorded)
     for path, content in checkpoint["files"].items():
