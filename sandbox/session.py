@@ -47,7 +47,7 @@ from parser.events import (
 from sandbox.errors import CommandRefused, SandboxError
 from sandbox.execution.exec_stream import ExecResult, OutputSink
 from sandbox.execution.install_queue import InstallResult
-from sandbox.images.templates import BUILD_COMMAND, Template
+from sandbox.images.templates import BUILD_COMMAND, Template, direct_build
 from sandbox.lifecycle.manager import SandboxManager
 from sandbox.session_log import (
     DISK_QUOTA_EXCEEDED,
@@ -409,16 +409,26 @@ class SandboxSession:
         async def keep(line: str) -> None:
             lines.append(line)
 
+        run, header = await self._build_argv(argv)
         self._ahead_scope = scope
         try:
-            result = await self.ports.run_command(argv, keep)
+            result = await self.ports.run_command(run, keep)
         except CommandRefused:
             return
         finally:
             self._ahead_scope = None
         if result.ok and self._changes == start:
-            self._built_ahead = BuiltAhead(tuple(argv), start, lines)
+            self._built_ahead = BuiltAhead(tuple(argv), start, header + lines)
             self._succeeded(argv)
+
+    async def _build_argv(self, argv: list[str]) -> tuple[list[str], list[str]]:
+        """What the build ahead runs for ``argv``: the template's build without npm in front
+        when package.json still says so (with the lines npm would print first), else ``argv``."""
+        try:
+            manifest = await self.ports.read_workspace("package.json")
+        except SandboxError:
+            return argv, []
+        return direct_build(self.template, manifest) or (argv, [])
 
     async def _hand_over(self, argv: list[str]) -> bool:
         """Report the build ahead as this command's run when it built exactly these files."""

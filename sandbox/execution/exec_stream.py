@@ -37,6 +37,7 @@ import anyio.to_thread
 import docker
 
 from sandbox.containers.docker_boundary import call, run_wrapped
+from sandbox.execution.host_cgroup import host_kill_marked, host_oom_kills
 from sandbox.images.templates import SANDBOX_UID, WORKSPACE
 
 OutputSink = Callable[[str], Awaitable[None]]
@@ -190,13 +191,21 @@ async def exec_streaming(
 
 
 async def kill_marked(client: docker.DockerClient, container_id: str, mark: str) -> None:
-    """Kill every process of the container started by the command that carried ``mark``."""
+    """Kill every process of the container started by the command that carried ``mark``:
+    from the host when it can (:mod:`sandbox.execution.host_cgroup`), else with an exec."""
+    kill = functools.partial(host_kill_marked, container_id, COMMAND_MARK, mark)
+    if await anyio.to_thread.run_sync(kill):
+        return
     exec_id = await _create(client, container_id, ["sh", "-c", KILL_MARKED, "sh", mark])
     await call(client.api.exec_start, exec_id)
 
 
 async def oom_kills(client: docker.DockerClient, container_id: str) -> int | None:
-    """How many processes the container's memory cgroup has OOM-killed; None if unknown."""
+    """How many processes the container's memory cgroup has OOM-killed; None if unknown. Read
+    on the host when it can, else with an exec."""
+    counted = host_oom_kills(container_id)
+    if counted is not None:
+        return counted
     exec_id = await _create(client, container_id, list(OOM_COUNTER_ARGV))
     output = await call(client.api.exec_start, exec_id)
     return parse_oom_kills(output)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 WORKSPACE = "/workspace"
@@ -23,6 +24,10 @@ class Template:
     # Files the template owns; writes to them are merged (package.json) or refused with a warning.
     config_files: tuple[str, ...]
     dev_command: tuple[str, ...]
+    # Its package.json's "build" script, and the same program run without npm in front (the
+    # build ahead runs that: npm's own start-up is ~0.2 s of a 1.5 s build, issue 13).
+    build_script: str = ""
+    direct_build: tuple[str, ...] = ()
 
     @property
     def image(self) -> str:
@@ -39,6 +44,8 @@ TEMPLATES: dict[str, Template] = {
         # `npm run dev` under kiln's supervisor (images/vite-react/kiln-dev.mjs): it starts the
         # dev server over after an install and after it exits.
         dev_command=("node", "/usr/local/lib/kiln/kiln-dev.mjs"),
+        build_script="vite build",
+        direct_build=("node", "node_modules/vite/bin/vite.js", "build"),
     ),
     "vanilla": Template(
         name="vanilla",
@@ -46,6 +53,8 @@ TEMPLATES: dict[str, Template] = {
         entrypoints=("index.html",),
         config_files=("package.json", "package-lock.json", "server.js"),
         dev_command=("npm", "run", "dev"),
+        build_script="node server.js --check",
+        direct_build=("node", "server.js", "--check"),
     ),
     "nextjs": Template(
         name="nextjs",
@@ -53,6 +62,8 @@ TEMPLATES: dict[str, Template] = {
         entrypoints=("app/layout.jsx", "app/page.jsx"),
         config_files=("package.json", "next.config.mjs", "package-lock.json"),
         dev_command=("npm", "run", "dev"),
+        build_script="next build",
+        direct_build=("node", "node_modules/next/dist/bin/next", "build"),
     ),
 }
 DEFAULT_TEMPLATE = "vite-react"
@@ -64,3 +75,23 @@ def get_template(name: str) -> Template:
         return TEMPLATES[name]
     except KeyError:
         raise KeyError(f"unknown template {name!r}; known: {', '.join(TEMPLATES)}") from None
+
+
+def direct_build(
+    template: Template, package_json: str | None
+) -> tuple[list[str], list[str]] | None:
+    """``(argv, npm's header lines)`` that build like :data:`BUILD_COMMAND` without npm, when
+    ``package_json``'s build script is still the template's and nothing runs before or after
+    it (``prebuild``, ``postbuild``); ``None`` when only npm itself runs it the same way."""
+    try:
+        manifest = json.loads(package_json or "")
+    except ValueError:
+        return None
+    scripts = manifest.get("scripts") if isinstance(manifest, dict) else None
+    if not template.direct_build or not isinstance(scripts, dict):
+        return None
+    if scripts.get("build") != template.build_script or {"prebuild", "postbuild"} & set(scripts):
+        return None
+    name, version = manifest.get("name", ""), manifest.get("version", "")
+    header = [f"> {name}@{version} build" if version else f"> {name} build"]
+    return list(template.direct_build), ["", *header, f"> {template.build_script}", ""]

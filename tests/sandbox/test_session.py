@@ -616,3 +616,22 @@ async def test_the_source_state_counts_what_may_change_sources_but_not_the_build
     await running.handle(Command("npm", ["test"]))
     await running.finish()
     assert running.log.source_state > before
+
+
+async def test_the_build_ahead_runs_the_templates_build_without_npm_and_hands_it_over_as_npms(
+    building: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, records = building
+    sandbox.files["package.json"] = json.dumps(
+        {"name": "kiln-app", "version": "0.0.0", "scripts": {"build": "vite build"}}
+    ).encode()
+    for event in [*ANSWER_FILES, BUILD]:
+        await running.handle(event)
+    log = await running.finish()
+    assert [step.split(" seeing")[0] for step in _runs(sandbox)] == [
+        "run node node_modules/vite/bin/vite.js build"
+    ]
+    shown = [record.get("line") for kind, record in records if kind == "output"]
+    assert shown == ["", "> kiln-app@0.0.0 build", "> vite build", "", "built"]
+    assert log.commands == [{"argv": ["npm", "run", "build"], "exit_code": 0}]
+    assert log.succeeded_on_current_files(["npm", "run", "build"])

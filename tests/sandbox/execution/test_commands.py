@@ -14,8 +14,10 @@ import pytest
 
 from sandbox.containers.docker_boundary import call
 from sandbox.errors import CommandRefused
+from sandbox.execution import exec_stream
 from sandbox.execution.commands import run_command
 from sandbox.execution.exec_stream import ExecResult, OutputSink
+from sandbox.execution.host_cgroup import host_oom_kills
 from sandbox.execution.install_queue import InstallQueue
 from sandbox.lifecycle.manager import Sandbox, SandboxManager
 
@@ -141,10 +143,27 @@ async def test_a_command_past_its_timeout_is_killed(
     assert probe.output.decode().strip() == "false"
 
 
+@pytest.fixture(params=["host", "exec"])
+def cgroup_view(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How the command's OOM counter and leftover processes are found: from the host (kiln on
+    the Docker host as root) or, as with a remote engine, with an exec."""
+    if request.param == "exec":
+        monkeypatch.setattr(exec_stream, "host_oom_kills", lambda *args: None)
+        monkeypatch.setattr(exec_stream, "host_kill_marked", lambda *args: False)
+    return str(request.param)
+
+
+def _assert_view(cgroup_view: str, container_id: str) -> None:
+    """The host view really answers where the test says it does (no silent fallback)."""
+    if cgroup_view == "host":
+        assert host_oom_kills(container_id) is not None
+
+
 async def test_no_process_a_command_started_outlives_it(
-    manager: SandboxManager, sandbox: Sandbox
+    manager: SandboxManager, sandbox: Sandbox, cgroup_view: str
 ) -> None:
     """setsid and a double fork leave the command's process group; its mark still finds them."""
+    _assert_view(cgroup_view, sandbox.container_id)
     result = await manager.run_command(sandbox.id, ["node", "escape.js"])
     assert result.ok, result.output
     # The test's own probe (the policy would refuse reading /proc).
@@ -156,9 +175,10 @@ async def test_no_process_a_command_started_outlives_it(
 
 
 async def test_a_command_killed_for_memory_is_out_of_memory_not_a_timeout(
-    manager: SandboxManager, sandbox: Sandbox
+    manager: SandboxManager, sandbox: Sandbox, cgroup_view: str
 ) -> None:
     container = await manager.container_for(sandbox.id)
+    _assert_view(cgroup_view, container.id)
     # The test's own tool: a lower limit than the session's, so the hog dies quickly.
     await call(container.update, mem_limit=HOG_LIMIT, memswap_limit=HOG_LIMIT)
     result = await manager.run_command(sandbox.id, ["node", "hog.js"])

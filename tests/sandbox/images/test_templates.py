@@ -1,0 +1,63 @@
+"""The templates: what each one's build is, and running it without npm when that is the same."""
+
+from __future__ import annotations
+
+import json
+
+import docker
+import pytest
+
+from sandbox.images.templates import TEMPLATES, direct_build, get_template
+
+VITE = get_template("vite-react")
+
+
+def _manifest(**fields: object) -> str:
+    return json.dumps({"name": "kiln-app", "version": "0.0.0", **fields})
+
+
+def test_the_templates_own_build_script_runs_without_npm_with_npms_header() -> None:
+    plan = direct_build(VITE, _manifest(scripts={"build": "vite build", "dev": "vite"}))
+    assert plan == (
+        ["node", "node_modules/vite/bin/vite.js", "build"],
+        ["", "> kiln-app@0.0.0 build", "> vite build", ""],
+    )
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        pytest.param(_manifest(scripts={"build": "tsc && vite build"}), id="changed-script"),
+        pytest.param(
+            _manifest(scripts={"build": "vite build", "prebuild": "node gen.js"}), id="prebuild"
+        ),
+        pytest.param(
+            _manifest(scripts={"build": "vite build", "postbuild": "node a.js"}), id="postbuild"
+        ),
+        pytest.param(_manifest(), id="no-scripts"),
+        pytest.param('{"scripts": ', id="not-json"),
+        pytest.param("[1]", id="not-an-object"),
+        pytest.param(None, id="missing"),
+    ],
+)
+def test_anything_else_is_left_to_npm(manifest: str | None) -> None:
+    assert direct_build(VITE, manifest) is None
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("name", sorted(TEMPLATES))
+def test_each_images_package_json_builds_directly_with_a_program_it_has(name: str) -> None:
+    """The image and the template agree: its build script is the template's, and the program
+    the direct build runs is in its workspace."""
+    template = get_template(name)
+    client = docker.from_env()
+    try:
+        manifest = client.containers.run(
+            template.image, ["cat", "/workspace/package.json"], remove=True, entrypoint=""
+        ).decode()
+        plan = direct_build(template, manifest)
+        assert plan is not None
+        program = f"/workspace/{plan[0][1]}"
+        client.containers.run(template.image, ["test", "-f", program], remove=True, entrypoint="")
+    finally:
+        client.close()
