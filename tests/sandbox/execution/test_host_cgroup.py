@@ -51,14 +51,23 @@ def test_without_a_readable_cgroup_the_host_cannot_tell(tmp_path: Path) -> None:
 
 @pytest.fixture
 def two_sleepers() -> Iterator[tuple[subprocess.Popen[bytes], subprocess.Popen[bytes]]]:
-    """One process carrying the command's mark and one that does not."""
-    argv = [sys.executable, "-c", "import time; time.sleep(60)"]
-    marked = subprocess.Popen(argv, env={**os.environ, "KILN_COMMAND": "m1"})
-    other = subprocess.Popen(argv, env={**os.environ, "KILN_COMMAND": "m2"})
+    """One process carrying the command's mark and one that does not, both running: a process
+    still inside its exec has no environment to read yet (CI's 16th run met that window)."""
+    argv = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"]
+    started = [
+        subprocess.Popen(argv, env={**os.environ, "KILN_COMMAND": mark}, stdout=subprocess.PIPE)
+        for mark in ("m1", "m2")
+    ]
+    for process in started:
+        assert process.stdout is not None
+        assert process.stdout.readline() == b"up\n"
+    marked, other = started
     yield marked, other
-    for process in (marked, other):
+    for process in started:
         process.kill()
         process.wait()
+        assert process.stdout is not None
+        process.stdout.close()
 
 
 def test_only_the_processes_carrying_the_mark_are_killed(
