@@ -37,7 +37,7 @@ import anyio.to_thread
 import docker
 
 from sandbox.containers.docker_boundary import call, run_wrapped
-from sandbox.execution.host_cgroup import host_kill_marked, host_oom_kills
+from sandbox.execution.host_cgroup import host_kill_marked, host_oom_kills, parse_oom_kills
 from sandbox.images.templates import SANDBOX_UID, WORKSPACE
 
 OutputSink = Callable[[str], Awaitable[None]]
@@ -49,7 +49,6 @@ OOM_COUNTER_ARGV = (
     "/sys/fs/cgroup/memory.events",
     "/sys/fs/cgroup/memory/memory.oom_control",
 )
-_OOM_KILL = re.compile(rb"^oom_kill (\d+)$", re.MULTILINE)
 KILL_GRACE_SECONDS = 5
 COMMAND_MARK = "KILN_COMMAND"
 # Kills every process whose environment holds the mark given as $1 (run as the sandbox user, who
@@ -209,12 +208,6 @@ async def oom_kills(client: docker.DockerClient, container_id: str) -> int | Non
     exec_id = await _create(client, container_id, list(OOM_COUNTER_ARGV))
     output = await call(client.api.exec_start, exec_id)
     return parse_oom_kills(output)
-
-
-def parse_oom_kills(output: bytes) -> int | None:
-    """The ``oom_kill <n>`` count in ``memory.events`` / ``memory.oom_control`` text."""
-    found = _OOM_KILL.search(output)
-    return None if found is None else int(found.group(1))
 
 
 async def _create(

@@ -44,12 +44,18 @@ def host_oom_kills(container_id: str, root: Path = CGROUP_ROOT) -> int | None:
     for folder in cgroup_folders(container_id, "memory", root):
         for name in ("memory.oom_control", "memory.events"):
             try:
-                found = _OOM_KILL.search((folder / name).read_bytes())
+                counted = parse_oom_kills((folder / name).read_bytes())
             except OSError:
                 continue
-            if found is not None:
-                return int(found.group(1))
+            if counted is not None:
+                return counted
     return None
+
+
+def parse_oom_kills(output: bytes) -> int | None:
+    """The ``oom_kill <n>`` count in ``memory.events`` / ``memory.oom_control`` text."""
+    found = _OOM_KILL.search(output)
+    return None if found is None else int(found.group(1))
 
 
 def host_kill_marked(
