@@ -27,6 +27,7 @@ from app.service.embedded_redis import recorded_url
 from app.store import Store
 from tests.api.harness import sse_frames
 from tests.app.kiln_process import LOGIN_LINK, KilnProcess, free_port, hello_recordings, kiln_env
+from tests.sandbox.docker_support import swept_instance
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis, pytest.mark.slow]
 USERS = 25
@@ -65,16 +66,18 @@ class Served:
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    """A ``kiln serve --no-worker`` with its embedded Redis."""
+def served(tmp_path: Path, redis_url: str) -> Iterator[Served]:
+    """A ``kiln serve --no-worker`` with its embedded Redis, on an instance swept after (each
+    run's chat keeps the sandbox it acquired early, and a stopped serve parks it)."""
     recordings = hello_recordings(tmp_path / "rec")
     (recordings / f"{RECORDING}.txt").write_text(steady_recording())
     data, port = tmp_path / "data", free_port()
-    env = kiln_env(f"test-streams-{secrets.token_hex(3)}", recordings)
     args = ["serve", "--port", str(port), "--data-dir", str(data), "--no-build", "--no-worker"]
-    with KilnProcess(args, env, tmp_path / "serve.log") as process:
-        process.wait_for(LOGIN_LINK)
-        yield Served(process, env, data, port)
+    with swept_instance("test-streams", redis_url) as instance:
+        env = kiln_env(instance, recordings)
+        with KilnProcess(args, env, tmp_path / "serve.log") as process:
+            process.wait_for(LOGIN_LINK)
+            yield Served(process, env, data, port)
 
 
 def api_tokens(data: Path, count: int) -> list[str]:
