@@ -75,6 +75,9 @@ class SandboxPorts:
     wait_install_idle: Callable[[], Awaitable[None]]
     run_command: Callable[[Sequence[str], OutputSink | None], Awaitable[ExecResult]]
     read_workspace: WorkspaceReader
+    # The template's resident builder (build, or warm up when the flag says so); None where
+    # nothing serves one (the build ahead then runs the build as a new process).
+    run_builder: Callable[[Template, bool, OutputSink | None], Awaitable[ExecResult]] | None = None
 
 
 def manager_ports(manager: SandboxManager, sandbox_id: str) -> SandboxPorts:
@@ -89,12 +92,18 @@ def manager_ports(manager: SandboxManager, sandbox_id: str) -> SandboxPorts:
     async def read_workspace(path: str) -> str | None:
         return await manager.read_file(sandbox_id, path)
 
+    async def run_builder(
+        template: Template, warm: bool, on_output: OutputSink | None
+    ) -> ExecResult:
+        return await manager.run_builder(sandbox_id, template, warm=warm, on_output=on_output)
+
     return SandboxPorts(
         resolve=manager.container_for,
         install=install,
         wait_install_idle=manager.install_queue(sandbox_id).wait_idle,
         run_command=run_command,
         read_workspace=read_workspace,
+        run_builder=run_builder,
     )
 
 
@@ -153,6 +162,8 @@ class SandboxSession:
         self._ahead_scope: anyio.CancelScope | None = None  # the build ahead, while it runs
         self._built_ahead: BuiltAhead | None = None
         self._changes = 0  # what may have changed files, a request for the build aside
+        self._installed = 0  # installs done: each may change what the resident builder loads
+        self._warmed_for = -1  # ... and how many were done when it was last asked to warm up
 
     async def __aenter__(self) -> SandboxSession:
         await self._stack.enter_async_context(self.scheduler)
@@ -219,11 +230,14 @@ class SandboxSession:
                 self._changed()
                 self.log.source_state += 1
         if isinstance(event, EditStart | EditBlock | EditEnd):
+            if isinstance(event, EditStart):
+                self._warm_builder()
             await self._edit(event)
         elif isinstance(event, FileContent):
             await self.writer.append(event.path, event.content)
         elif isinstance(event, FileStart):
             self._written.add(event.path)
+            self._warm_builder()
             await self.writer.start(event.path)
         elif isinstance(event, FileEnd):
             await self._file_end(event.path)
@@ -333,8 +347,26 @@ class SandboxSession:
             await self._error(exc.code, str(exc))
         finally:
             self._installs_pending -= 1
+            self._installed += 1
             if self._installs_pending == 0:
                 self._installs_idle.set()
+                self._warm_builder()
+
+    def _warm_builder(self) -> None:
+        """Have the resident builder warm up for the installed packages, in the background:
+        once the answer writes code and no install is pending (an install after it would
+        start a new builder), so that the build after the answer finds it warm."""
+        if not (self._build_ahead and self.template.builder and self.ports.run_builder):
+            return
+        if self._installs_pending or self._warmed_for == self._installed or self._abandoned:
+            return
+        self._warmed_for = self._installed
+        if self._tasks is not None:
+            self._tasks.start_soon(self._warm_now, self.ports.run_builder)
+
+    async def _warm_now(self, run_builder: Callable[..., Awaitable[ExecResult]]) -> None:
+        with contextlib.suppress(SandboxError):  # only speed is lost: builds work without it
+            await run_builder(self.template, True, None)
 
     def _queue_command(self, argv: list[str], *, ahead: bool = False) -> None:
         if self._tasks is None:
@@ -409,26 +441,33 @@ class SandboxSession:
         async def keep(line: str) -> None:
             lines.append(line)
 
-        run, header = await self._build_argv(argv)
         self._ahead_scope = scope
         try:
-            result = await self.ports.run_command(run, keep)
-        except CommandRefused:
-            return
+            result, header = await self._run_ahead(argv, keep)
+        except SandboxError:
+            return  # silent: the build the answer asks for runs (and reports) as a command
         finally:
             self._ahead_scope = None
         if result.ok and self._changes == start:
             self._built_ahead = BuiltAhead(tuple(argv), start, header + lines)
             self._succeeded(argv)
 
-    async def _build_argv(self, argv: list[str]) -> tuple[list[str], list[str]]:
-        """What the build ahead runs for ``argv``: the template's build without npm in front
-        when package.json still says so (with the lines npm would print first), else ``argv``."""
+    async def _run_ahead(self, argv: list[str], keep: OutputSink) -> tuple[ExecResult, list[str]]:
+        """Run the build ahead for ``argv``; its result and the lines npm would print first.
+
+        When package.json still says the template's build, that runs without npm in front: by
+        the template's resident builder where there is one, else as a new process."""
         try:
             manifest = await self.ports.read_workspace("package.json")
         except SandboxError:
-            return argv, []
-        return direct_build(self.template, manifest) or (argv, [])
+            manifest = None
+        direct = direct_build(self.template, manifest)
+        if direct is None:
+            return await self.ports.run_command(argv, keep), []
+        program, header = direct
+        if self.template.builder and self.ports.run_builder is not None:
+            return await self.ports.run_builder(self.template, False, keep), header
+        return await self.ports.run_command(program, keep), header
 
     async def _hand_over(self, argv: list[str]) -> bool:
         """Report the build ahead as this command's run when it built exactly these files."""

@@ -11,9 +11,11 @@
 //   written): it is started again after a short pause that grows while it keeps failing, so
 //   the preview comes back without anyone asking.
 // - SIGTERM/SIGINT (docker stop): the dev server's group is stopped, then this process exits.
+// - It also serves the resident builder (kiln-build-service.mjs), which builds the app for kiln.
 import { spawn } from 'node:child_process'
 import { statSync } from 'node:fs'
 import path from 'node:path'
+import { startBuildService } from './kiln-build-service.mjs'
 
 const WORKSPACE = process.env.KILN_WORKSPACE || '/workspace'
 const WATCHED = ['package.json', 'node_modules/.package-lock.json'].map((f) => path.join(WORKSPACE, f))
@@ -122,11 +124,13 @@ function poll() {
 
 function shutdown() {
   wanted = 'stopping'
+  builds.stop()
   if (!child || child.exitCode !== null || child.signalCode !== null) process.exit(0)
   signalGroup(child.pid, 'SIGTERM')
 }
 
 process.on('SIGTERM', shutdown)
 process.on('SIGINT', shutdown)
+const builds = startBuildService({ workspace: WORKSPACE, fingerprint, say })
 setInterval(poll, POLL_MS)
 start()

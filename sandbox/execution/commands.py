@@ -37,12 +37,28 @@ async def run_command(
     if checked.kind is CommandKind.INSTALL:
         installed = await queue.run_npm(checked.argv, on_output)
         return installed.result
+    return await run_after_installs(client, settings, queue, container_for, checked.argv, on_output)
+
+
+async def run_after_installs(
+    client: docker.DockerClient,
+    settings: SandboxSettings,
+    queue: InstallQueue,
+    container_for: ContainerLookup,
+    argv: Sequence[str],
+    on_output: OutputSink | None = None,
+) -> ExecResult:
+    """Run ``argv`` once the install queue is idle, with the command timeout and output cap.
+
+    No policy check: callers pass a checked argv, or kiln's own program of the template
+    (:attr:`sandbox.images.templates.Template.builder`), never the model's words as they came.
+    """
     await queue.wait_idle()
     container = await container_for()
     return await exec_streaming(
         client,
         container.id,
-        checked.argv,
+        list(argv),
         timeout=settings.command_timeout_seconds,
         output_cap=settings.output_cap_bytes,
         on_output=on_output,

@@ -28,6 +28,16 @@ class Template:
     # build ahead runs that: npm's own start-up is ~0.2 s of a 1.5 s build, issue 13).
     build_script: str = ""
     direct_build: tuple[str, ...] = ()
+    # The image's client of its resident builder (a long-lived process that builds like
+    # `direct_build`, warm after its first build: images/vite-react/kiln-build-service.mjs);
+    # empty when the image has none. kiln's own program, outside the workspace.
+    builder: tuple[str, ...] = ()
+
+    def builder_argv(self, *, warm: bool) -> list[str]:
+        """The argv asking the resident builder to build, or to warm up (returns at once)."""
+        if not self.builder:
+            raise ValueError(f"template {self.name!r} has no resident builder")
+        return [*self.builder, "--warm"] if warm else list(self.builder)
 
     @property
     def image(self) -> str:
@@ -46,6 +56,7 @@ TEMPLATES: dict[str, Template] = {
         dev_command=("node", "/usr/local/lib/kiln/kiln-dev.mjs"),
         build_script="vite build",
         direct_build=("node", "node_modules/vite/bin/vite.js", "build"),
+        builder=("node", "/usr/local/lib/kiln/kiln-build.mjs"),
     ),
     "vanilla": Template(
         name="vanilla",

@@ -412,6 +412,26 @@ class SandboxManager:
         )
         return await with_quota_verdict(self.disk, volume_name(sandbox_id), result)
 
+    async def run_builder(
+        self,
+        sandbox_id: str,
+        template: Template,
+        *,
+        warm: bool,
+        on_output: OutputSink | None = None,
+    ) -> ExecResult:
+        """Ask ``template``'s resident builder in the sandbox to build (its output and exit
+        code are the build's) or to warm up, once installs are done."""
+        result = await commands.run_after_installs(
+            self.client,
+            self.settings,
+            self.install_queue(sandbox_id),
+            lambda: self.container_for(sandbox_id),
+            template.builder_argv(warm=warm),
+            on_output,
+        )
+        return await with_quota_verdict(self.disk, volume_name(sandbox_id), result)
+
     # -- workspace files ------------------------------------------------------------------
 
     async def list_files(self, sandbox_id: str) -> Sequence[WorkspaceFile]:

@@ -24,10 +24,10 @@ from parser.events import (
     InstallContent,
     SandboxEnd,
 )
-from sandbox.errors import CommandRefused, DiskQuotaExceeded, InstallRefused
+from sandbox.errors import CommandRefused, DiskQuotaExceeded, InstallRefused, SandboxUnavailable
 from sandbox.execution.exec_stream import ExecResult, OutputSink
 from sandbox.execution.install_queue import InstallResult
-from sandbox.images.templates import get_template
+from sandbox.images.templates import Template, get_template
 from sandbox.session import SandboxPorts, SandboxSession
 from sandbox.session_log import Record
 from sandbox.writes.flush import ArchiveTarget
@@ -48,6 +48,8 @@ class FakeSandbox:
         self.install_delay = 0.0
         self.command_gate: anyio.Event | None = None  # commands wait for it when set
         self.quota_full = False  # every write is refused as over the sandbox's disk quota
+        self.resident = False  # the ports serve a resident builder
+        self.builder_fails = False  # ... which is not there (the exec fails)
 
     def put_archive(self, path: str, data: bytes) -> bool:
         if self.quota_full:
@@ -90,8 +92,21 @@ class FakeSandbox:
         content = self.files.get(path)
         return None if content is None else content.decode()
 
+    async def run_builder(
+        self, template: Template, warm: bool, sink: OutputSink | None
+    ) -> ExecResult:
+        if self.builder_fails:
+            raise SandboxUnavailable("sandbox 'fake' is gone")
+        self.timeline.append(f"{'warm' if warm else 'build'} {template.name}'s builder")
+        if not warm and sink is not None:
+            await sink("built warm")
+        return ExecResult(tuple(template.builder_argv(warm=warm)), 0, "", False, False)
+
     def ports(self) -> SandboxPorts:
-        return SandboxPorts(self.resolve, self.install, self.wait_install_idle, self.run, self.read)
+        builder = self.run_builder if self.resident else None
+        return SandboxPorts(
+            self.resolve, self.install, self.wait_install_idle, self.run, self.read, builder
+        )
 
 
 @pytest.fixture
@@ -104,7 +119,11 @@ Opened = tuple[SandboxSession, list[tuple[str, Record]]]
 
 @contextlib.asynccontextmanager
 async def _opened(
-    client: redis.asyncio.Redis, sandbox: FakeSandbox, *, build_ahead: bool
+    client: redis.asyncio.Redis,
+    sandbox: FakeSandbox,
+    *,
+    build_ahead: bool,
+    template: str = "vite-react",
 ) -> AsyncIterator[Opened]:
     """A session on the fake sandbox and the records it reports."""
     records: list[tuple[str, Record]] = []
@@ -115,7 +134,7 @@ async def _opened(
     buffer = WriteBuffer(client, f"se-{uuid.uuid4().hex[:10]}", ttl_seconds=600)
     async with SandboxSession(
         buffer,
-        get_template("vite-react"),
+        get_template(template),
         sandbox.ports(),
         debounce=60.0,
         max_wait=60.0,
@@ -634,4 +653,93 @@ async def test_the_build_ahead_runs_the_templates_build_without_npm_and_hands_it
     shown = [record.get("line") for kind, record in records if kind == "output"]
     assert shown == ["", "> kiln-app@0.0.0 build", "> vite build", "", "built"]
     assert log.commands == [{"argv": ["npm", "run", "build"], "exit_code": 0}]
+    assert log.succeeded_on_current_files(["npm", "run", "build"])
+
+
+TEMPLATE_PACKAGE_JSON = json.dumps(
+    {"name": "kiln-app", "version": "0.0.0", "scripts": {"build": "vite build"}}
+).encode()
+
+
+def _builder_steps(sandbox: FakeSandbox) -> list[str]:
+    return [step for step in sandbox.timeline if step.endswith("builder")]
+
+
+async def test_the_build_ahead_asks_the_resident_builder_and_hands_it_over_as_npms(
+    client: redis.asyncio.Redis, sandbox: FakeSandbox
+) -> None:
+    sandbox.resident = True
+    sandbox.files["package.json"] = TEMPLATE_PACKAGE_JSON
+    async with _opened(client, sandbox, build_ahead=True) as (running, records):
+        for event in [*ANSWER_FILES, BUILD]:
+            await running.handle(event)
+        log = await running.finish()
+    assert _runs(sandbox) == []  # no new process builds
+    assert _builder_steps(sandbox) == ["warm vite-react's builder", "build vite-react's builder"]
+    shown = [record.get("line") for kind, record in records if kind == "output"]
+    assert shown == ["", "> kiln-app@0.0.0 build", "> vite build", "", "built warm"]
+    assert log.commands == [{"argv": ["npm", "run", "build"], "exit_code": 0}]
+
+
+async def test_a_changed_build_script_is_built_by_npm_not_by_the_resident_builder(
+    client: redis.asyncio.Redis, sandbox: FakeSandbox
+) -> None:
+    sandbox.resident = True
+    sandbox.files["package.json"] = b'{"scripts": {"build": "vite build && node check.js"}}'
+    async with _opened(client, sandbox, build_ahead=True) as (running, _):
+        for event in [*ANSWER_FILES, BUILD]:
+            await running.handle(event)
+        await running.finish()
+    assert [step.split(" seeing")[0] for step in _runs(sandbox)] == ["run npm run build"]
+    assert _builder_steps(sandbox) == ["warm vite-react's builder"]
+
+
+async def test_the_builder_warms_up_once_code_comes_and_again_after_each_install(
+    client: redis.asyncio.Redis, sandbox: FakeSandbox
+) -> None:
+    sandbox.resident = True
+    sandbox.install_delay = 0.2
+    async with _opened(client, sandbox, build_ahead=True) as (running, _):
+        await running.handle(InstallContent(["zustand"], "vite-react"))
+        await running.handle(FileStart("src/a.js"))  # the install still runs: no warm-up yet
+        assert _builder_steps(sandbox) == []
+        await running.finish()
+        with anyio.fail_after(5):
+            while not _builder_steps(sandbox):
+                await anyio.sleep(0.01)
+        for event in [FileEnd("src/a.js"), FileStart("src/b.js"), FileEnd("src/b.js")]:
+            await running.handle(event)  # nothing installed since: no second warm-up
+    assert sandbox.timeline[0] == "install zustand"
+    assert _builder_steps(sandbox) == ["warm vite-react's builder"]
+
+
+@pytest.mark.parametrize(
+    ("template", "build_ahead"),
+    [
+        pytest.param("vanilla", True, id="a-template-without-a-builder"),
+        pytest.param("vite-react", False, id="no-build-ahead"),
+    ],
+)
+async def test_no_warm_up_without_a_builder_or_a_build_ahead(
+    client: redis.asyncio.Redis, sandbox: FakeSandbox, template: str, build_ahead: bool
+) -> None:
+    sandbox.resident = True
+    async with _opened(client, sandbox, build_ahead=build_ahead, template=template) as opened:
+        for event in ANSWER_FILES:
+            await opened[0].handle(event)
+    assert _builder_steps(sandbox) == []
+
+
+async def test_a_resident_builder_that_fails_is_no_error_and_the_build_still_runs(
+    client: redis.asyncio.Redis, sandbox: FakeSandbox
+) -> None:
+    sandbox.resident = True
+    sandbox.builder_fails = True
+    sandbox.files["package.json"] = TEMPLATE_PACKAGE_JSON
+    async with _opened(client, sandbox, build_ahead=True) as (running, records):
+        for event in [*ANSWER_FILES, BUILD]:
+            await running.handle(event)
+        log = await running.finish()
+    assert [kind for kind, _ in records if kind == "error"] == []
+    assert [step.split(" seeing")[0] for step in _runs(sandbox)] == ["run npm run build"]
     assert log.succeeded_on_current_files(["npm", "run", "build"])

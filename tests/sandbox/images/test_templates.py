@@ -59,5 +59,25 @@ def test_each_images_package_json_builds_directly_with_a_program_it_has(name: st
         assert plan is not None
         program = f"/workspace/{plan[0][1]}"
         client.containers.run(template.image, ["test", "-f", program], remove=True, entrypoint="")
+        if template.builder:  # the resident builder's client too (outside the workspace)
+            client.containers.run(
+                template.image, ["test", "-f", template.builder[1]], remove=True, entrypoint=""
+            )
     finally:
         client.close()
+
+
+@pytest.mark.parametrize(
+    ("warm", "argv"),
+    [
+        pytest.param(False, ["node", "/usr/local/lib/kiln/kiln-build.mjs"], id="build"),
+        pytest.param(True, ["node", "/usr/local/lib/kiln/kiln-build.mjs", "--warm"], id="warm"),
+    ],
+)
+def test_the_resident_builders_client(warm: bool, argv: list[str]) -> None:
+    assert VITE.builder_argv(warm=warm) == argv
+
+
+def test_a_template_without_a_resident_builder_says_so() -> None:
+    with pytest.raises(ValueError, match="'vanilla' has no resident builder"):
+        get_template("vanilla").builder_argv(warm=True)

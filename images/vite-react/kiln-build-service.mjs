@@ -1,0 +1,127 @@
+// The resident builder's service, part of kiln's dev-server supervisor (kiln-dev.mjs): it
+// listens on a Unix socket in the sandbox for kiln-build.mjs, keeps at most one builder
+// (kiln-builder.mjs) and gives it one request at a time.
+//
+// - {op: 'warm'} is answered at once; a builder is started (if none runs for the installed
+//   packages) and builds once into memory, so the next build finds it warm.
+// - {op: 'build'} waits for its turn, then streams the build's output and {exit}.
+// - The installed packages changed since a builder started (kiln installed one): that builder
+//   is replaced before it builds. A warm process never builds with packages it did not load.
+// - A client that goes away while its build runs (kiln cancelled it) takes the builder with it:
+//   a cancelled build never writes dist/ after the cancel.
+// - A builder unused for IDLE_MS ends, so a sandbox holds its memory only while it is in use.
+import { fork } from 'node:child_process'
+import { chmodSync, rmSync } from 'node:fs'
+import net from 'node:net'
+import { fileURLToPath } from 'node:url'
+
+const SOCKET = process.env.KILN_BUILD_SOCKET || '/tmp/kiln-build.sock'
+const BUILDER = fileURLToPath(new URL('./kiln-builder.mjs', import.meta.url))
+const IDLE_MS = 180000
+const HEAP_MB = 512 // a builder past this dies (a request then builds without it), not the sandbox
+
+export function startBuildService({ workspace, fingerprint, say }) {
+  let builder = null // { child, packages, warm }
+  let queue = Promise.resolve()
+  let idleTimer = null
+
+  function stopBuilder(reason) {
+    if (!builder) return
+    say(`resident builder stopped (${reason})`)
+    try {
+      process.kill(-builder.child.pid, 'SIGKILL') // with its esbuild service
+    } catch {
+      // already gone
+    }
+    builder = null
+  }
+
+  function currentBuilder() {
+    if (builder && builder.packages !== fingerprint()) stopBuilder('packages changed')
+    if (builder) return builder
+    const child = fork(BUILDER, [], {
+      cwd: workspace,
+      detached: true, // its own process group: it ends with its esbuild service
+      execArgv: [`--max-old-space-size=${HEAP_MB}`],
+      stdio: ['ignore', 'ignore', 'ignore', 'ipc'],
+    })
+    const started = { child, packages: fingerprint(), warm: false }
+    child.on('exit', () => builder === started && (builder = null))
+    child.on('error', () => builder === started && (builder = null))
+    builder = started
+    return started
+  }
+
+  // Runs one request on the builder; resolves with the exit code, or null if the builder died.
+  function run(op, onOutput) {
+    const current = currentBuilder()
+    return new Promise((resolve) => {
+      const onMessage = (message) => {
+        if (message.done) finish(message.code)
+        else if (message.out !== undefined || message.err !== undefined) onOutput(message)
+      }
+      const onExit = () => finish(null)
+      function finish(code) {
+        current.child.off('message', onMessage)
+        current.child.off('exit', onExit)
+        resolve(code)
+      }
+      current.child.on('message', onMessage)
+      current.child.on('exit', onExit)
+      current.child.send({ op }, (error) => error && finish(null))
+    })
+  }
+
+  function enqueue(job) {
+    clearTimeout(idleTimer)
+    queue = queue.then(job).catch((error) => say(`resident builder: ${error.message}`))
+    queue.then(() => {
+      clearTimeout(idleTimer)
+      idleTimer = setTimeout(() => stopBuilder('idle'), IDLE_MS)
+    })
+  }
+
+  function warm() {
+    enqueue(async () => {
+      const current = currentBuilder()
+      if (current.warm) return
+      if ((await run('warm', () => {})) !== null) current.warm = true
+    })
+  }
+
+  function build(socket) {
+    let gone = false
+    socket.on('close', () => (gone = true))
+    enqueue(async () => {
+      if (gone) return
+      const send = (message) => socket.write(`${JSON.stringify(message)}\n`)
+      const current = currentBuilder()
+      const cancel = () => builder === current && stopBuilder('its build was cancelled')
+      socket.on('close', cancel)
+      const code = await run('build', send)
+      socket.off('close', cancel)
+      if (code === null) return socket.destroy() // the client builds without us
+      current.warm = true
+      socket.end(`${JSON.stringify({ exit: code })}\n`)
+    })
+  }
+
+  const server = net.createServer((socket) => {
+    let text = ''
+    socket.setEncoding('utf8')
+    socket.on('error', () => {})
+    socket.on('data', (chunk) => {
+      text += chunk
+      if (!text.includes('\n')) return
+      socket.removeAllListeners('data')
+      const { op } = JSON.parse(text.slice(0, text.indexOf('\n')))
+      if (op === 'warm') {
+        socket.end(`${JSON.stringify({ exit: 0 })}\n`)
+        warm()
+      } else build(socket)
+    })
+  })
+  rmSync(SOCKET, { force: true })
+  server.listen(SOCKET, () => chmodSync(SOCKET, 0o600))
+  return { stop: () => stopBuilder('the sandbox stops') }
+}
