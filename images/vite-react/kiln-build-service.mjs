@@ -9,7 +9,8 @@
 //   is replaced before it builds. A warm process never builds with packages it did not load.
 // - A client that goes away while its build runs (kiln cancelled it) takes the builder with it:
 //   a cancelled build never writes dist/ after the cancel.
-// - A builder unused for IDLE_MS ends, so a sandbox holds its memory only while it is in use.
+// - A builder unused for IDLE_MS ends, so a sandbox holds its memory only while it is in use;
+//   one whose warm-up takes over WARM_LIMIT_MS (a plugin waiting forever) is stopped.
 import { fork } from 'node:child_process'
 import { chmodSync, rmSync } from 'node:fs'
 import net from 'node:net'
@@ -18,6 +19,7 @@ import { fileURLToPath } from 'node:url'
 const SOCKET = process.env.KILN_BUILD_SOCKET || '/tmp/kiln-build.sock'
 const BUILDER = fileURLToPath(new URL('./kiln-builder.mjs', import.meta.url))
 const IDLE_MS = 180000
+const WARM_LIMIT_MS = 120000 // a warm-up nobody waits for must not hold the queue for good
 const HEAP_MB = 512 // a builder past this dies (a request then builds without it), not the sandbox
 
 export function startBuildService({ workspace, fingerprint, say }) {
@@ -85,7 +87,9 @@ export function startBuildService({ workspace, fingerprint, say }) {
     enqueue(async () => {
       const current = currentBuilder()
       if (current.warm) return
+      const limit = setTimeout(() => stopBuilder('its warm-up took too long'), WARM_LIMIT_MS)
       if ((await run('warm', () => {})) !== null) current.warm = true
+      clearTimeout(limit)
     })
   }
 

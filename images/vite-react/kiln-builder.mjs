@@ -61,12 +61,14 @@ async function build(vite, op) {
 }
 
 captureOutput()
-const vite = await import(pathToFileURL(VITE).href)
-let queue = Promise.resolve()
+// Listening before anything is awaited: a request sent while Vite loads is queued, not lost.
+// Without Vite there is nothing to keep warm: the service sees the exit and the client builds
+// as a new process, which says what is wrong.
+let queue = import(pathToFileURL(VITE).href).catch(() => process.exit(3))
 process.on('message', (message) => {
-  queue = queue.then(async () => {
+  queue = queue.then(async (vite) => {
     const code = await build(vite, message.op)
     process.send({ done: true, code })
+    return vite
   })
 })
-process.send({ ready: true })
