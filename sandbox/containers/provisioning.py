@@ -1,7 +1,7 @@
 """Creating and removing the Docker objects of one sandbox: volume and container (and the own
 network of a sandbox made before all sandboxes shared one: :mod:`sandbox.containers.networks`).
 
-These are the building blocks of :mod:`sandbox.lifecycle.manager` and
+These are the building blocks of :mod:`sandbox.lifecycle.provisioner` and
 :mod:`sandbox.lifecycle.reaper`; they know names and labels but nothing about chats, pools or
 Redis. Removal is by name and idempotent, so a half-created sandbox, a reaped one and a destroyed
 one are cleaned up by the same call.

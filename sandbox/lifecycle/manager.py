@@ -1,4 +1,4 @@
-"""The sandbox manager: provision, reuse per chat, release, destroy; warm pool; installs; commands.
+"""The sandbox manager: which sandbox a chat gets (reuse, warm pool, new), release, destroy.
 
 Public API (what the write path, the agent loop, the preview proxy and the CLI use)::
 
@@ -40,12 +40,16 @@ Public API (what the write path, the agent loop, the preview proxy and the CLI u
 
 State shared between processes (chat bindings, owners, last use) lives in the Redis registry;
 the warm pool, the install queues and the locks are per process.
+
+The manager decides and keeps that state; the work is done in two modules of its own:
+:mod:`sandbox.lifecycle.provisioner` makes, revives and removes a sandbox's Docker objects and
+record (and the instance's network and npm proxy), and :mod:`sandbox.lifecycle.operations`
+runs installs and commands and reads the workspace. The public methods stay here.
 """
 
 from __future__ import annotations
 
 import logging
-import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -58,18 +62,10 @@ import anyio.abc
 import anyio.to_thread
 import docker
 
-from sandbox.containers.disk_quota import enable_quotas, sandbox_disk, with_quota_verdict
+from sandbox.containers.disk_quota import enable_quotas, sandbox_disk
 from sandbox.containers.docker_boundary import CallTimeouts, call, connect, set_call_timeouts
-from sandbox.containers.hardening import object_labels
-from sandbox.containers.labels import network_name, volume_name
-from sandbox.containers.networks import ensure_sandbox_network, is_own_network, remove_network
-from sandbox.containers.npm_proxy import ensure_proxy, remove_proxy
 from sandbox.containers.provisioning import (
     container_running,
-    create_volume,
-    remove_sandbox_objects,
-    replace_container,
-    start_container,
     wait_port_open,
 )
 from sandbox.errors import (
@@ -79,24 +75,23 @@ from sandbox.errors import (
     SandboxNotFound,
     SandboxUnavailable,
 )
-from sandbox.execution import commands, workspace_files
-from sandbox.execution.exec_stream import ExecResult, OutputSink, exec_streaming
+from sandbox.execution.exec_stream import ExecResult, OutputSink
 from sandbox.execution.install_queue import InstallQueue, InstallResult
 from sandbox.execution.workspace_files import WorkspaceFile
 from sandbox.handle import Sandbox
 from sandbox.images.templates import DEFAULT_TEMPLATE, Template, get_template
 from sandbox.lifecycle import parking, reaper
-from sandbox.lifecycle.outage import EngineWatch, ride_out
+from sandbox.lifecycle.operations import SandboxOperations
+from sandbox.lifecycle.outage import EngineProbe, EngineWatch
 from sandbox.lifecycle.pool_report import publish_target
 from sandbox.lifecycle.pool_sizing import PoolTarget
+from sandbox.lifecycle.provisioner import Provisioner
 from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
 from sandbox.lifecycle.warm_pool import WarmPool
 from sandbox.settings import SandboxSettings
-from sandbox.writes.write_buffer import discard_sandbox_writes
 
 __all__ = ["Sandbox", "SandboxManager"]
 log = logging.getLogger(__name__)
-PING_TIMEOUT_SECONDS = 2.0
 
 
 class SandboxManager:
@@ -114,16 +109,16 @@ class SandboxManager:
             get_template(name)  # fail at start-up on a misspelt template, not in the pool loop
         self.client = client
         self.registry = registry
-        self.settings = settings
         # Each sandbox's quota-limited writable space (None: the settings give it none).
         self.disk = sandbox_disk(settings)
         self._clock = clock
+        self.provisioner = Provisioner(client, registry, settings, self.disk, clock)
+        self.operations = SandboxOperations(self.provisioner, self.container_for)
         self._locks: dict[str, anyio.Lock] = {}
-        self._queues: dict[str, InstallQueue] = {}
         self._held: set[str] = set()  # sandboxes this process acquired and has not released
-        self._probe: Any = None  # the docker.DockerClient of ping(), made on first use
+        self._probe = EngineProbe(client)
         # Whether Docker is known away: acquires fail at once while it is (issue 15).
-        self.engine = EngineWatch(self._ping_probe)
+        self.engine = EngineWatch(self._probe.ping)
         self._group: anyio.abc.TaskGroup | None = None
         self.pool: WarmPool[Sandbox] = WarmPool(
             bounds=settings.warm_pool_bounds,
@@ -139,6 +134,12 @@ class SandboxManager:
             clock=clock,
             on_target=self._report_pool,
         )
+
+    @property
+    def settings(self) -> SandboxSettings:
+        """The instance's settings, with the npm proxy's address once it runs
+        (:meth:`ensure_network`)."""
+        return self.provisioner.settings
 
     @classmethod
     async def open(cls, settings: SandboxSettings) -> SandboxManager:
@@ -164,35 +165,17 @@ class SandboxManager:
         Nothing is left behind by a process that used sandboxes and gave them all up (tests, the
         CLI). Another process of the instance that records a sandbox just now recreates the
         network; one that had found it a moment before fails that one provision, in words."""
-        try:
-            if not await self.registry.all():
-                await remove_network(self.client, self.settings.network)  # raises while in use
-                await remove_proxy(self.client, self.settings.instance, with_cache=True)
-        except SandboxError as exc:
-            # Docker refuses while a container still uses it (another process's new sandbox).
-            log.info("sandbox network %r kept: %s", self.settings.network, exc)
+        await self.provisioner.remove_network_if_unused()
         await self.registry.aclose()
         await call(self.client.close)
-        if self._probe is not None:
-            await call(self._probe.close)
+        await self._probe.aclose()
 
     async def ping(self) -> None:
-        """Raise ``DockerUnavailable`` unless the engine answers within
-        :data:`PING_TIMEOUT_SECONDS`, at once while it is known away (``self.engine``); the
-        answer is recorded there, so a green health check also lets acquires through again."""
+        """Raise ``DockerUnavailable`` unless the engine answers within a short timeout
+        (:class:`~sandbox.lifecycle.outage.EngineProbe`), at once while it is known away
+        (``self.engine``); the answer is recorded there, so a green health check also lets
+        acquires through again."""
         await self.engine.check()
-
-    async def _ping_probe(self) -> None:
-        """Ping with a client of its own: the main one waits up to its whole timeout (long, for
-        builds), and a ping of a hung engine must say so quickly and not hold a thread for
-        minutes."""
-        if self._probe is None:
-            # The main client's API version: no version request of its own to hang on.
-            version = self.client.api.api_version
-            self._probe = await call(
-                docker.DockerClient.from_env, timeout=PING_TIMEOUT_SECONDS, version=version
-            )
-        await call(self._probe.ping)
 
     async def __aenter__(self) -> SandboxManager:
         self._group = anyio.create_task_group()
@@ -263,36 +246,7 @@ class SandboxManager:
     ) -> Sandbox:
         """Create and start a new sandbox (volume, hardened container on the shared network);
         ``SandboxCapacity`` when the host holds ``settings.sandbox_limit`` sandboxes already."""
-        spec = get_template(template)
-        sandbox_id = secrets.token_hex(6)
-        now = self._clock()
-        record = SandboxRecord(
-            id=sandbox_id,
-            template=template,
-            volume=volume_name(sandbox_id),
-            network=self.settings.network,
-            owner=owner,
-            chat=chat,
-            created=now,
-            last_used=now,
-        )
-        # First, so the reaper never sees it as an orphan; counted and saved in one step.
-        limit = self.settings.sandbox_limit
-        held = await self.registry.save_within(record, limit)
-        if held is not None:
-            raise SandboxCapacity(
-                f"this host holds {held} sandboxes, the limit is {limit} "
-                "(KILN_MAX_SANDBOXES); try again when one is released"
-            )
-        try:
-            started = await self._create_objects(spec, record)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await self._forget(record)
-            raise
-        record = record.with_changes(container_id=started.container_id, ip=started.ip, state=state)
-        await self.registry.save(record)
-        return Sandbox.from_record(record)
+        return await self.provisioner.provision(template, owner=owner, chat=chat, state=state)
 
     async def release(self, sandbox_id: str) -> None:
         """The caller is done for now; the chat keeps the sandbox until it idles out."""
@@ -309,15 +263,7 @@ class SandboxManager:
 
     async def destroy(self, sandbox_id: str) -> None:
         """Remove a sandbox completely: container, network, volume and record."""
-        record = await self.registry.get(sandbox_id)
-        if record is None:
-            record = SandboxRecord(
-                id=sandbox_id,
-                template="",
-                volume=volume_name(sandbox_id),
-                network=network_name(sandbox_id),
-            )
-        await self._forget(record)
+        await self._forget(await self.provisioner.record_for_removal(sandbox_id))
 
     async def capacity(self) -> tuple[int, int]:
         """``(sandboxes held, warm ones included; the limit)``."""
@@ -340,7 +286,7 @@ class SandboxManager:
             except SandboxNotFound:
                 container = None
             if container is None or container.status != "running":
-                container = await self._revive(record)
+                container = await self.provisioner.revive(record)
             await self._touch(sandbox_id)
             return container
 
@@ -359,58 +305,25 @@ class SandboxManager:
     async def ensure_network(self) -> str:
         """The instance's sandbox network and npm proxy, made or adopted; the registry URL
         sandboxes use (new containers get it in their environment, installs on their argv)."""
-        settings = self.settings
-        await ensure_sandbox_network(self.client, settings.network, settings.instance)
-        url = await ensure_proxy(self.client, settings)
-        if url != settings.sandbox_registry:
-            self.settings = replace(settings, sandbox_registry=url)
-        return url
+        return await self.provisioner.ensure_network()
 
-    # -- installs and commands ------------------------------------------------------------
+    # -- installs, commands and workspace files (:mod:`sandbox.lifecycle.operations`) --------
 
     def install_queue(self, sandbox_id: str) -> InstallQueue:
         """The sandbox's install queue (created on first use, per process)."""
-        queue = self._queues.get(sandbox_id)
-        if queue is None:
-
-            async def runner(
-                argv: Sequence[str], timeout: float, on_output: OutputSink | None
-            ) -> ExecResult:
-                """Run one install argv in this sandbox's current container; again if Docker
-                was away (``npm install`` may run twice: it is idempotent)."""
-                result = await ride_out(
-                    lambda: self._exec(sandbox_id, argv, timeout, on_output),
-                    f"install in sandbox {sandbox_id!r}",
-                )
-                return await with_quota_verdict(self.disk, volume_name(sandbox_id), result)
-
-            queue = InstallQueue(
-                runner,
-                lambda: ride_out(self.ensure_network, "starting the npm proxy"),
-                timeout=self.settings.install_timeout_seconds,
-            )
-            self._queues[sandbox_id] = queue
-        return queue
+        return self.operations.install_queue(sandbox_id)
 
     async def install(
         self, sandbox_id: str, specs: Sequence[str], on_output: OutputSink | None = None
     ) -> InstallResult:
         """Install and save packages in queue order; invalid specs raise ``InstallRefused``."""
-        return await self.install_queue(sandbox_id).install(specs, on_output)
+        return await self.operations.install(sandbox_id, specs, on_output)
 
     async def run_command(
         self, sandbox_id: str, argv: Sequence[str], on_output: OutputSink | None = None
     ) -> ExecResult:
         """Run an allowed command (``CommandRefused`` otherwise) once installs are done."""
-        result = await commands.run_command(
-            self.client,
-            self.settings,
-            self.install_queue(sandbox_id),
-            lambda: self.container_for(sandbox_id),
-            argv,
-            on_output,
-        )
-        return await with_quota_verdict(self.disk, volume_name(sandbox_id), result)
+        return await self.operations.run_command(sandbox_id, argv, on_output)
 
     async def run_builder(
         self,
@@ -422,22 +335,13 @@ class SandboxManager:
     ) -> ExecResult:
         """Ask ``template``'s resident builder in the sandbox to build (its output and exit
         code are the build's) or to warm up, once installs are done."""
-        result = await commands.run_after_installs(
-            self.client,
-            self.settings,
-            self.install_queue(sandbox_id),
-            lambda: self.container_for(sandbox_id),
-            template.builder_argv(warm=warm),
-            on_output,
+        return await self.operations.run_builder(
+            sandbox_id, template, warm=warm, on_output=on_output
         )
-        return await with_quota_verdict(self.disk, volume_name(sandbox_id), result)
-
-    # -- workspace files ------------------------------------------------------------------
 
     async def list_files(self, sandbox_id: str) -> Sequence[WorkspaceFile]:
         """The workspace's regular files (dependency and build folders left out)."""
-        container = await self.container_for(sandbox_id)
-        return await call(workspace_files.list_workspace, container)
+        return await self.operations.list_files(sandbox_id)
 
     async def read_file(self, sandbox_id: str, path: str) -> str | None:
         """Workspace file ``path`` as text, ``None`` if it is no regular file (or a symlink).
@@ -445,8 +349,7 @@ class SandboxManager:
         Read as the sandbox user; ``FileTooLarge`` past the read limit, ``UnsafePathError``
         for a path that leaves the workspace.
         """
-        container = await self.container_for(sandbox_id)
-        return await call(workspace_files.read_workspace_file, container, path)
+        return await self.operations.read_file(sandbox_id, path)
 
     # -- internals ------------------------------------------------------------------------
 
@@ -471,16 +374,6 @@ class SandboxManager:
     async def _touch(self, sandbox_id: str) -> None:
         await self.registry.update(sandbox_id, last_used=self._clock())
 
-    def _labels(self, record: SandboxRecord) -> dict[str, str]:
-        return object_labels(
-            self.settings,
-            record.template,
-            record.id,
-            created=record.created,
-            owner=record.owner,
-            chat=record.chat,
-        )
-
     async def _provision_making_room(self, template: str, *, owner: str, chat: str) -> Sandbox:
         """Provision; at the limit, give up one warm sandbox (of any template) and try again."""
         try:
@@ -504,53 +397,10 @@ class SandboxManager:
         redis = self.registry.redis
         await publish_target(redis, instance, template, ready, target, now=self._clock())
 
-    async def _create_objects(self, template: Template, record: SandboxRecord) -> Any:
-        labels = self._labels(record)
-        disk = await create_volume(self.client, record.volume, labels, self.disk)
-        await self._ensure_network_of(record.network)
-        return await start_container(
-            self.client,
-            self.settings,
-            template,
-            record.id,
-            volume=record.volume,
-            network=record.network,
-            labels=labels,
-            disk=disk,
-        )
-
-    async def _revive(self, record: SandboxRecord) -> Any:
-        """A new container on the sandbox's volume, on the shared network (a sandbox that had
-        its own network moves over, and its network goes)."""
-        network = self.settings.network
-        await self.ensure_network()
-        started = await replace_container(
-            self.client,
-            self.settings,
-            get_template(record.template),
-            record.id,
-            volume=record.volume,
-            network=network,
-            labels=self._labels(record),
-        )
-        await self.registry.update(
-            record.id, container_id=started.container_id, ip=started.ip, network=network
-        )
-        if is_own_network(record.id, record.network):
-            await remove_network(self.client, record.network)
-        return await call(self.client.containers.get, started.container_id)
-
     async def _forget(self, record: SandboxRecord) -> None:
-        await remove_sandbox_objects(
-            self.client,
-            record.id,
-            volume=record.volume,
-            network=record.network,
-            disk=self.disk,
-        )
-        await self.registry.delete(record)
-        await discard_sandbox_writes(self.registry.redis, record.id)
-        self._queues.pop(record.id, None)
+        """Remove the sandbox (:meth:`Provisioner.forget`) and this process's state of it."""
+        await self.provisioner.forget(record)
+        self.operations.forget(record.id)
         self._locks.pop(record.id, None)
         self._held.discard(record.id)
 
@@ -581,27 +431,6 @@ class SandboxManager:
                 await self.destroy(sandbox.id)
             raise
         return sandbox
-
-    async def _ensure_network_of(self, network: str) -> None:
-        """The network a new sandbox joins: the shared one (with the npm proxy), or the own
-        network of a sandbox made before sharing."""
-        if network == self.settings.network:
-            await self.ensure_network()
-        else:
-            await ensure_sandbox_network(self.client, network, self.settings.instance)
-
-    async def _exec(
-        self, sandbox_id: str, argv: Sequence[str], timeout: float, on_output: OutputSink | None
-    ) -> ExecResult:
-        container = await self.container_for(sandbox_id)
-        return await exec_streaming(
-            self.client,
-            container.id,
-            argv,
-            timeout=timeout,
-            output_cap=self.settings.output_cap_bytes,
-            on_output=on_output,
-        )
 
     async def _reap_loop(self) -> None:
         while True:

@@ -1,0 +1,142 @@
+"""What runs inside the manager's sandboxes: installs, commands, reading the workspace.
+
+:class:`SandboxManager <sandbox.lifecycle.manager.SandboxManager>` hands these on to
+:class:`SandboxOperations`; each works on the sandbox's *current* container, which
+``container_for`` revives if it died, so a command after a crash or a parked start just works.
+
+- Installs go through the sandbox's :class:`~sandbox.execution.install_queue.InstallQueue`
+  (one per sandbox and process, in order), with the npm proxy made sure of before each one and
+  a short Docker outage ridden out (``npm install`` may run twice: it is idempotent).
+- Commands are checked by the command policy (:mod:`sandbox.execution.commands`) and wait for
+  the installs before them; so does a template's resident builder, kiln's own program.
+- An install's or command's failure that a full disk explains says so
+  (:func:`~sandbox.containers.disk_quota.with_quota_verdict`).
+- Files are listed and read as the sandbox user (:mod:`sandbox.execution.workspace_files`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from typing import Any
+
+from sandbox.containers.disk_quota import with_quota_verdict
+from sandbox.containers.docker_boundary import call
+from sandbox.containers.labels import volume_name
+from sandbox.execution import commands, workspace_files
+from sandbox.execution.exec_stream import ExecResult, OutputSink, exec_streaming
+from sandbox.execution.install_queue import InstallQueue, InstallResult
+from sandbox.execution.workspace_files import WorkspaceFile
+from sandbox.images.templates import Template
+from sandbox.lifecycle.outage import ride_out
+from sandbox.lifecycle.provisioner import Provisioner
+
+__all__ = ["ContainerFor", "SandboxOperations"]
+
+# The manager's ``container_for``: a running container of the sandbox, revived if need be.
+ContainerFor = Callable[[str], Awaitable[Any]]
+
+
+class SandboxOperations:
+    """Installs, commands and workspace reads of one instance's sandboxes (per process)."""
+
+    def __init__(self, provisioner: Provisioner, container_for: ContainerFor) -> None:
+        # The provisioner's settings, not a copy: they gain the npm proxy's address later.
+        self._provisioner = provisioner
+        self._container_for = container_for
+        self._queues: dict[str, InstallQueue] = {}
+
+    def install_queue(self, sandbox_id: str) -> InstallQueue:
+        """The sandbox's install queue (created on first use, per process)."""
+        queue = self._queues.get(sandbox_id)
+        if queue is None:
+            queue = InstallQueue(
+                partial(self._install_run, sandbox_id),
+                lambda: ride_out(self._provisioner.ensure_network, "starting the npm proxy"),
+                timeout=self._provisioner.settings.install_timeout_seconds,
+            )
+            self._queues[sandbox_id] = queue
+        return queue
+
+    def forget(self, sandbox_id: str) -> None:
+        """Drop the sandbox's install queue (the sandbox is gone)."""
+        self._queues.pop(sandbox_id, None)
+
+    async def install(
+        self, sandbox_id: str, specs: Sequence[str], on_output: OutputSink | None = None
+    ) -> InstallResult:
+        """Install and save packages in queue order; invalid specs raise ``InstallRefused``."""
+        return await self.install_queue(sandbox_id).install(specs, on_output)
+
+    async def run_command(
+        self, sandbox_id: str, argv: Sequence[str], on_output: OutputSink | None = None
+    ) -> ExecResult:
+        """Run an allowed command (``CommandRefused`` otherwise) once installs are done."""
+        result = await commands.run_command(
+            self._provisioner.client,
+            self._provisioner.settings,
+            self.install_queue(sandbox_id),
+            lambda: self._container_for(sandbox_id),
+            argv,
+            on_output,
+        )
+        return await with_quota_verdict(self._provisioner.disk, volume_name(sandbox_id), result)
+
+    async def run_builder(
+        self,
+        sandbox_id: str,
+        template: Template,
+        *,
+        warm: bool,
+        on_output: OutputSink | None = None,
+    ) -> ExecResult:
+        """Ask ``template``'s resident builder in the sandbox to build (its output and exit
+        code are the build's) or to warm up, once installs are done."""
+        result = await commands.run_after_installs(
+            self._provisioner.client,
+            self._provisioner.settings,
+            self.install_queue(sandbox_id),
+            lambda: self._container_for(sandbox_id),
+            template.builder_argv(warm=warm),
+            on_output,
+        )
+        return await with_quota_verdict(self._provisioner.disk, volume_name(sandbox_id), result)
+
+    async def list_files(self, sandbox_id: str) -> Sequence[WorkspaceFile]:
+        """The workspace's regular files (dependency and build folders left out)."""
+        container = await self._container_for(sandbox_id)
+        return await call(workspace_files.list_workspace, container)
+
+    async def read_file(self, sandbox_id: str, path: str) -> str | None:
+        """Workspace file ``path`` as text, ``None`` if it is no regular file (or a symlink).
+
+        Read as the sandbox user; ``FileTooLarge`` past the read limit, ``UnsafePathError``
+        for a path that leaves the workspace.
+        """
+        container = await self._container_for(sandbox_id)
+        return await call(workspace_files.read_workspace_file, container, path)
+
+    async def _install_run(
+        self, sandbox_id: str, argv: Sequence[str], timeout: float, on_output: OutputSink | None
+    ) -> ExecResult:
+        """Run one install argv in this sandbox's current container; again if Docker was away
+        (``npm install`` may run twice: it is idempotent)."""
+        result = await ride_out(
+            lambda: self._exec(sandbox_id, argv, timeout, on_output),
+            f"install in sandbox {sandbox_id!r}",
+        )
+        return await with_quota_verdict(self._provisioner.disk, volume_name(sandbox_id), result)
+
+    async def _exec(
+        self, sandbox_id: str, argv: Sequence[str], timeout: float, on_output: OutputSink | None
+    ) -> ExecResult:
+        """``argv`` in the sandbox's current container, streamed, within ``timeout``."""
+        container = await self._container_for(sandbox_id)
+        return await exec_streaming(
+            self._provisioner.client,
+            container.id,
+            argv,
+            timeout=timeout,
+            output_cap=self._provisioner.settings.output_cap_bytes,
+            on_output=on_output,
+        )
