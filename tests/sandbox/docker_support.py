@@ -1,7 +1,9 @@
 """Helpers shared by the Docker tests (sandbox and CLI): test settings, leftovers, sweeping.
 
 Sweeping and leftover checks use plain Docker SDK and redis-py calls, never kiln's own code,
-so the final check of a session does not trust what it checks.
+so the final check of a session does not trust what it checks. :func:`manager_on` is the one
+exception: a test's own manager is cleaned up after it by kiln's ``sweep_instance``, and the
+session's final sweep then checks that nothing of its instance is left.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import contextlib
 import secrets
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -20,6 +22,9 @@ import redis
 from sandbox.containers.disk_quota import DEFAULT_DISK_ROOT, SUBVOLUME_INODE, usable_root
 from sandbox.containers.npm_proxy import proxy_volume_name, remove_proxy
 from sandbox.containers.provisioning import remove_volume
+from sandbox.lifecycle.manager import SandboxManager
+from sandbox.lifecycle.reaper import sweep_instance
+from sandbox.lifecycle.registry import SandboxRegistry
 from sandbox.settings import LABEL, SandboxSettings
 
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -137,3 +142,24 @@ async def remove_npm_proxy(client: docker.DockerClient, instance: str) -> None:
     """Remove ``instance``'s npm proxy and its cache (kept in production, not by tests)."""
     await remove_proxy(client, instance)
     await remove_volume(client, proxy_volume_name(instance))
+
+
+@contextlib.asynccontextmanager
+async def manager_on(
+    settings: SandboxSettings, *, clock: Callable[[], float] | None = None
+) -> AsyncIterator[SandboxManager]:
+    """A manager of the test's own on ``settings`` (an instance of its own: ``instances.new``),
+    swept with ``sweep_instance`` and closed after, however the test ends.
+
+    Opened with ``SandboxManager.open``; with a ``clock``, made directly on it (``open`` takes
+    none) with a client and registry of its own."""
+    if clock is None:
+        manager = await SandboxManager.open(settings)
+    else:
+        registry = SandboxRegistry.from_url(settings.redis_url, settings.instance)
+        manager = SandboxManager(docker.from_env(), registry, settings, clock=clock)
+    try:
+        yield manager
+    finally:
+        await sweep_instance(manager.client, settings.instance, manager.registry, manager.disk)
+        await manager.aclose()

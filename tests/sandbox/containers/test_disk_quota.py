@@ -24,12 +24,11 @@ from sandbox.containers.docker_boundary import call
 from sandbox.errors import SandboxConfigError, SandboxError, SandboxUnavailable
 from sandbox.execution.exec_stream import ExecResult
 from sandbox.lifecycle.manager import SandboxManager
-from sandbox.lifecycle.reaper import sweep_instance
 from sandbox.session_log import failure_code, failure_text
 from sandbox.settings import SandboxSettings
 from sandbox.writes.flush import ArchiveTarget, Flusher
 from sandbox.writes.write_buffer import WriteBuffer
-from tests.sandbox.docker_support import DISK_ROOT, TestInstances, settings_for
+from tests.sandbox.docker_support import DISK_ROOT, TestInstances, manager_on, settings_for
 
 MOUNTINFO = "\n".join(
     [
@@ -134,12 +133,8 @@ on_engine = pytest.mark.docker
 async def small_disk(instances: TestInstances, redis_url: str) -> AsyncIterator[SandboxManager]:
     """A manager on an instance of its own whose sandboxes have 300 MiB of disk each."""
     settings = settings_for(instances.new("quota"), redis_url, disk_quota="300m")
-    opened = await SandboxManager.open(settings)
-    try:
+    async with manager_on(settings) as opened:
         yield opened
-        await sweep_instance(opened.client, settings.instance, opened.registry, opened.disk)
-    finally:
-        await opened.aclose()
 
 
 async def _target(container: ArchiveTarget) -> ArchiveTarget:

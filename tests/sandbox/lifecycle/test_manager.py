@@ -20,10 +20,9 @@ from sandbox.errors import SandboxCapacity, SandboxError, SandboxNotFound
 from sandbox.images.templates import get_template
 from sandbox.lifecycle.manager import Sandbox, SandboxManager
 from sandbox.lifecycle.pool_report import describe_pool, pool_key
-from sandbox.lifecycle.reaper import sweep_instance
-from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
+from sandbox.lifecycle.registry import SandboxRecord
 from sandbox.settings import LABEL, SandboxSettings
-from tests.sandbox.docker_support import TestInstances, settings_for
+from tests.sandbox.docker_support import TestInstances, manager_on, settings_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 
@@ -324,12 +323,8 @@ async def test_an_unknown_template_is_refused_before_anything_is_created(
 async def small_host(instances: TestInstances, redis_url: str) -> AsyncIterator[SandboxManager]:
     """A manager on an instance of its own that may hold one sandbox, warm one included."""
     settings = settings_for(instances.new("capacity"), redis_url, max_sandboxes=1, warm_pool_size=1)
-    opened = await SandboxManager.open(settings)
-    try:
+    async with manager_on(settings) as opened:
         yield opened
-        await sweep_instance(opened.client, settings.instance, opened.registry, opened.disk)
-    finally:
-        await opened.aclose()
 
 
 async def test_past_the_limit_provisioning_is_refused_in_words_and_creates_nothing(
@@ -376,19 +371,10 @@ async def test_a_burst_grows_the_warm_pool_and_idle_time_shrinks_it(
 ) -> None:
     settings = settings_for(instances.new("elastic"), redis_url, warm_pool_size=0, warm_pool_max=2)
     clock = MovableClock()
-    opened = SandboxManager(
-        docker.from_env(),
-        SandboxRegistry.from_url(settings.redis_url, settings.instance),
-        settings,
-        clock=clock,
-    )
-    try:
+    async with manager_on(settings, clock=clock) as opened:
         async with opened:
             await _burst_then_idle(opened, clock)
         assert await opened.list() == []  # the pool's sandboxes are gone with it
-    finally:
-        await sweep_instance(opened.client, settings.instance, opened.registry, opened.disk)
-        await opened.aclose()
 
 
 async def _burst_then_idle(manager: SandboxManager, clock: MovableClock) -> None:

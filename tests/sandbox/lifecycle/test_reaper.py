@@ -19,11 +19,10 @@ from sandbox.lifecycle.reaper import (
     label_expired,
     orphan_disks,
     orphans,
-    sweep_instance,
 )
 from sandbox.lifecycle.registry import SandboxRecord
 from sandbox.settings import LABEL, SandboxSettings
-from tests.sandbox.docker_support import TestInstances, leftovers, settings_for
+from tests.sandbox.docker_support import TestInstances, leftovers, manager_on, settings_for
 
 pytestmark = pytest.mark.anyio
 
@@ -86,14 +85,8 @@ def test_an_orphan_subvolume_has_neither_a_volume_nor_a_known_sandbox() -> None:
 async def own_manager(instances: TestInstances, redis_url: str) -> AsyncIterator[SandboxManager]:
     """A manager on an instance of its own (no pool), so reaping cannot touch other tests."""
     settings = settings_for(instances.new("reaper"), redis_url, idle_ttl_seconds=600)
-    manager = await SandboxManager.open(settings)
-    try:
+    async with manager_on(settings) as manager:
         yield manager
-        await sweep_instance(
-            manager.client, manager.settings.instance, manager.registry, manager.disk
-        )
-    finally:
-        await manager.aclose()
 
 
 @pytest.mark.docker
@@ -139,13 +132,8 @@ def _db(redis_url: str, number: int) -> str:
 @asynccontextmanager
 async def _running(settings: SandboxSettings) -> AsyncIterator[SandboxManager]:
     """A manager with its reaper loop running; its sandboxes swept at the end."""
-    manager = await SandboxManager.open(settings)
-    try:
-        async with manager:
-            yield manager
-    finally:
-        await sweep_instance(manager.client, settings.instance, manager.registry, manager.disk)
-        await manager.aclose()
+    async with manager_on(settings) as manager, manager:
+        yield manager
 
 
 async def _reaped(client: docker.DockerClient, name: str) -> None:
