@@ -24,13 +24,15 @@ from sandbox.containers.labels import (
     container_name,
 )
 from sandbox.containers.networks import container_ip, is_own_network, remove_network
-from sandbox.errors import ImageMissing, SandboxNotFound, SandboxUnavailable
+from sandbox.errors import ImageMissing, SandboxError, SandboxNotFound, SandboxUnavailable
 from sandbox.images.templates import Template
 from sandbox.settings import SandboxSettings
 
 PORT_POLL_SECONDS = 0.1
 CONNECT_TIMEOUT_SECONDS = 1.0
 CONTAINER_CHECK_SECONDS = 1.0
+VOLUME_IN_USE = "volume is in use"  # Docker's words when a container still has the volume
+VOLUME_IN_USE_ATTEMPTS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +103,11 @@ async def start_container(
     )
     try:
         # create + start rather than run: run would try to pull a missing image from a registry.
-        container = await call(client.containers.create, **kwargs)
+        # Shielded (its own deadline still applies): a create the caller stopped waiting for
+        # would land after the clean-up looked for the container, and Docker would make the
+        # removed volume again, unlabelled, where no reaper finds it.
+        with anyio.CancelScope(shield=True):
+            container = await call(client.containers.create, **kwargs)
     except SandboxNotFound as exc:
         raise ImageMissing(
             f"cannot create sandbox {sandbox_id!r} from {template.image!r} "
@@ -153,13 +159,26 @@ async def remove_volume(
     client: docker.DockerClient, name: str, disk: SandboxDisk | None = None
 ) -> bool:
     """Remove a volume, and with a ``disk`` the sandbox's subvolume behind it; ``False`` when
-    both were already gone."""
-    try:
-        volume = await call(client.volumes.get, name)
-        await call(volume.remove, force=True)
-        removed = True
-    except SandboxNotFound:
-        removed = False
+    both were already gone.
+
+    A container still on the volume goes first: a sandbox's volume is only its own, and a
+    provision stopped halfway (kiln stopping while the warm pool fills) may see its container
+    created after it looked for it (the create's thread is not waited for)."""
+    for attempt in range(VOLUME_IN_USE_ATTEMPTS):
+        try:
+            volume = await call(client.volumes.get, name)
+            await call(volume.remove, force=True)
+            removed = True
+            break
+        except SandboxNotFound:
+            removed = False
+            break
+        except SandboxError as exc:
+            if VOLUME_IN_USE not in str(exc) or attempt == VOLUME_IN_USE_ATTEMPTS - 1:
+                raise
+        users = await call(client.containers.list, all=True, filters={"volume": name})
+        for container in users:
+            await remove_container(client, container.id)
     if disk is not None and await disk.remove(name):
         return True
     return removed
