@@ -28,6 +28,13 @@ BUILDER_RUNNING = (
     " | grep -c '^[^ ]*node .*kiln-builder.mjs' || true"
 )
 DIST_DIGEST = "cd /workspace && find dist -type f | sort | xargs sha256sum"
+# A module of a few MB the app uses: its build takes seconds, so a cancel surely finds it running.
+SLOW_BUILD = (
+    "node -e \"console.log('export default [' + "
+    "Array.from({length: 60000}, (_, i) => JSON.stringify('item ' + i + ' '.repeat(40)))"
+    ".join(',\\n') + '];')\" > src/big.js"
+    " && echo \"import big from './big.js'; console.log(big.length)\" >> src/main.jsx"
+)
 
 
 @pytest.fixture
@@ -123,7 +130,7 @@ async def test_a_builder_that_loaded_other_packages_is_replaced(
 async def test_a_cancelled_build_ends_with_its_builder_and_writes_nothing(
     manager: SandboxManager, sandbox: Sandbox
 ) -> None:
-    await _shell(manager, sandbox, "rm -rf dist")
+    await _shell(manager, sandbox, f"rm -rf dist && {SLOW_BUILD}")
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(_resident_build, manager, sandbox)
         await _until_builders(manager, sandbox, 1)
