@@ -4,7 +4,8 @@
 //
 // - {op: 'warm'} is answered at once; a builder is started (if none runs for the installed
 //   packages) and builds once into memory, so the next build finds it warm.
-// - {op: 'build'} waits for its turn, then streams the build's output and {exit}.
+// - {op: 'build'} waits for its turn, then streams the build's output and {exit}; one that
+//   comes early in a warm-up (PREEMPT_MS) stops it and builds on a new builder instead.
 // - The installed packages changed since a builder started (kiln installed one): that builder
 //   is replaced before it builds. A warm process never builds with packages it did not load.
 // - A client that goes away while its build runs (kiln cancelled it) takes the builder with it:
@@ -20,12 +21,17 @@ const SOCKET = process.env.KILN_BUILD_SOCKET || '/tmp/kiln-build.sock'
 const BUILDER = fileURLToPath(new URL('./kiln-builder.mjs', import.meta.url))
 const IDLE_MS = 180000
 const WARM_LIMIT_MS = 120000 // a warm-up nobody waits for must not hold the queue for good
+// A build that comes this early in a warm-up takes its place: waiting for the rest of the
+// warm-up and then building warm would take longer than building cold right away (template app
+// in a 1-CPU sandbox: warm-up ~1.8 s, warm build ~1.1 s, cold build ~1.9 s).
+const PREEMPT_MS = 1000
 const HEAP_MB = 512 // a builder past this dies (a request then builds without it), not the sandbox
 
 export function startBuildService({ workspace, fingerprint, say }) {
   let builder = null // { child, packages, warm }
   let queue = Promise.resolve()
   let idleTimer = null
+  let warming = null // { builder, since } while a warm-up runs
 
   function stopBuilder(reason) {
     if (!builder) return
@@ -88,7 +94,9 @@ export function startBuildService({ workspace, fingerprint, say }) {
       const current = currentBuilder()
       if (current.warm) return
       const limit = setTimeout(() => stopBuilder('its warm-up took too long'), WARM_LIMIT_MS)
+      warming = { builder: current, since: Date.now() }
       if ((await run('warm', () => {})) !== null) current.warm = true
+      warming = null
       clearTimeout(limit)
     })
   }
@@ -96,6 +104,9 @@ export function startBuildService({ workspace, fingerprint, say }) {
   function build(socket) {
     let gone = false
     socket.on('close', () => (gone = true))
+    if (warming && warming.builder === builder && Date.now() - warming.since < PREEMPT_MS) {
+      stopBuilder('a build came early in its warm-up')
+    }
     enqueue(async () => {
       if (gone) return
       const send = (message) => socket.write(`${JSON.stringify(message)}\n`)

@@ -140,6 +140,18 @@ async def test_a_cancelled_build_ends_with_its_builder_and_writes_nothing(
     assert "no dist" in await _shell(manager, sandbox, "ls dist 2>/dev/null || echo no dist")
 
 
+async def test_a_build_that_comes_early_in_a_warm_up_takes_its_place(
+    manager: SandboxManager, sandbox: Sandbox
+) -> None:
+    """Waiting for the rest of a warm-up that has just begun, then building, would take longer
+    than building cold at once: the warm-up is stopped and the build is still exact."""
+    await _shell(manager, sandbox, SLOW_BUILD)  # a warm-up of seconds
+    assert (await manager.run_builder(sandbox.id, TEMPLATE, warm=True)).exit_code == 0
+    await _same_as_npm(manager, sandbox)
+    log = await _supervisor_log(manager, sandbox)
+    assert "resident builder stopped (a build came early in its warm-up)" in log
+
+
 async def test_without_its_service_the_client_builds_as_a_new_process(
     manager: SandboxManager, sandbox: Sandbox
 ) -> None:
