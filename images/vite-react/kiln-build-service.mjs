@@ -27,10 +27,19 @@ const WARM_LIMIT_MS = 120000 // a warm-up nobody waits for must not hold the que
 const PREEMPT_MS = 1000
 const HEAP_MB = 512 // a builder past this dies (a request then builds without it), not the sandbox
 
+function requestedOp(line) {
+  try {
+    return JSON.parse(line).op
+  } catch {
+    return null
+  }
+}
+
 export function startBuildService({ workspace, fingerprint, say }) {
   let builder = null // { child, packages, warm }
   let queue = Promise.resolve()
   let idleTimer = null
+  let pending = 0 // requests queued or running
   let warming = null // { builder, since } while a warm-up runs
 
   function stopBuilder(reason) {
@@ -82,11 +91,14 @@ export function startBuildService({ workspace, fingerprint, say }) {
 
   function enqueue(job) {
     clearTimeout(idleTimer)
-    queue = queue.then(job).catch((error) => say(`resident builder: ${error.message}`))
-    queue.then(() => {
-      clearTimeout(idleTimer)
-      idleTimer = setTimeout(() => stopBuilder('idle'), IDLE_MS)
-    })
+    pending += 1
+    queue = queue
+      .then(job)
+      .catch((error) => say(`resident builder: ${error.message}`))
+      .finally(() => {
+        pending -= 1
+        if (pending === 0) idleTimer = setTimeout(() => stopBuilder('idle'), IDLE_MS)
+      })
   }
 
   function warm() {
@@ -129,11 +141,12 @@ export function startBuildService({ workspace, fingerprint, say }) {
       text += chunk
       if (!text.includes('\n')) return
       socket.removeAllListeners('data')
-      const { op } = JSON.parse(text.slice(0, text.indexOf('\n')))
+      const op = requestedOp(text.slice(0, text.indexOf('\n')))
       if (op === 'warm') {
         socket.end(`${JSON.stringify({ exit: 0 })}\n`)
         warm()
-      } else build(socket)
+      } else if (op === 'build') build(socket)
+      else socket.destroy() // not kiln-build.mjs: the supervisor must not fall over on it
     })
   })
   rmSync(SOCKET, { force: true })

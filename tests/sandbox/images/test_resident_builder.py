@@ -27,6 +27,7 @@ BUILDER_RUNNING = (
     "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done"
     " | grep -c '^[^ ]*node .*kiln-builder.mjs' || true"
 )
+SOCKET = "/tmp/kiln-build.sock"
 DIST_DIGEST = "cd /workspace && find dist -type f | sort | xargs sha256sum"
 # A module of a few MB the app uses: its build takes seconds, so a cancel surely finds it running.
 SLOW_BUILD = (
@@ -72,6 +73,13 @@ async def _builders(manager: SandboxManager, sandbox: Sandbox) -> int:
 async def _until_builders(manager: SandboxManager, sandbox: Sandbox, count: int) -> None:
     with anyio.fail_after(LIMIT_SECONDS):
         while await _builders(manager, sandbox) != count:
+            await anyio.sleep(0.1)
+
+
+async def _until_listening(manager: SandboxManager, sandbox: Sandbox) -> None:
+    """Wait until the supervisor, once it has started, listens on the builder's socket."""
+    with anyio.fail_after(LIMIT_SECONDS):
+        while "yes" not in await _shell(manager, sandbox, f"test -S {SOCKET} && echo yes"):
             await anyio.sleep(0.1)
 
 
@@ -152,14 +160,26 @@ async def test_a_build_that_comes_early_in_a_warm_up_takes_its_place(
     assert "resident builder stopped (a build came early in its warm-up)" in log
 
 
+async def test_anything_else_on_its_socket_is_dropped_and_the_supervisor_goes_on(
+    manager: SandboxManager, sandbox: Sandbox
+) -> None:
+    """The socket is in the sandbox's /tmp, where the app's own code can reach it too."""
+    await _until_listening(manager, sandbox)
+    container = await manager.container_for(sandbox.id)
+    for junk in ("not json", '{"op": "rm -rf"}', "[]"):
+        send = f"require('net').createConnection({SOCKET!r}).end({junk!r} + '\\n')"
+        await call(container.exec_run, ["node", "-e", send], user="1000")
+    resident = await _resident_build(manager, sandbox)
+    assert resident.exit_code == 0, resident.output
+    assert "✓ built in" in resident.output
+    assert await _builders(manager, sandbox) == 1  # built by the resident builder
+
+
 async def test_without_its_service_the_client_builds_as_a_new_process(
     manager: SandboxManager, sandbox: Sandbox
 ) -> None:
-    with anyio.fail_after(LIMIT_SECONDS):  # the supervisor listens once it has started
-        while "removed" not in await _shell(
-            manager, sandbox, "rm /tmp/kiln-build.sock 2>/dev/null && echo removed"
-        ):
-            await anyio.sleep(0.1)
+    await _until_listening(manager, sandbox)
+    await _shell(manager, sandbox, f"rm {SOCKET}")
     resident = await _resident_build(manager, sandbox)
     assert resident.exit_code == 0, resident.output
     assert "✓ built in" in resident.output
