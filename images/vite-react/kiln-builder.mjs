@@ -13,12 +13,14 @@
 // build into memory, to warm up). To the service: {out}/{err} (the build's output, in order) and
 // {done, code}.
 import { writeFileSync } from 'node:fs'
+import { setPriority } from 'node:os'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
 
 const WORKSPACE = process.env.KILN_WORKSPACE || '/workspace'
 const VITE = path.join(WORKSPACE, 'node_modules/vite/dist/node/index.js')
 const pristine = { ...process.env }
+const NICENESS = 10
 
 try {
   // The first process to go when the sandbox runs out of memory: the service starts another.
@@ -26,6 +28,10 @@ try {
 } catch {
   // not on Linux, or not allowed: it only decides who goes first
 }
+// Behind the dev server in the sandbox's CPU share: a warm-up runs while the preview starts
+// (right after an install, when the dev server starts over); a build after the answer finds
+// the dev server idle and loses nothing. Its esbuild service inherits this.
+setPriority(NICENESS)
 
 function restoreEnvironment() {
   for (const key of Object.keys(process.env)) if (!(key in pristine)) delete process.env[key]
