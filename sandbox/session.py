@@ -213,12 +213,20 @@ class SandboxSession:
         return self.log
 
     async def abandon(self) -> SessionLog:
-        """A cancelled run: stop background installs and commands, flush what was written,
-        keep the log."""
+        """A cancelled run: stop background installs and commands, flush the files the answer
+        ended, and leave the one it was still writing as it was (never half of it); a
+        ``rollback`` record says what was kept and what was rolled back."""
         self._abandoned = True
         for scope in (*self._install_scopes, *self._command_scopes):
             scope.cancel()
+        self._edits.clear()  # blocks of an edit that never ended are never applied
+        try:
+            self.log.rolled_back = await self.writer.roll_back()
+        except SandboxError as exc:
+            await self._error(exc.code, str(exc))
         await self._flushed()
+        kept = [path for path in self.log.files if path not in self.log.rolled_back]
+        await self._on_record("rollback", {"kept": kept, "rolled_back": self.log.rolled_back})
         return self.log
 
     async def _dispatch(self, event: Event) -> None:

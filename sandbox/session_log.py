@@ -47,6 +47,9 @@ class SessionLog:
     # refused one; the agent loop tells the model about the latter.
     applied_edits: list[tuple[str, str]] = field(default_factory=list)
     failed_edits: list[FailedEdit] = field(default_factory=list)
+    # A cancelled session's files started and never ended: each stays at its place as it was
+    # before (absent if it was new); ``files`` are the ones kept whole.
+    rolled_back: list[str] = field(default_factory=list)
 
     def succeeded_on_current_files(self, argv: Sequence[str]) -> bool:
         """Whether ``argv`` last exited 0 with the workspace as it is now."""

@@ -358,7 +358,10 @@ class AgentRun:
             await self._error(error_code(exc), fatal, "fatal")
         finally:
             await stream.aclose()
-        for event in parser.close():
+        closing = parser.close()
+        # A cancel cuts the answer: what the parser ends at the cut (a file half written) was
+        # never finished by the model, so it is not handled; the session rolls it back.
+        for event in () if self._cancel.is_set() else closing:
             await self._handle(event, turn)
         await self._commands_done(turn, note)
         usage = stream.usage

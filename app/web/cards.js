@@ -136,10 +136,27 @@ export class FilesCard {
     this.chips.get(path)?.classList.remove("writing");
   }
 
+  /** A cancel left `rolledBack` (files never ended) as they were before; the others are kept
+   * whole. */
+  rollBack(rolledBack) {
+    this.rolledBack = new Set(rolledBack);
+    for (const path of rolledBack) {
+      this.start(path);
+      const chip = this.chips.get(path);
+      chip.classList.remove("writing");
+      chip.classList.add("rolled-back");
+      chip.title = "Cancelled while it was written: left as it was before this run";
+    }
+    this.close();
+  }
+
   close() {
-    const n = this.chips.size;
-    this.title.textContent = `Wrote ${n} file${n === 1 ? "" : "s"}`;
-    this.el.hidden = n === 0; // a turn that only edited: its edit cards say it all
+    const back = this.rolledBack?.size || 0;
+    const n = this.chips.size - back;
+    let title = `Wrote ${n} file${n === 1 ? "" : "s"}`;
+    if (back) title = `Kept ${n} whole file${n === 1 ? "" : "s"} · rolled back ${back} unfinished`;
+    this.title.textContent = title;
+    this.el.hidden = this.chips.size === 0; // a turn that only edited: its edit cards say it all
   }
 }
 

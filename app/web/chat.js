@@ -280,6 +280,10 @@ const HANDLERS = {
   sandbox_end() {
     this.filesCard?.close();
   },
+  rollback(event) {
+    if (!this.filesCard && (event.rolled_back || []).length) HANDLERS.sandbox_start.call(this, {});
+    this.filesCard?.rollBack(event.rolled_back || []);
+  },
   install_content(event) {
     const packages = event.dependencies || [];
     if (packages.length) this.step("install", `Install ${packages.join(", ")}`, this.installs);

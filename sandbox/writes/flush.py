@@ -216,7 +216,7 @@ class Flusher:
         return tuple(failed)
 
     async def _put_archive(self, container: ArchiveTarget, files: Sequence[BufferedFile]) -> None:
-        archive = build_workspace_tar((f.path, f.content) for f in files)
+        archive = build_workspace_tar((f.target, f.content) for f in files)
         self.archives_written += 1
         if not await call(container.put_archive, WORKSPACE, archive):
             paths = [f.path for f in files]

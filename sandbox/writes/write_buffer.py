@@ -4,10 +4,14 @@ Keys of one sandbox (all under ``kiln:sandbox:<id>:`` and all with a TTL, refres
 write and flush, so they expire once the sandbox is gone; :meth:`WriteBuffer.discard` deletes them
 at once when the sandbox is destroyed)::
 
-    content:<path>   string  the file's bytes so far (APPEND per chunk)
+    content:<path>   string  the file's bytes so far (SETRANGE at the writer's offset: a
+                             write repeated after a lost reply lands on the same bytes)
     versions         hash    path -> write counter, bumped by every write of that path
     dirty            set     paths written since their last flush
     files            set     every path of the run: what a fresh container must receive again
+    open             set     paths started and not yet ended: flushed into :data:`STAGING`,
+                             never at their place (the dev server and a version see only
+                             whole files; a cancel leaves the file at its place as it was)
     container        string  id of the container the last flush wrote into
     lock             string  redis-py ``Lock`` that serializes flushes of this sandbox
 
@@ -31,6 +35,9 @@ from sandbox.errors import SandboxUnavailable, WriteFailed
 from sandbox.redis_boundary import wrap_redis_errors
 
 KEY_PREFIX = "kiln:sandbox:"
+# Where a file still streaming is written in the workspace: kiln's own folder, which versions
+# leave out and no module imports; at ``file_end`` the whole file is written at its place.
+STAGING = ".kiln/staging"
 
 # KEYS: versions, dirty, container, then more keys whose TTL to refresh.
 # ARGV: ttl_ms, container id, then path/version pairs of the flushed files.
@@ -73,6 +80,12 @@ class BufferedFile:
     path: str
     version: bytes
     content: bytes
+    open: bool = False  # still streaming: written under :data:`STAGING`
+
+    @property
+    def target(self) -> str:
+        """Where the flush writes it in the workspace."""
+        return f"{STAGING}/{self.path}" if self.open else self.path
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +119,11 @@ class BufferKeys:
         return f"{self.prefix}files"
 
     @property
+    def open(self) -> str:
+        """The set of paths started and not yet ended."""
+        return f"{self.prefix}open"
+
+    @property
     def container(self) -> str:
         """The id of the container the last flush wrote into."""
         return f"{self.prefix}container"
@@ -118,7 +136,7 @@ class BufferKeys:
     @property
     def shared(self) -> tuple[str, ...]:
         """The keys every write touches besides the file's own content."""
-        return (self.versions, self.dirty, self.files)
+        return (self.versions, self.dirty, self.files, self.open)
 
     def pattern(self) -> str:
         """A SCAN pattern matching every key of this sandbox (glob characters escaped)."""
@@ -136,31 +154,58 @@ class WriteBuffer:
         self.ttl_ms = max(1, int(ttl_seconds * 1000))
         self._clear_flushed = client.register_script(_CLEAR_FLUSHED)
 
-    async def start_file(self, path: str, *, publish: bool = True) -> None:
-        """Reset ``path`` to empty. ``publish=False`` holds it back from flushes (config files)."""
-        await self._write(path, b"", reset=True, publish=publish)
+    async def start_file(self, path: str, *, publish: bool = True, open_: bool = False) -> None:
+        """Reset ``path`` to empty. ``publish=False`` holds it back from flushes (config
+        files); ``open_`` stages it until :meth:`close_file` (the file events' writer does)."""
+        await self._write(path, b"", reset=True, publish=publish, open_=open_)
 
     async def append(self, path: str, chunk: str, *, publish: bool = True) -> None:
         """Append ``chunk`` to ``path`` and mark it dirty, in one pipeline."""
         await self._write(path, utf8(chunk), reset=False, publish=publish)
 
-    async def append_many(self, chunks: Mapping[str, str], held: Set[str] = frozenset()) -> None:
-        """Append each file's gathered chunk, all in one pipeline (``held`` paths unpublished)."""
-        where = f"buffering {len(chunks)} files of sandbox {self.sandbox_id!r}"
+    async def write_at(
+        self, pieces: Mapping[str, tuple[int, bytes]], held: Set[str] = frozenset()
+    ) -> None:
+        """Write each file's ``(offset, bytes)``, all in one pipeline (``held`` paths
+        unpublished). Idempotent: repeated after a reply that never came (a cancel, a lost
+        connection), it writes the same bytes at the same place."""
+        where = f"buffering {len(pieces)} files of sandbox {self.sandbox_id!r}"
         with redis_errors(where):
             async with self.client.pipeline(transaction=True) as pipe:
-                for path, chunk in chunks.items():
-                    self._queue_write(pipe, path, utf8(chunk), False, path not in held)
+                for path, (offset, data) in pieces.items():
+                    self._queue_write(pipe, path, data, offset, path not in held)
                 await pipe.execute()
 
     async def replace(self, path: str, content: bytes) -> None:
-        """Set ``path``'s whole content (after cleanup or a merge) and mark it dirty."""
-        await self._write(path, content, reset=True, publish=True)
+        """Set ``path``'s whole content (after a merge), close it and mark it dirty."""
+        await self._write(path, content, reset=True, publish=True, open_=False)
 
-    async def _write(self, path: str, data: bytes, *, reset: bool, publish: bool) -> None:
+    async def close_file(self, path: str, content: bytes | None = None) -> None:
+        """``path`` is whole (``content`` replaces it if given): the next flush writes it at
+        its place."""
+        with redis_errors(f"closing {path!r} of sandbox {self.sandbox_id!r}"):
+            async with self.client.pipeline(transaction=True) as pipe:
+                if content is not None:
+                    self._queue_write(pipe, path, content, None, True, open_=False)
+                else:
+                    self._queue_publish(pipe, path, open_=False)
+                await pipe.execute()
+
+    async def open_paths(self, paths: Sequence[str]) -> list[str]:
+        """Which of ``paths`` are open (started, never ended)."""
+        if not paths:
+            return []
+        with redis_errors(f"reading the open files of sandbox {self.sandbox_id!r}"):
+            flags = await self.client.smismember(self.keys.open, list(paths))
+        return [path for path, flag in zip(paths, flags, strict=True) if flag]
+
+    async def _write(
+        self, path: str, data: bytes, *, reset: bool, publish: bool, open_: bool | None = None
+    ) -> None:
         with redis_errors(f"buffering {path!r} of sandbox {self.sandbox_id!r}"):
             async with self.client.pipeline(transaction=True) as pipe:
-                self._queue_write(pipe, path, data, reset, publish)
+                offset = None if reset else -1
+                self._queue_write(pipe, path, data, offset, publish, open_=open_)
                 await pipe.execute()
 
     def _queue_write(
@@ -168,22 +213,37 @@ class WriteBuffer:
         pipe: redis.asyncio.client.Pipeline,
         path: str,
         data: bytes,
-        reset: bool,
+        offset: int | None,
         publish: bool,
+        open_: bool | None = None,
     ) -> None:
-        """Queue one file's write: content, and (published) version, dirty mark and TTLs."""
+        """Queue one file's write (``offset``: ``None`` resets the file, -1 appends, else
+        SETRANGE) and, published, its version, dirty mark, open flag and TTLs."""
         key = self.keys.content(path)
-        if reset:
+        if offset is None:
             pipe.set(key, data, px=self.ttl_ms)
         else:
-            pipe.append(key, data)
+            if offset < 0:
+                pipe.append(key, data)
+            elif data:
+                pipe.setrange(key, offset, data)
             pipe.pexpire(key, self.ttl_ms)
         if publish:
-            pipe.hincrby(self.keys.versions, path, 1)
-            pipe.sadd(self.keys.dirty, path)
-            pipe.sadd(self.keys.files, path)
-            for shared in self.keys.shared:
-                pipe.pexpire(shared, self.ttl_ms)
+            self._queue_publish(pipe, path, open_)
+        elif open_ is not None:
+            (pipe.sadd if open_ else pipe.srem)(self.keys.open, path)
+
+    def _queue_publish(
+        self, pipe: redis.asyncio.client.Pipeline, path: str, open_: bool | None
+    ) -> None:
+        """Queue a new version of ``path``, its dirty mark, its open flag and the TTLs."""
+        pipe.hincrby(self.keys.versions, path, 1)
+        pipe.sadd(self.keys.dirty, path)
+        pipe.sadd(self.keys.files, path)
+        if open_ is not None:
+            (pipe.sadd if open_ else pipe.srem)(self.keys.open, path)
+        for shared in self.keys.shared:
+            pipe.pexpire(shared, self.ttl_ms)
 
     async def read(self, path: str) -> bytes | None:
         """The buffered content of ``path``, or ``None`` if there is none."""
@@ -194,7 +254,10 @@ class WriteBuffer:
     async def forget(self, path: str) -> None:
         """Drop a held-back file's content (a refused config file)."""
         with redis_errors(f"dropping {path!r} of sandbox {self.sandbox_id!r}"):
-            await self.client.delete(self.keys.content(path))
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.delete(self.keys.content(path))
+                pipe.srem(self.keys.open, path)
+                await pipe.execute()
 
     async def dirty_files(self) -> list[BufferedFile]:
         """Every dirty file with its content and version, read consistently."""
@@ -214,12 +277,14 @@ class WriteBuffer:
                 for path in paths:
                     pipe.hget(self.keys.versions, path)
                     pipe.get(self.keys.content(path))
+                    pipe.sismember(self.keys.open, path)
                 values = await pipe.execute()
         snapshot = []
         for index, path in enumerate(paths):
-            version, content = values[2 * index], values[2 * index + 1]
+            version, content, open_ = values[3 * index : 3 * index + 3]
             if content is not None:  # an expired content key cannot be restored; never blank it
-                snapshot.append(BufferedFile(path, _as_bytes(version or b"0"), _as_bytes(content)))
+                stamp = _as_bytes(version or b"0")
+                snapshot.append(BufferedFile(path, stamp, _as_bytes(content), bool(open_)))
         return snapshot
 
     async def clear_flushed(self, flushed: Sequence[BufferedFile], container_id: str) -> int:
@@ -228,7 +293,13 @@ class WriteBuffer:
         Also records ``container_id`` as the holder of the flushed files and refreshes TTLs.
         """
         refresh = [self.keys.content(f.path) for f in flushed]
-        keys = [self.keys.versions, self.keys.dirty, self.keys.container, self.keys.files]
+        keys = [
+            self.keys.versions,
+            self.keys.dirty,
+            self.keys.container,
+            self.keys.files,
+            self.keys.open,
+        ]
         args: list[str | bytes | int] = [self.ttl_ms, container_id]
         for buffered in flushed:
             args += [buffered.path, buffered.version]

@@ -23,10 +23,12 @@ import redis
 import redis.asyncio
 
 from app.config import ServiceSettings
+from app.postgen.template_workspace import read_template_workspace
 from app.projects.git_store import GitProjectStore
 from app.runs.follow import RunFollower
 from app.runs.service import RunService
 from app.store import Store
+from sandbox.writes.write_buffer import STAGING
 from tests.runs.conftest import new_chat
 from tests.runs.fakes import TODO, TODO_FILES
 from tests.runs.worker_process import SANDBOXES
@@ -152,3 +154,79 @@ async def test_a_kill_between_writes_and_commit_loses_no_file_of_the_turn(
     assert set(TODO_FILES) <= set(recorded)
     for path, content in checkpoint["files"].items():
         assert recorded.get(path) == content.encode(), path
+
+
+def mid_file(store: Store, run_id: str) -> str | None:
+    """A file of the run started and not ended (after at least one whole file), if any."""
+    ended = {event["path"] for _, event in store.events_of_type(run_id, "file_end")}
+    started = [event["path"] for _, event in store.events_of_type(run_id, "file_start")]
+    open_paths = [path for path in started if path not in ended]
+    return open_paths[0] if ended and open_paths else None
+
+
+def workspace_file(instance: str, path: str) -> bytes | None:
+    """``path`` in the instance's one sandbox as it is now (``None``: there is none)."""
+    client = docker.from_env()
+    try:
+        labels = [f"kiln.instance={instance}", "kiln.role"]
+        found = client.containers.list(filters={"label": labels[0]})
+        [container] = [c for c in found if c.labels.get("kiln.role") != "npm-proxy"]
+        code, output = container.exec_run(["cat", f"/workspace/{path}"], user="1000:1000")
+    finally:
+        client.close()
+    return bytes(output) if code == 0 else None
+
+
+async def staged_mid_file(
+    store: Store, run_id: str, instance: str, worker: subprocess.Popen[bytes], log: Path
+) -> str:
+    """A file the run is writing whose streamed part already reached the sandbox's disk (in
+    the staging folder)."""
+    while True:
+        assert worker.poll() is None, log.read_text()
+        path = mid_file(store, run_id)
+        if path is not None:
+            staged = f"{STAGING}/{path}"
+            found = await anyio.to_thread.run_sync(workspace_file, instance, staged)
+            if found and mid_file(store, run_id) == path:
+                return path
+        await anyio.sleep(0.05)
+
+
+async def test_a_kill_mid_file_leaves_no_half_file_and_the_resume_writes_it_whole(
+    instance: str,
+    settings: ServiceSettings,
+    client: redis.asyncio.Redis,
+    workers: list[subprocess.Popen[bytes]],
+    tmp_path: Path,
+) -> None:
+    store = Store(settings.database_path, settings.secret_key)
+    log = tmp_path / "workers.log"
+    user, chat = new_chat(store)
+    run_id, _ = await RunService(store, client, settings, env={}).submit(
+        user.id, chat.id, "make an app"
+    )
+    workers.append(start_worker(instance, settings, 100.0, "first", log))
+    with anyio.fail_after(DEADLINE_SECONDS):
+        path = await staged_mid_file(store, run_id, instance, workers[0], log)
+    workers[0].send_signal(signal.SIGKILL)
+    workers[0].wait()
+    assert mid_file(store, run_id) == path, "the file ended before the kill: try a slower pace"
+    before = read_template_workspace("vite-react").get(path)
+    on_disk = await anyio.to_thread.run_sync(workspace_file, instance, path)
+    assert (on_disk.decode() if on_disk is not None else None) == before, path
+    workers.append(start_worker(instance, settings, 0, "second", log))
+    with anyio.fail_after(DEADLINE_SECONDS):
+        async with RunFollower(store, client, run_id, poll_seconds=0.2) as follower:
+            [event async for _seq, event in follower]
+    run = store.get_run(run_id)
+    checkpoint = store.load_checkpoint(run_id)
+    store.close()
+    assert run is not None
+    assert run.status == "completed", log.read_text()
+    assert checkpoint is not None
+    recorded = GitProjectStore(settings.projects_dir).files(chat.id, "latest")
+    for name, content in checkpoint["files"].items():
+        assert recorded.get(name) == content.encode(), name
+        on_disk = await anyio.to_thread.run_sync(workspace_file, instance, name)
+        assert on_disk == content.encode(), name

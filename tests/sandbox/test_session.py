@@ -159,6 +159,7 @@ async def test_a_command_waits_for_installs_and_flushed_files(
         InstallContent(["zustand"], "vite-react"),
         FileStart("src/App.jsx"),
         FileContent("src/App.jsx", "export default 1;\n"),
+        FileEnd("src/App.jsx"),
         Command("npm", ["run", "build"]),
     ]:
         await running.handle(event)
@@ -443,6 +444,27 @@ async def test_abandon_stops_installs_but_not_the_task_that_abandons(
         await anyio.sleep(0)  # a checkpoint: the caller goes on (it closes and releases next)
     assert sandbox.timeline == ["write src/App.jsx"]
     assert log.installs == []
+
+
+async def test_abandon_keeps_ended_files_and_leaves_the_one_being_written_as_it_was(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, records = session
+    sandbox.files["src/App.jsx"] = b"the template's App\n"
+    for event in [
+        FileStart("src/main.jsx"),
+        FileContent("src/main.jsx", "import App from './App.jsx';\n"),
+        FileEnd("src/main.jsx"),
+        FileStart("src/App.jsx"),
+        FileContent("src/App.jsx", "export default function App() { return (.items.map(("),
+    ]:
+        await running.handle(event)
+    await running.scheduler.wait_flushed()  # the half file reached the disk: in staging
+    log = await running.abandon()
+    assert sandbox.files["src/main.jsx"] == b"import App from './App.jsx';\n"
+    assert sandbox.files["src/App.jsx"] == b"the template's App\n"
+    assert log.rolled_back == ["src/App.jsx"]
+    assert ("rollback", {"kept": ["src/main.jsx"], "rolled_back": ["src/App.jsx"]}) in records
 
 
 # Building ahead: the template's build starts once an answer's files are complete.

@@ -8,6 +8,7 @@ import tarfile
 import uuid
 from collections.abc import AsyncIterator, Mapping, Set
 
+import anyio
 import pytest
 import redis.asyncio
 
@@ -15,7 +16,7 @@ from sandbox.errors import SandboxUnavailable
 from sandbox.images.templates import get_template
 from sandbox.writes.file_events import FileEventWriter, WriteNotice
 from sandbox.writes.flush import ArchiveTarget, Flusher, FlushScheduler
-from sandbox.writes.write_buffer import WriteBuffer
+from sandbox.writes.write_buffer import STAGING, WriteBuffer
 
 pytestmark = pytest.mark.anyio
 
@@ -119,12 +120,14 @@ class CountingBuffer(WriteBuffer):
         self.batches = 0
         self.fail_next = False
 
-    async def append_many(self, chunks: Mapping[str, str], held: Set[str] = frozenset()) -> None:
+    async def write_at(
+        self, pieces: Mapping[str, tuple[int, bytes]], held: Set[str] = frozenset()
+    ) -> None:
         if self.fail_next:
             self.fail_next = False
             raise SandboxUnavailable("redis unreachable while buffering")
         self.batches += 1
-        await super().append_many(chunks, held)
+        await super().write_at(pieces, held)
 
 
 @pytest.fixture
@@ -183,4 +186,49 @@ async def test_a_flush_while_the_file_streams_writes_what_was_gathered(
     await writer.append("src/App.jsx", "export default ")
     await writer.append("src/App.jsx", "function App() {")
     await writer.scheduler.wait_flushed()  # the file has not ended: a mid-stream flush
-    assert container.files["src/App.jsx"] == b"export default function App() {"
+    assert container.files == {f"{STAGING}/src/App.jsx": b"export default function App() {"}
+    await writer.append("src/App.jsx", "}")
+    await writer.end("src/App.jsx")
+    await writer.scheduler.wait_flushed()  # whole: written at its place
+    assert container.files["src/App.jsx"] == b"export default function App() {}"
+
+
+async def test_a_push_whose_reply_never_came_is_not_stored_twice(
+    writer: FileEventWriter, container: RecordingContainer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Redis applied the pipeline, then the push was cancelled before its reply: pushed again,
+    # the chunk must land once (kiln issue 21: a cancel doubled `.items.map((` in a file).
+    real = redis.asyncio.client.Pipeline.execute
+
+    async def applied_then_cancelled(self: redis.asyncio.client.Pipeline) -> list[object]:
+        await real(self)
+        raise anyio.get_cancelled_exc_class()()
+
+    await writer.start("src/store.js")
+    await writer.append("src/store.js", "persist(state")
+    await writer.append("src/store.js", ".items.map((")
+    monkeypatch.setattr(redis.asyncio.client.Pipeline, "execute", applied_then_cancelled)
+    with pytest.raises(anyio.get_cancelled_exc_class()):
+        await writer.push()
+    monkeypatch.undo()
+    await writer.append("src/store.js", "i) => i));")
+    await writer.end("src/store.js")
+    await writer.scheduler.wait_flushed()
+    assert container.files["src/store.js"] == b"persist(state.items.map((i) => i));"
+
+
+async def test_a_file_never_ended_is_rolled_back_and_never_written_at_its_place(
+    writer: FileEventWriter, container: RecordingContainer
+) -> None:
+    await _stream(writer, "src/done.js", "export const done = 1;\n")
+    await writer.start("src/half.js")
+    await writer.append("src/half.js", "export const half = (")
+    await writer.start("package.json")
+    await writer.append("package.json", '{"dependencies": {')
+    assert await writer.roll_back() == ["src/half.js", "package.json"]
+    await writer.scheduler.wait_flushed()
+    assert container.files == {
+        "src/done.js": b"export const done = 1;\n",
+        f"{STAGING}/src/half.js": b"export const half = (",
+    }
+    assert await writer.roll_back() == []  # said once
