@@ -154,7 +154,7 @@ class RunService:
 
     async def _enqueue(self, run: Run) -> None:
         try:
-            await self.queue.enqueue(run.id)
+            await self.queue.enqueue(run.id, run.user_id)
         except QueueUnavailable as exc:
             await end_run(
                 self._store,
