@@ -271,7 +271,7 @@ class MemoryWatch:
             await anyio.sleep(0.2)
 
 
-async def busy_sandbox(manager: SandboxManager, chat: str, user: str, template: str) -> None:
+async def busy_sandbox(manager: SandboxManager, chat: str, user: str, template: str) -> str:
     """A new chat's sandbox at its busy size: dev server answering, then a build (the resident
     builder, which stays warm afterwards, where the template has one); released after."""
     sandbox = await manager.acquire(chat, user, template)
@@ -284,6 +284,7 @@ async def busy_sandbox(manager: SandboxManager, chat: str, user: str, template: 
     if result.exit_code != 0:
         print(f"  (the build in {sandbox.id} failed: exit {result.exit_code})")
     await manager.release(sandbox.id)
+    return sandbox.container_id
 
 
 async def admission_fill(manager: SandboxManager, redis_url: str, args: argparse.Namespace) -> None:
@@ -298,6 +299,7 @@ async def admission_fill(manager: SandboxManager, redis_url: str, args: argparse
     service = ServiceSettings(Path(tempfile.gettempdir()), "bench", redis_url=redis_url)
     client = redis.asyncio.Redis.from_url(redis_url)
     admission, watch, admitted = Admission(client, service, sandboxes), MemoryWatch(), 0
+    containers: list[str] = []
     print(
         f"admission: {template} sandboxes, each made busy;"
         f" {host.available / GIB:.1f} GiB available, reserve {reserve / GIB:.1f} GiB"
@@ -312,9 +314,16 @@ async def admission_fill(manager: SandboxManager, redis_url: str, args: argparse
             except AdmissionRefused as refused:
                 print(f"  refused new chat {admitted + 1} ({refused.limit}): {refused}")
                 break
-            await busy_sandbox(manager, chat, user, template)
+            containers.append(await busy_sandbox(manager, chat, user, template))
             await admission.release(run, user, chat)
             admitted += 1
+            usage = [container_usage(container) for container in containers]
+            print(
+                f"  {admitted:3d} busy: MemAvailable {mem_available() / GIB:.2f} GiB; the last one"
+                f" {usage[-1][0] / MIB:.0f} MiB (cgroup; anonymous {usage[-1][1] / MIB:.0f}),"
+                f" all {sum(u[0] for u in usage) / MIB:.0f} MiB",
+                flush=True,
+            )
         tasks.cancel_scope.cancel()
     await client.aclose()
     lowest, now = watch.lowest, mem_available()

@@ -241,7 +241,7 @@ class Admission:
         percent = self._sandboxes.memory_reserve_percent
         return (
             f"this host is low on memory for another app: {memory.available / GIB:.1f} GiB "
-            f"available, {memory.reserve(percent) / GIB:.1f} GiB ({percent:g} %, "
+            f"available, {memory.reserve(percent) / GIB:.1f} GiB ({percent:.3g} %, "
             f"KILN_HOST_MEMORY_RESERVE) kept free, and a new {template!r} app may use "
             f"{busy_bytes(template) // MIB} MiB; try again in a minute"
         )

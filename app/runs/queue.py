@@ -84,6 +84,7 @@ for _, entry in ipairs(redis.call('XRANGE', stream, '(' .. read_id, '+', 'COUNT'
   end
 end
 redis.call('HSET', served, user, redis.call('INCR', serial))
+redis.call('EXPIRE', served, 86400)  -- users gone a day need no turn order
 return ''
 """
 _HEARTBEAT = """
