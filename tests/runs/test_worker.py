@@ -321,9 +321,14 @@ async def test_an_ended_run_in_the_queue_is_skipped(
 
 
 async def test_many_runs_on_two_workers_each_run_exactly_once(
-    settings: ServiceSettings, store: Store, client: redis.asyncio.Redis
+    settings: ServiceSettings,
+    store: Store,
+    client: redis.asyncio.Redis,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     settings = with_limits(settings, max_active_runs_per_user=20, worker_concurrency=3)
+    # One user's 8 new chats each wait for a sandbox of their own.
+    monkeypatch.setenv("KILN_MAX_SANDBOXES_PER_USER", "20")
     service = RunService(store, client, settings)
     async with running_workers(
         settings, store, client, MemoryWorkspaces(), replay_factory(), count=2
