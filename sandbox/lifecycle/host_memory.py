@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox.images.templates import get_template
+from sandbox.settings import host_memory_bytes
 
 MIB = 2**20
 MEMINFO = Path("/proc/meminfo")
@@ -34,15 +35,18 @@ class HostMemory:
 
     @classmethod
     def read(cls, meminfo: Path = MEMINFO) -> HostMemory:
-        """The numbers of ``/proc/meminfo`` (a read of a kernel file: no I/O wait)."""
+        """The numbers of ``/proc/meminfo`` (a read of a kernel file: no I/O wait); where it is
+        unreadable, the physical memory as both (no memory is then known to be in use)."""
         fields: dict[str, int] = {}
-        for line in meminfo.read_text().splitlines():
-            name, _, rest = line.partition(":")
-            if name in ("MemTotal", "MemAvailable"):
-                fields[name] = int(rest.split()[0]) * 1024  # kB
-        if "MemTotal" not in fields:
-            raise ValueError(f"no MemTotal in {str(meminfo)!r}")
-        return cls(fields["MemTotal"], fields.get("MemAvailable", fields["MemTotal"]))
+        try:
+            for line in meminfo.read_text().splitlines():
+                name, _, rest = line.partition(":")
+                if name in ("MemTotal", "MemAvailable"):
+                    fields[name] = int(rest.split()[0]) * 1024  # kB
+        except (OSError, ValueError, IndexError):
+            fields.clear()
+        total = fields.get("MemTotal") or host_memory_bytes()
+        return cls(total, fields.get("MemAvailable", total))
 
     def reserve(self, percent: float) -> int:
         """The bytes ``MemAvailable`` must keep: ``percent`` of the host's memory."""
