@@ -115,13 +115,13 @@ def memory_result(settings: SandboxSettings, memory: HostMemory) -> CheckResult:
     sandboxes (each busy) fit above it (:mod:`sandbox.lifecycle.host_memory`)."""
     percent = settings.memory_reserve_percent
     headroom = memory.headroom(percent)
-    sizes = ", ".join(f"{name} {busy_bytes(name) // MIB} MiB" for name in TEMPLATES)
+    sizes = ", ".join(f"{name} {t.idle_mib}/{t.busy_mib} MiB" for name, t in TEMPLATES.items())
     detail = (
         f"{memory.available / GIB:.1f} GiB available of {memory.total / GIB:.1f} GiB, "
         f"{memory.reserve(percent) / GIB:.1f} GiB ({percent:g} %, KILN_HOST_MEMORY_RESERVE) kept "
         f"free: room for {room_for(headroom, DEFAULT_TEMPLATE)} more new {DEFAULT_TEMPLATE} "
-        f"sandboxes busy ({sizes}), every instance on the host counted; past it a new chat "
-        "gets 429"
+        f"sandboxes busy (idle/busy: {sizes}), every instance on the host counted; past it a "
+        "new chat gets 429"
     )
     hint = "free memory, lower KILN_HOST_MEMORY_RESERVE, or wait for idle sandboxes to go"
     return CheckResult("memory", headroom >= busy_bytes(DEFAULT_TEMPLATE), detail, hint)

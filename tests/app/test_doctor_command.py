@@ -158,8 +158,9 @@ def test_memory_says_how_many_new_sandboxes_fit_above_the_reserve(
     result = memory_result(SMALL, HostMemory(total, total // 10 + headroom_mib * 2**20))
     assert result.ok is ok
     assert "1.0 GiB (10 %, KILN_HOST_MEMORY_RESERVE) kept free" in result.detail
-    assert f"room for {room} more new vite-react sandboxes busy (vite-react 244 MiB," in (
-        result.detail
+    assert (
+        f"room for {room} more new vite-react sandboxes busy (idle/busy: vite-react 104/244 MiB,"
+        in (result.detail)
     )
 
 
