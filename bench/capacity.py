@@ -76,10 +76,7 @@ READY_LIMIT_SECONDS = 180.0
 
 def mem_available() -> int:
     """The host's ``MemAvailable`` in bytes."""
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("no MemAvailable in /proc/meminfo")
+    return HostMemory.read().available
 
 
 def container_usage(container_id: str) -> tuple[int, int, int]:
