@@ -104,7 +104,8 @@ class BudgetExceeded(KilnError):
 
 class AdmissionRefused(KilnError):
     """A run limit refused a new run; ``limit`` names which (global, user, chat, rate,
-    sandboxes); ``retry_after`` is when trying again makes sense, in seconds."""
+    sandboxes, user_sandboxes, memory); ``retry_after`` is when trying again makes sense, in
+    seconds."""
 
     code = "admission_refused"
 

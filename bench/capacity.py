@@ -19,6 +19,14 @@ at the rate of the first ones (``--min-free-gib`` kept free). Start small:
 
     python bench/capacity.py --sandboxes 50
     python bench/capacity.py --sandboxes 200    # only if the 50 run says memory allows
+
+``--admission`` measures the other side (issue 24): new chats of ``--template`` (vite-react) go
+through kiln's admission (:mod:`app.runs.admission`), each sandbox made busy (a build, the
+resident builder staying warm), until admission refuses; it prints whether ``MemAvailable``
+(sampled every 0.2 s) stayed above the reserve. ``--headroom-gib H`` runs it at a small scale
+on a shared host: the reserve is set H GiB under what is available at the start.
+
+    python bench/capacity.py --admission --headroom-gib 2
 """
 
 from __future__ import annotations
@@ -37,11 +45,24 @@ from pathlib import Path
 
 import anyio
 import httpx
+import redis.asyncio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.config import ServiceSettings
+from app.errors import AdmissionRefused
+from app.runs.admission import Admission
 from app.service.embedded_redis import EmbeddedRedis
-from sandbox import Sandbox, SandboxManager, SandboxSettings, call, connect, sweep_instance
+from sandbox import (
+    HostMemory,
+    Sandbox,
+    SandboxManager,
+    SandboxSettings,
+    call,
+    connect,
+    get_template,
+    sweep_instance,
+)
 from sandbox.containers.disk_quota import SandboxDisk
 from sandbox.settings import default_max_sandboxes
 
@@ -55,10 +76,7 @@ READY_LIMIT_SECONDS = 180.0
 
 def mem_available() -> int:
     """The host's ``MemAvailable`` in bytes."""
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("no MemAvailable in /proc/meminfo")
+    return HostMemory.read().available
 
 
 def container_usage(container_id: str) -> tuple[int, int, int]:
@@ -237,6 +255,83 @@ async def disk_report(disk: SandboxDisk, fleet: Fleet) -> None:
     )
 
 
+class MemoryWatch:
+    """The lowest ``MemAvailable`` seen, sampled every 0.2 s while it runs."""
+
+    def __init__(self) -> None:
+        self.lowest = mem_available()
+
+    async def run(self) -> None:
+        """Sample until cancelled."""
+        while True:
+            self.lowest = min(self.lowest, mem_available())
+            await anyio.sleep(0.2)
+
+
+async def busy_sandbox(manager: SandboxManager, chat: str, user: str, template: str) -> str:
+    """A new chat's sandbox at its busy size: dev server answering, then a build (the resident
+    builder, which stays warm afterwards, where the template has one); released after."""
+    sandbox = await manager.acquire(chat, user, template)
+    await manager.wait_ready(sandbox.id, READY_LIMIT_SECONDS)
+    spec = get_template(template)
+    if spec.builder:
+        result = await manager.run_builder(sandbox.id, spec, warm=False)
+    else:
+        result = await manager.run_command(sandbox.id, ["npm", "run", "build"])
+    if result.exit_code != 0:
+        print(f"  (the build in {sandbox.id} failed: exit {result.exit_code})")
+    await manager.release(sandbox.id)
+    return sandbox.container_id
+
+
+async def admission_fill(manager: SandboxManager, redis_url: str, args: argparse.Namespace) -> None:
+    """New chats of ``--template`` through kiln's admission until it refuses, each sandbox made
+    busy; whether MemAvailable stayed above the reserve (issue 24)."""
+    host, template = HostMemory.read(), args.template
+    percent = manager.settings.memory_reserve_percent
+    if args.headroom_gib is not None:  # small scale: a reserve just under what is free now
+        percent = max(1.0, (host.available - args.headroom_gib * GIB) / host.total * 100)
+    sandboxes = dataclasses.replace(manager.settings, memory_reserve_percent=percent)
+    reserve = host.reserve(percent)
+    service = ServiceSettings(Path(tempfile.gettempdir()), "bench", redis_url=redis_url)
+    client = redis.asyncio.Redis.from_url(redis_url)
+    admission, watch, admitted = Admission(client, service, sandboxes), MemoryWatch(), 0
+    containers: list[str] = []
+    print(
+        f"admission: {template} sandboxes, each made busy;"
+        f" {host.available / GIB:.1f} GiB available, reserve {reserve / GIB:.1f} GiB"
+        f" ({percent:.1f} % of {host.total / GIB:.1f} GiB)"
+    )
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(watch.run)
+        while True:
+            run, user, chat = f"run-{admitted}", f"user-{admitted}", f"chat-{admitted}"
+            try:
+                await admission.admit(run, user, chat, template)
+            except AdmissionRefused as refused:
+                print(f"  refused new chat {admitted + 1} ({refused.limit}): {refused}")
+                break
+            containers.append(await busy_sandbox(manager, chat, user, template))
+            await admission.release(run, user, chat)
+            admitted += 1
+            usage = [container_usage(container) for container in containers]
+            print(
+                f"  {admitted:3d} busy: MemAvailable {mem_available() / GIB:.2f} GiB; the last one"
+                f" {usage[-1][0] / MIB:.0f} MiB (cgroup; anonymous {usage[-1][1] / MIB:.0f}),"
+                f" all {sum(u[0] for u in usage) / MIB:.0f} MiB",
+                flush=True,
+            )
+        tasks.cancel_scope.cancel()
+    await client.aclose()
+    lowest, now = watch.lowest, mem_available()
+    verdict = "above" if lowest >= reserve else "UNDER"
+    print(
+        f"  admitted {admitted}; MemAvailable lowest {lowest / GIB:.2f} GiB during the fill,"
+        f" {now / GIB:.2f} GiB at the refusal: {verdict} the reserve of {reserve / GIB:.2f} GiB"
+        f" (by {(lowest - reserve) / MIB:.0f} MiB)"
+    )
+
+
 async def bench(args: argparse.Namespace) -> None:
     """Run in an instance of its own; remove everything it made, whatever happens."""
     instance = f"bench-capacity-{secrets.token_hex(3)}"
@@ -245,12 +340,15 @@ async def bench(args: argparse.Namespace) -> None:
         base = SandboxSettings.from_env()
         settings = dataclasses.replace(
             base, redis_url=redis_server.url, instance=instance, warm_pool_size=0,
-            max_sandboxes=args.sandboxes + 1,
+            max_sandboxes=max(args.sandboxes + 1, 1000 if args.admission else 0),
             npm_cache_volume=f"kiln-npm-cache-{instance}",
         )  # fmt: skip
         manager = await SandboxManager.open(settings)
         try:
-            await measure(manager, args)
+            if args.admission:
+                await admission_fill(manager, redis_server.url, args)
+            else:
+                await measure(manager, args)
         finally:
             with anyio.CancelScope(shield=True):
                 start = time.perf_counter()
@@ -270,6 +368,18 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4, help="acquires at once (4)")
     parser.add_argument("--settle", type=float, default=10.0, help="seconds before measuring")
     parser.add_argument("--min-free-gib", type=float, default=4.0, help="memory left free (4)")
+    parser.add_argument(
+        "--admission",
+        action="store_true",
+        help="instead: new chats through admission until it refuses, each sandbox busy",
+    )
+    parser.add_argument("--template", default="vite-react", help="for --admission (vite-react)")
+    parser.add_argument(
+        "--headroom-gib",
+        type=float,
+        default=None,
+        help="for --admission at a small scale: a reserve this far under MemAvailable now",
+    )
     anyio.run(bench, parser.parse_args())
 
 

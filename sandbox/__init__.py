@@ -82,6 +82,7 @@ if TYPE_CHECKING:
         Template,
         get_template,
     )
+    from sandbox.lifecycle.host_memory import HostMemory, busy_bytes, room_for
     from sandbox.lifecycle.manager import (
         SandboxManager,
     )
@@ -166,6 +167,9 @@ _EXPORTS: dict[str, str] = {
     "DEFAULT_DISK_ROOT": "sandbox.containers.disk_quota",
     "usable_root": "sandbox.containers.disk_quota",
     "registry_prefix": "sandbox.lifecycle.registry",
+    "HostMemory": "sandbox.lifecycle.host_memory",
+    "busy_bytes": "sandbox.lifecycle.host_memory",
+    "room_for": "sandbox.lifecycle.host_memory",
     "BUILD_COMMAND": "sandbox.images.templates",
     "DEFAULT_TEMPLATE": "sandbox.images.templates",
     "TEMPLATES": "sandbox.images.templates",
@@ -227,6 +231,7 @@ __all__ = [
     "ContextFile",
     "EnvReader",
     "FileTooLarge",
+    "HostMemory",
     "ImageBuildFailed",
     "ImageBuildSettings",
     "ImageBuilder",
@@ -258,6 +263,7 @@ __all__ = [
     "build_if_stale",
     "build_lock",
     "build_workspace_tar",
+    "busy_bytes",
     "call",
     "connect",
     "context_files",
@@ -275,6 +281,7 @@ __all__ = [
     "probe_preview",
     "refuse",
     "registry_prefix",
+    "room_for",
     "sandbox_disk",
     "size_bytes",
     "strip_wrapping_fence",

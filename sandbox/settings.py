@@ -153,6 +153,14 @@ class SandboxSettings:
     # the limit (sandbox.containers.disk_quota).
     disk_root: Path | None = None
     disk_quota: str = "2g"
+    # Admission by memory (sandbox.lifecycle.host_memory): a new chat is admitted only while the
+    # host's MemAvailable stays above this share of its memory once the new sandbox is busy.
+    memory_reserve_percent: float = 10.0
+    # The most sandboxes one user holds (their idle ones are given up first for a new chat).
+    max_sandboxes_per_user: int = 4
+    # On a full host, an idle sandbox unused this long is given up for another chat's new one
+    # (else idle sandboxes live KILN_SANDBOX_IDLE_TTL).
+    idle_ttl_full_seconds: float = 300.0
 
     @property
     def network(self) -> str:
@@ -227,6 +235,15 @@ class SandboxSettings:
             max_sandboxes=_max_sandboxes(read),
             disk_root=_disk_root(read),
             disk_quota=read.size("KILN_SANDBOX_DISK_QUOTA", d.disk_quota, low=MIN_DISK_QUOTA),
+            memory_reserve_percent=read.number(
+                "KILN_HOST_MEMORY_RESERVE", d.memory_reserve_percent, low=1, high=90, low_open=False
+            ),
+            max_sandboxes_per_user=read.integer(
+                "KILN_MAX_SANDBOXES_PER_USER", d.max_sandboxes_per_user, low=1
+            ),
+            idle_ttl_full_seconds=read.number(
+                "KILN_SANDBOX_IDLE_TTL_FULL", d.idle_ttl_full_seconds
+            ),
         )
 
 

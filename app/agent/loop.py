@@ -427,7 +427,11 @@ class AgentRun:
             self._workspace.prefer_template(event.framework)
         elif isinstance(event, SandboxStart) and event.base:
             self._workspace.prefer_template(event.base)
-        if isinstance(event, _SANDBOX_EVENTS):
+        if isinstance(event, Command) and not self._tracker.allow_tool_call():
+            # A command is a tool call: without this a run could hold its worker slot with
+            # commands until its deadline (issue 29).
+            await self._refuse_over_budget(" ".join((event.command, *event.args)))
+        elif isinstance(event, _SANDBOX_EVENTS):
             target = await self._workspace.target(self._on_record)
             await self._cancellable(target.handle(event))
             if isinstance(event, EditEnd):
@@ -488,10 +492,16 @@ class AgentRun:
         await self._error(REWRITE_REFUSED, reason, "recoverable")
 
     async def _tool_call(self, request: str, call: Callable[[], Awaitable[ToolResult]]) -> None:
-        if self._tracker.allow_tool_call():
-            result = await call()
-        else:
-            result = ToolResult("budget", request, False, "The tool-call budget is spent.")
+        if not self._tracker.allow_tool_call():
+            await self._refuse_over_budget(request)
+            return
+        result = await call()
+        self._recorder.tool_results.append(result)
+        await self._emit({"type": "tool_result", **result.to_dict()})
+
+    async def _refuse_over_budget(self, request: str) -> None:
+        """A tool call (a read, search, scrape or command) past the run's or turn's budget."""
+        result = ToolResult("budget", request, False, "The tool-call budget is spent.")
         self._recorder.tool_results.append(result)
         await self._emit({"type": "tool_result", **result.to_dict()})
 

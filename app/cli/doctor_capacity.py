@@ -3,8 +3,9 @@
 - **capacity**: ``KILN_MAX_SANDBOXES`` (or the default derived from host memory and the
   per-sandbox memory limit) against the sandboxes of this instance that exist now, and every
   kiln sandbox on the host (other instances share its memory); fails when the instance is full;
-- **memory**: the memory available now against one sandbox's limit (``KILN_SANDBOX_MEMORY``);
-  fails when not even one sandbox could reach its limit;
+- **memory**: the memory available now (``MemAvailable``, every kiln instance's sandboxes in it)
+  against the reserve admission keeps (``KILN_HOST_MEMORY_RESERVE``), and how many new chats'
+  sandboxes fit above it at their busy size; fails when not one more fits (new chats get 429);
 - **pids**: the kernel's ``pid_max`` against what the configured sandboxes use idle
   (:data:`IDLE_PIDS`), the worst case (every sandbox at ``KILN_SANDBOX_PIDS``) shown;
 - **networks**: the shared sandbox networks and the older per-sandbox ones still in use; fails
@@ -27,17 +28,20 @@ import docker
 from app.cli.doctor_result import CheckResult
 from sandbox import (
     DEFAULT_DISK_ROOT,
+    DEFAULT_TEMPLATE,
+    TEMPLATES,
+    HostMemory,
     SandboxError,
     SandboxSettings,
+    busy_bytes,
     call,
-    host_memory_bytes,
+    room_for,
     size_bytes,
     usable_root,
 )
 
 IDLE_PIDS = 32  # an idle dev server and npm run about 20 processes and threads (bench/capacity.py)
-GIB = 2**30
-MEMINFO = Path("/proc/meminfo")
+GIB, MIB = 2**30, 2**20
 PID_MAX = Path("/proc/sys/kernel/pid_max")
 BRIDGE_FILTER = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
 SANDBOX_LABEL = "kiln.sandbox"
@@ -70,7 +74,7 @@ async def check_capacity(
         return [CheckResult("capacity", False, str(exc), "check the Docker engine")]
     return [
         capacity_result(settings, in_use),
-        memory_result(settings, available_memory()),
+        memory_result(settings, HostMemory.read()),
         pids_result(settings, _read_int(PID_MAX)),
         networks_result(networks, _read_int(BRIDGE_FILTER)),
         disk_result(settings),
@@ -106,16 +110,21 @@ def capacity_result(settings: SandboxSettings, in_use: InUse) -> CheckResult:
     return CheckResult("capacity", in_use.instance < limit, detail, hint)
 
 
-def memory_result(settings: SandboxSettings, available: int) -> CheckResult:
-    """The memory available now against one sandbox's limit."""
-    per_sandbox = size_bytes(settings.mem_limit)
+def memory_result(settings: SandboxSettings, memory: HostMemory) -> CheckResult:
+    """The memory available now against the reserve admission keeps, and how many new chats'
+    sandboxes (each busy) fit above it (:mod:`sandbox.lifecycle.host_memory`)."""
+    percent = settings.memory_reserve_percent
+    headroom = memory.headroom(percent)
+    sizes = ", ".join(f"{name} {t.idle_mib}/{t.busy_mib} MiB" for name, t in TEMPLATES.items())
     detail = (
-        f"{available / GIB:.1f} GiB available of {host_memory_bytes() / GIB:.1f} GiB; "
-        f"a sandbox may use {settings.mem_limit} (room for {available // per_sandbox} "
-        "at their limit; idle ones use far less)"
+        f"{memory.available / GIB:.1f} GiB available of {memory.total / GIB:.1f} GiB, "
+        f"{memory.reserve(percent) / GIB:.1f} GiB ({percent:g} %, KILN_HOST_MEMORY_RESERVE) kept "
+        f"free: room for {room_for(headroom, DEFAULT_TEMPLATE)} more new {DEFAULT_TEMPLATE} "
+        f"sandboxes busy (idle/busy: {sizes}), every instance on the host counted; past it a "
+        "new chat gets 429"
     )
-    hint = "free memory or lower KILN_SANDBOX_MEMORY"
-    return CheckResult("memory", available >= per_sandbox, detail, hint)
+    hint = "free memory, lower KILN_HOST_MEMORY_RESERVE, or wait for idle sandboxes to go"
+    return CheckResult("memory", headroom >= busy_bytes(DEFAULT_TEMPLATE), detail, hint)
 
 
 def pids_result(settings: SandboxSettings, pid_max: int | None) -> CheckResult:
@@ -162,17 +171,6 @@ def disk_result(settings: SandboxSettings) -> CheckResult:
     )
     hint = "grow the quota disk (scripts/setup.sh, KILN_SANDBOX_DISK_SIZE) or lower the quota"
     return CheckResult("disk", usage.free >= size_bytes(settings.disk_quota), detail, hint)
-
-
-def available_memory() -> int:
-    """``MemAvailable`` of /proc/meminfo in bytes (the physical memory where it is missing)."""
-    try:
-        for line in MEMINFO.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024  # kB
-    except (OSError, ValueError, IndexError):
-        pass
-    return host_memory_bytes()
 
 
 def _read_int(path: Path) -> int | None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -46,7 +47,13 @@ from app.config import ServiceSettings
 from app.errors import AdmissionRefused
 from app.runs.errors import redis_errors
 from app.store import Store
-from sandbox import SandboxSettings, registry_prefix
+from sandbox import (
+    DEFAULT_TEMPLATE,
+    HostMemory,
+    SandboxSettings,
+    busy_bytes,
+    registry_prefix,
+)
 
 ACTIVE_KEY = "kiln:active"
 OWNERS_KEY = "kiln:active:owners"
@@ -54,9 +61,17 @@ RATE_WINDOW_MS = 60_000
 # A slot whose run row is missing is only freed after this long: the submit that took it may
 # still be writing the row.
 ORPHAN_GRACE_SECONDS = 60.0
+GIB, MIB = 2**30, 2**20
 # Retry-After of each refusal (the rate's is computed: when its oldest request leaves the
 # window). Sandboxes free up when runs end and idle ones are reaped: slower than run slots.
-RETRY_AFTER_SECONDS = {"global": 10, "user": 5, "chat": 5, "sandboxes": 30}
+RETRY_AFTER_SECONDS = {
+    "global": 10,
+    "user": 5,
+    "chat": 5,
+    "sandboxes": 30,
+    "user_sandboxes": 10,
+    "memory": 30,
+}
 
 _ADMIT = """
 local run, owner = ARGV[1], ARGV[2]
@@ -84,22 +99,39 @@ for _, check in ipairs(checks) do
   end
 end
 -- Capacity: only a chat without a sandbox (and no active run already waiting for one) needs one.
-local registry, chat = ARGV[9], ARGV[10]
+local registry, chat, user = ARGV[9], ARGV[10], ARGV[11]
+local per_user, idle_full = tonumber(ARGV[12]), tonumber(ARGV[13])
+local headroom, new_size, waiting_size = tonumber(ARGV[14]), tonumber(ARGV[15]), tonumber(ARGV[16])
 local function has_sandbox(id) return redis.call('EXISTS', registry .. ':chat:' .. id) == 1 end
 if not has_sandbox(chat) then
-  local used, waiting = 0, {}
+  local used, mine, spare, waiting, waiting_count = 0, 0, 0, {}, 0
   for _, id in ipairs(redis.call('SMEMBERS', registry .. ':ids')) do
-    if redis.call('HGET', registry .. ':rec:' .. id, 'state') ~= 'warm' then used = used + 1 end
-  end
-  for _, held in ipairs(redis.call('HVALS', KEYS[4])) do
-    local other = string.match(held, '^%S+ (%S+)')
-    if other and not waiting[other] and not has_sandbox(other) then
-      waiting[other] = true
-      used = used + 1
+    local rec = redis.call('HMGET', registry .. ':rec:' .. id, 'state', 'last_used', 'owner')
+    if rec[1] ~= 'warm' then
+      -- An idle sandbox unused for a while is given up for a new one on a full host.
+      if rec[1] == 'idle' and tonumber(now[1]) - tonumber(rec[2] or '0') > idle_full then
+        spare = spare + 1
+      else
+        used = used + 1
+      end
+      -- The user's idle sandboxes are given up first for their new one: they do not count.
+      if rec[3] == user and rec[1] ~= 'idle' then mine = mine + 1 end
     end
   end
-  if not waiting[chat] and used >= tonumber(ARGV[8]) then
-    return {'sandboxes', used, 0}
+  for _, held in ipairs(redis.call('HVALS', KEYS[4])) do
+    local owner, other = string.match(held, '^(%S+) (%S+)')
+    if other and not waiting[other] and not has_sandbox(other) then
+      waiting[other] = true
+      used, waiting_count = used + 1, waiting_count + 1
+      if owner == user then mine = mine + 1 end
+    end
+  end
+  if not waiting[chat] then
+    if mine >= per_user then return {'user_sandboxes', mine, 0} end
+    if used >= tonumber(ARGV[8]) then return {'sandboxes', used, 0} end
+    if spare == 0 and headroom - waiting_count * waiting_size - new_size < 0 then
+      return {'memory', math.max(0, math.floor(headroom / 1048576)), 0}
+    end
   end
 end
 redis.call('SADD', KEYS[1], run)
@@ -133,17 +165,23 @@ class Admission:
         client: redis.asyncio.Redis,
         settings: ServiceSettings,
         sandboxes: SandboxSettings | None = None,
+        memory: Callable[[], HostMemory] = HostMemory.read,
     ) -> None:
         """Limits come from ``settings`` (``max_active_runs*``, ``user_requests_per_minute``)
-        and ``sandboxes`` (instance and ``sandbox_limit``; from the environment unless given,
-        as the sandbox manager's do)."""
+        and ``sandboxes`` (instance, ``sandbox_limit``, the per-user limit and the memory
+        reserve; from the environment unless given, as the sandbox manager's do); ``memory``
+        reads the host's memory."""
         self._redis = client
         self._settings = settings
         self._sandboxes = sandboxes or SandboxSettings.from_env()
         self._admit = client.register_script(_ADMIT)
+        self._memory = memory
 
-    async def admit(self, run_id: str, user_id: str, chat_id: str) -> None:
-        """Take a slot for ``run_id`` or raise :class:`AdmissionRefused` naming the limit."""
+    async def admit(
+        self, run_id: str, user_id: str, chat_id: str, template: str = DEFAULT_TEMPLATE
+    ) -> None:
+        """Take a slot for ``run_id`` (a run of ``template``, which sizes a new sandbox) or
+        raise :class:`AdmissionRefused` naming the limit."""
         limits = self._settings
         owner = f"{user_id} {chat_id} {time.time():.3f}"
         keys = [ACTIVE_KEY, user_key(user_id), chat_key(chat_id), OWNERS_KEY, rate_key(user_id)]
@@ -152,15 +190,19 @@ class Admission:
         arguments += [limits.user_requests_per_minute, RATE_WINDOW_MS]
         sandboxes = self._sandboxes
         arguments += [sandboxes.sandbox_limit, registry_prefix(sandboxes.instance), chat_id]
+        arguments += [user_id, sandboxes.max_sandboxes_per_user, sandboxes.idle_ttl_full_seconds]
+        memory = self._memory()
+        headroom = memory.headroom(sandboxes.memory_reserve_percent)
+        arguments += [headroom, busy_bytes(template), busy_bytes(DEFAULT_TEMPLATE)]
         with redis_errors(f"admitting run {run_id!r}"):
             verdict, count, wait_ms = await self._admit(keys=keys, args=arguments)
         verdict = _text(verdict)
         if verdict != "ok":
             retry_after = RETRY_AFTER_SECONDS.get(verdict) or max(1, math.ceil(wait_ms / 1000))
-            message = self._refusal(verdict, int(count))
+            message = self._refusal(verdict, int(count), memory, template)
             raise AdmissionRefused(message, verdict, retry_after=retry_after)
 
-    def _refusal(self, limit: str, count: int) -> str:
+    def _refusal(self, limit: str, count: int, memory: HostMemory, template: str) -> str:
         settings = self._settings
         if limit == "rate":
             return (
@@ -172,6 +214,14 @@ class Admission:
                 f"this server is running as many app sandboxes as it can: {count} of "
                 f"{self._sandboxes.sandbox_limit} (KILN_MAX_SANDBOXES); try again in a minute"
             )
+        if limit == "user_sandboxes":
+            return (
+                f"you have {count} app sandboxes busy, the most one user may have is "
+                f"{self._sandboxes.max_sandboxes_per_user} (KILN_MAX_SANDBOXES_PER_USER); "
+                "wait for a run to finish or cancel one"
+            )
+        if limit == "memory":
+            return self._memory_refusal(memory, template)
         if limit == "global":
             return (
                 f"the service is busy: {count} runs are active, the limit is "
@@ -185,6 +235,15 @@ class Admission:
         return (
             f"this chat has {count} active run(s), the limit is "
             f"{settings.max_active_runs_per_chat}; wait for it to finish or cancel it"
+        )
+
+    def _memory_refusal(self, memory: HostMemory, template: str) -> str:
+        percent = self._sandboxes.memory_reserve_percent
+        return (
+            f"this host is low on memory for another app: {memory.available / GIB:.1f} GiB "
+            f"available, {memory.reserve(percent) / GIB:.1f} GiB ({percent:.3g} %, "
+            f"KILN_HOST_MEMORY_RESERVE) kept free, and a new {template!r} app may use "
+            f"{busy_bytes(template) // MIB} MiB; try again in a minute"
         )
 
     async def release(self, run_id: str, user_id: str, chat_id: str) -> None:

@@ -12,6 +12,19 @@ own: a worker that paused too long (and so lost its entry to another) learns it 
 heartbeat's answer instead of stealing the entry back.
 
 Acknowledged entries are deleted (``XACK`` + ``XDEL``), so the stream only holds work not done.
+
+**Fair shares across users.** Each entry names its run's user. A worker that reads a fresh entry
+asks :meth:`RunQueue.defer_if_unfair` before running it: when a waiting entry (not yet read,
+among the next :data:`FAIR_SCAN` of the stream) belongs to a user who holds fewer worker slots
+(entries read and not acknowledged: runs in progress, or of a dead worker), or as many but was
+served longer ago (``kiln:runs:served``: user -> the serial of their last start, a counter in
+``kiln:runs:served:serial``), the entry goes to the back of the stream and the worker reads
+again. Slots go round-robin across users: a user with runs in progress never takes a freed
+slot ahead of a waiting user with fewer, and the third user behind two busy ones starts when
+the first run ends. The move is one Lua script (``XADD``
+of the same fields at the tail, ``XACK`` + ``XDEL`` of the read entry), so at every moment the
+run is in exactly one entry: delivery stays at least once and a crash leaves it to be
+reclaimed or read as before. Reclaimed entries are never deferred (they resume a run).
 """
 
 from __future__ import annotations
@@ -30,6 +43,50 @@ _ENTRY_ID = re.compile(r"\d+-\d+")
 STREAM = "kiln:runs"
 GROUP = "kiln-workers"
 
+FAIR_SCAN = 64  # waiting entries a fairness check looks at (the queue is mostly short)
+_DEFER_IF_UNFAIR = """
+local stream, served, serial = KEYS[1], KEYS[2], KEYS[3]
+local group, read_id, user = ARGV[1], ARGV[2], ARGV[3]
+local function user_of(fields)
+  for i = 1, #fields, 2 do
+    if fields[i] == 'user_id' then return fields[i + 1] end
+  end
+  return ''
+end
+local held, pending = {}, {}
+for _, entry in ipairs(redis.call('XPENDING', stream, group, '-', '+', 1000)) do
+  local id = entry[1]
+  if id ~= read_id then
+    pending[id] = true
+    local found = redis.call('XRANGE', stream, id, id)
+    if #found > 0 then
+      local owner = user_of(found[1][2])
+      held[owner] = (held[owner] or 0) + 1
+    end
+  end
+end
+local function rank(who)
+  return held[who] or 0, tonumber(redis.call('HGET', served, who) or '0')
+end
+local this = redis.call('XRANGE', stream, read_id, read_id)
+if #this == 0 then return '' end
+local mine, my_turn = rank(user)
+for _, entry in ipairs(redis.call('XRANGE', stream, '(' .. read_id, '+', 'COUNT', ARGV[4])) do
+  local other = user_of(entry[2])
+  if not pending[entry[1]] and other ~= user then
+    local theirs, their_turn = rank(other)
+    if theirs < mine or (theirs == mine and their_turn < my_turn) then
+      local moved = redis.call('XADD', stream, '*', unpack(this[1][2]))
+      redis.call('XACK', stream, group, read_id)
+      redis.call('XDEL', stream, read_id)
+      return moved
+    end
+  end
+end
+redis.call('HSET', served, user, redis.call('INCR', serial))
+redis.call('EXPIRE', served, 86400)  -- users gone a day need no turn order
+return ''
+"""
 _HEARTBEAT = """
 local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
 if #pending == 0 or pending[1][2] ~= ARGV[2] then
@@ -47,6 +104,7 @@ class Delivery:
     entry_id: str
     run_id: str
     reclaimed: bool = False
+    user_id: str = ""  # "" for an entry queued before entries named their user
 
 
 class RunQueue:
@@ -58,6 +116,7 @@ class RunQueue:
         """The queue ``stream`` read by consumer group ``group``."""
         self._redis, self.stream, self.group = client, stream, group
         self._heartbeat = client.register_script(_HEARTBEAT)
+        self._defer = client.register_script(_DEFER_IF_UNFAIR)
 
     async def ensure_group(self) -> None:
         """Create the stream and the consumer group unless they exist."""
@@ -68,11 +127,22 @@ class RunQueue:
                 if "BUSYGROUP" not in str(exc):
                     raise
 
-    async def enqueue(self, run_id: str) -> str:
-        """Add a run to the queue; the entry id."""
+    async def enqueue(self, run_id: str, user_id: str = "") -> str:
+        """Add a run of ``user_id`` to the queue; the entry id."""
         with redis_errors(f"queueing run {run_id!r}"):
-            entry = await self._redis.xadd(self.stream, {"run_id": run_id})
+            entry = await self._redis.xadd(self.stream, {"run_id": run_id, "user_id": user_id})
         return _text(entry)
+
+    async def defer_if_unfair(self, delivery: Delivery) -> bool:
+        """Move a freshly read entry to the back of the queue when a waiting entry's user holds
+        fewer slots than its user (module docstring); whether it was moved."""
+        if delivery.reclaimed:
+            return False
+        arguments: list[str | int] = [self.group, delivery.entry_id, delivery.user_id, FAIR_SCAN]
+        with redis_errors(f"checking the fair share of queue entry {delivery.entry_id!r}"):
+            keys = [self.stream, f"{self.stream}:served", f"{self.stream}:served:serial"]
+            moved = await self._defer(keys=keys, args=arguments)
+        return bool(moved)
 
     async def read(self, consumer: str, count: int = 1, block_ms: int = 1000) -> list[Delivery]:
         """New entries for ``consumer``, waiting up to ``block_ms`` for one."""
@@ -152,7 +222,8 @@ def _delivery(entry_id: Any, fields: Any, *, reclaimed: bool) -> Delivery | None
     if not fields:
         return None
     run_id = fields.get(b"run_id") or fields.get("run_id") or ""
-    return Delivery(_text(entry_id), _text(run_id), reclaimed)
+    user_id = fields.get(b"user_id") or fields.get("user_id") or ""
+    return Delivery(_text(entry_id), _text(run_id), reclaimed, _text(user_id))
 
 
 def _text(value: bytes | str) -> str:

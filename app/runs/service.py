@@ -36,7 +36,7 @@ from app.runs.follow import RunFollower
 from app.runs.live import LiveEvents
 from app.runs.queue import RunQueue
 from app.store import FAILED, QUEUED, Chat, Run, Store, new_id
-from sandbox import TEMPLATES
+from sandbox import DEFAULT_TEMPLATE, TEMPLATES
 
 MAX_CONTENT_CHARS = 100_000
 
@@ -122,7 +122,7 @@ class RunService:
         choice = resolve_provider(request.provider, request.model, self._env, api_keys=keys)
         request = dataclasses.replace(request, provider=choice.provider, model=choice.model)
         run_id, user_id, chat_id = new_id(), request.user_id, request.chat_id
-        await self.admission.admit(run_id, user_id, chat_id)
+        await self.admission.admit(run_id, user_id, chat_id, request.template or DEFAULT_TEMPLATE)
         try:
             run = await anyio.to_thread.run_sync(
                 lambda: self._persist_run(run_id, request, new_title)
@@ -154,7 +154,7 @@ class RunService:
 
     async def _enqueue(self, run: Run) -> None:
         try:
-            await self.queue.enqueue(run.id)
+            await self.queue.enqueue(run.id, run.user_id)
         except QueueUnavailable as exc:
             await end_run(
                 self._store,

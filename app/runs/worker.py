@@ -12,6 +12,8 @@ the consumer group, at most ``worker_concurrency`` runs at once. For each entry:
 4. :class:`~app.runs.execution.RunExecution` runs it; the entry is acknowledged once the run
    has ended, so a crash at any point leaves it pending, to be reclaimed.
 
+A fresh entry whose user already holds more slots than a waiting user goes to the back of the
+queue (:meth:`~app.runs.queue.RunQueue.defer_if_unfair`): slots are shared fairly across users.
 Entries idle for ``run_claim_idle_seconds`` (their worker died) are reclaimed with
 ``XAUTOCLAIM``; a live worker's heartbeats keep its own entries fresh. Every worker also runs the
 stale-run reaper now and then. Processing is idempotent: the store's conditional updates let
@@ -132,6 +134,8 @@ class Worker:
                     self._next_reclaim = 0.0  # there may be more: look again next time
                     return reclaimed[0]
             fresh = await queue.read(self.name, block_ms=READ_BLOCK_MS)
+            if fresh and await queue.defer_if_unfair(fresh[0]):
+                return None  # behind a user holding fewer slots: read again at once
         except KilnError as exc:
             log.warning("worker %r cannot read the queue: %s", self.name, exc)
             await anyio.sleep(RETRY_PAUSE_SECONDS)

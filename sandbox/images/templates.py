@@ -32,6 +32,11 @@ class Template:
     # `direct_build`, warm after its first build: images/vite-react/kiln-build-service.mjs);
     # empty when the image has none. kiln's own program, outside the workspace.
     builder: tuple[str, ...] = ()
+    # Memory (MiB, host-wide: container and its containerd-shim) of one sandbox of the template
+    # idle (dev server up) and busy (installing and building, the resident builder included):
+    # what admission reserves for a new chat (sandbox.lifecycle.host_memory).
+    idle_mib: int = 100
+    busy_mib: int = 250
 
     def builder_argv(self, *, warm: bool) -> list[str]:
         """The argv asking the resident builder to build, or to warm up (returns at once)."""
@@ -57,6 +62,9 @@ TEMPLATES: dict[str, Template] = {
         build_script="vite build",
         direct_build=("node", "node_modules/vite/bin/vite.js", "build"),
         builder=("node", "/usr/local/lib/kiln/kiln-build.mjs"),
+        # Measured (issue 24): 96-104 MiB idle, +115-140 MiB with the resident builder in use.
+        idle_mib=104,
+        busy_mib=244,
     ),
     "vanilla": Template(
         name="vanilla",
@@ -66,6 +74,10 @@ TEMPLATES: dict[str, Template] = {
         dev_command=("npm", "run", "dev"),
         build_script="node server.js --check",
         direct_build=("node", "server.js", "--check"),
+        # Idle measured by bench/capacity.py (200 sandboxes, ~23 MiB); busy an estimate (npm
+        # and a `node server.js --check`, no bundler).
+        idle_mib=23,
+        busy_mib=120,
     ),
     "nextjs": Template(
         name="nextjs",
@@ -75,6 +87,9 @@ TEMPLATES: dict[str, Template] = {
         dev_command=("npm", "run", "dev"),
         build_script="next build",
         direct_build=("node", "node_modules/next/dist/bin/next", "build"),
+        # Estimates, not measured yet: `next dev` compiles on demand, `next build` is heavy.
+        idle_mib=300,
+        busy_mib=800,
     ),
 }
 DEFAULT_TEMPLATE = "vite-react"

@@ -34,6 +34,11 @@ Public API (what the write path, the agent loop, the preview proxy and the CLI u
   ``settings.sandbox_limit`` sandboxes, warm ones included: ``provision`` past it raises
   ``SandboxCapacity`` (an ``acquire`` first gives up a warm sandbox of another template to make
   room, and the warm pool grows only into free slots); ``capacity()`` says how many are held.
+- Fair shares (:mod:`sandbox.lifecycle.fair_share`): a user holds at most
+  ``settings.max_sandboxes_per_user`` sandboxes, an acquire that needs a new one giving up the
+  user's least recently used idle ones past it; on a full host (count, or memory:
+  :mod:`sandbox.lifecycle.host_memory`) the sandbox idle longest goes once unused for
+  ``settings.idle_ttl_full_seconds`` (the reaper waits ``idle_ttl_seconds``).
 - The warm pool's size per template follows recent demand within its bounds
   (:mod:`sandbox.lifecycle.warm_pool`); ``pool.status()`` says each target and why, and each
   decision is published in Redis for ``kiln doctor`` (:mod:`sandbox.lifecycle.pool_report`).
@@ -81,6 +86,8 @@ from sandbox.execution.workspace_files import WorkspaceFile
 from sandbox.handle import Sandbox
 from sandbox.images.templates import DEFAULT_TEMPLATE, Template, get_template
 from sandbox.lifecycle import parking, reaper
+from sandbox.lifecycle.fair_share import RoomFacts, sandboxes_to_give_up
+from sandbox.lifecycle.host_memory import HostMemory, busy_bytes, room_for
 from sandbox.lifecycle.operations import SandboxOperations
 from sandbox.lifecycle.outage import EngineProbe, EngineWatch
 from sandbox.lifecycle.pool_report import publish_target
@@ -225,6 +232,7 @@ class SandboxManager:
             existing = await self._chat_sandbox(chat, owner, template)
             if existing is not None:
                 return existing
+            await self._make_room(owner, template)
             sandbox = await self.pool.take(template)
             if sandbox is None:
                 sandbox = await self._provision_making_room(template, owner=owner, chat=chat)
@@ -387,9 +395,33 @@ class SandboxManager:
             raise
 
     async def _free_slots(self) -> int:
-        """How many more sandboxes the host may hold now (the warm pool grows only into them)."""
+        """How many more sandboxes the host may hold now, by count and by memory (each busy,
+        :mod:`sandbox.lifecycle.host_memory`); the warm pool grows only into them."""
         held, limit = await self.capacity()
-        return max(limit - held, 0)
+        headroom = HostMemory.read().headroom(self.settings.memory_reserve_percent)
+        return max(min(limit - held, room_for(headroom, DEFAULT_TEMPLATE)), 0)
+
+    async def _make_room(self, owner: str, template: str) -> None:
+        """Before ``owner``'s chat gets a new sandbox, give up the idle ones
+        :mod:`sandbox.lifecycle.fair_share` names (``SandboxCapacity`` when the owner's are
+        all in use at their limit)."""
+        settings = self.settings
+        facts = RoomFacts(
+            owner,
+            settings.max_sandboxes_per_user,
+            await self._host_full(template),
+            self._clock() - settings.idle_ttl_full_seconds,
+            frozenset(self._held),
+        )
+        for record in sandboxes_to_give_up(await self.registry.all(), facts):
+            log.info("giving up idle sandbox %r of %r for a new one", record.id, record.owner)
+            await self.destroy(record.id)
+
+    async def _host_full(self, template: str) -> bool:
+        """Whether a new sandbox of ``template`` is past the count or the memory reserve."""
+        held, limit = await self.capacity()
+        headroom = HostMemory.read().headroom(self.settings.memory_reserve_percent)
+        return held >= limit or headroom < busy_bytes(template)
 
     async def _report_pool(self, template: str, ready: int, target: PoolTarget) -> None:
         """Publish a pool decision for ``kiln doctor`` (:mod:`sandbox.lifecycle.pool_report`)."""

@@ -33,7 +33,7 @@ class PoolFacts:
     minimum: int
     maximum: int
     ready: int  # warm sandboxes of the template held now
-    free: int  # sandboxes the host may still add (its limit less all it holds)
+    free: int  # sandboxes the host may still add (by its count limit and its memory reserve)
 
     @property
     def wanted(self) -> int:
@@ -77,7 +77,8 @@ def _off(facts: PoolFacts) -> PoolTarget:
 def _host_full(facts: PoolFacts) -> PoolTarget:
     why = (
         f"{_acquires(facts)} ask for {facts.wanted}, but the host has room for "
-        f"{facts.free} more sandboxes (KILN_MAX_SANDBOXES), {USER_RESERVE} kept for users"
+        f"{facts.free} more sandboxes (KILN_MAX_SANDBOXES, KILN_HOST_MEMORY_RESERVE), "
+        f"{USER_RESERVE} kept for users"
     )
     return PoolTarget(facts.room, "host_full", why)
 

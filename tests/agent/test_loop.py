@@ -275,3 +275,20 @@ async def test_cancel_stops_a_slow_stream_promptly() -> None:
     assert (result.status, result.stop_reason) == ("cancelled", "cancelled")
     assert len(events.of_type("file_start")) == 1
     assert workspace.closed
+
+
+async def test_commands_count_against_the_runs_tool_budget(tmp_path: Path) -> None:
+    """A command is a tool call: past the budget it is refused, never run (issue 29)."""
+    command = '<edward_command command="npm" args=\'["run","lint"]\'>\n'
+    answer = f"<edward_sandbox>\n{command * 3}</edward_sandbox>\n<edward_done />"
+    recording = write(tmp_path, "commands.jsonl", [answer])
+    workspace, events = FakeWorkspace(), Collector()
+    budgets = Budgets(max_tool_calls_per_run=2)
+    result = await run(
+        recording, workspace=workspace, emit=events, run_settings=settings(budgets=budgets)
+    )
+    ran = [c["argv"] for c in result.commands if c["argv"] == ["npm", "run", "lint"]]
+    assert ran == [["npm", "run", "lint"]] * 2
+    refused = events.of_type("tool_result")
+    assert [(r["tool"], r["request"]) for r in refused] == [("budget", "npm run lint")]
+    assert result.usage["tool_calls"] == 2

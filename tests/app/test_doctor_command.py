@@ -28,6 +28,7 @@ from app.cli.doctor_command import (
 )
 from app.parser_choice import ParserChoice
 from sandbox.containers.disk_quota import DEFAULT_DISK_ROOT, usable_root
+from sandbox.lifecycle.host_memory import HostMemory
 from sandbox.settings import SandboxSettings
 from tests.app.kiln_process import TIKTOKEN_CACHE, free_port
 
@@ -144,15 +145,23 @@ def test_capacity_reports_the_limit_and_what_is_in_use(instance: int, ok: bool) 
 
 
 @pytest.mark.parametrize(
-    ("available", "ok"),
-    [pytest.param(3 * 2**30, True, id="room"), pytest.param(2**29, False, id="not-one")],
+    ("headroom_mib", "ok", "room"),
+    [
+        pytest.param(2 * 244, True, 2, id="room-for-two"),
+        pytest.param(243, False, 0, id="not-one"),
+    ],
 )
-def test_memory_compares_what_is_available_with_one_sandbox_s_limit(
-    available: int, ok: bool
+def test_memory_says_how_many_new_sandboxes_fit_above_the_reserve(
+    headroom_mib: int, ok: bool, room: int
 ) -> None:
-    result = memory_result(SMALL, available)
+    total = 10 * 2**30
+    result = memory_result(SMALL, HostMemory(total, total // 10 + headroom_mib * 2**20))
     assert result.ok is ok
-    assert f"room for {available // 2**30} at their limit" in result.detail
+    assert "1.0 GiB (10 %, KILN_HOST_MEMORY_RESERVE) kept free" in result.detail
+    assert (
+        f"room for {room} more new vite-react sandboxes busy (idle/busy: vite-react 104/244 MiB,"
+        in (result.detail)
+    )
 
 
 def test_pids_fail_when_the_configured_sandboxes_would_not_fit_idle() -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+import anyio
+
 from app.agent.workspace import Workspace
 from app.providers.replay import ReplayPacing, ReplayProvider
 from app.runs.execution import ProviderFactory, ResolvedProvider, WorkspaceFactory
@@ -108,3 +110,35 @@ def folder_files(folder: Path) -> dict[str, str]:
         for path in sorted(folder.rglob("*"))
         if path.is_file()
     }
+
+
+class GatedWorkspaces(MemoryWorkspaces):
+    """Workspaces whose runs start (are recorded in :attr:`started`) and then wait for the
+    test to :meth:`release` them before touching their sandbox."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: list[str] = []
+        self._gates: dict[str, anyio.Event] = {}
+
+    def __call__(self, run: Run, chat: Chat) -> Workspace:
+        workspace = GatedWorkspace(self._gates.setdefault(run.id, anyio.Event()))
+        self.by_run[run.id] = workspace
+        self.started.append(run.id)
+        return workspace
+
+    def release(self, run_id: str) -> None:
+        """Let the run go on (it then completes at once)."""
+        self._gates.setdefault(run_id, anyio.Event()).set()
+
+
+class GatedWorkspace(ReadyWorkspace):
+    """A :class:`ReadyWorkspace` that waits for its gate first."""
+
+    def __init__(self, gate: anyio.Event) -> None:
+        super().__init__()
+        self._gate = gate
+
+    async def target(self, on_record: RecordSink) -> FakeTarget:
+        await self._gate.wait()
+        return await super().target(on_record)

@@ -3,6 +3,7 @@ under concurrency."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import Any
@@ -16,6 +17,7 @@ from app.config import ServiceSettings
 from app.errors import AdmissionRefused
 from app.runs.admission import OWNERS_KEY, Admission, chat_key, user_key
 from app.store import Store
+from sandbox.lifecycle.host_memory import MIB, HostMemory, busy_bytes
 from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
 from sandbox.settings import SandboxSettings
 from tests.runs.conftest import new_chat, with_limits
@@ -171,12 +173,22 @@ def small_host(limit: int) -> SandboxSettings:
     return SandboxSettings(instance=HOST_INSTANCE, max_sandboxes=limit)
 
 
-async def hold_sandboxes(client: redis.asyncio.Redis, *states: str, chat: str = "") -> list[str]:
-    """Record one sandbox per state in the host's registry (as the manager does); their ids."""
+async def hold_sandboxes(
+    client: redis.asyncio.Redis,
+    *states: str,
+    chat: str = "",
+    owner: str = "someone",
+    idle_for: float = 0.0,
+) -> list[str]:
+    """Record one sandbox per state in the host's registry (as the manager does), of ``owner``
+    and last used ``idle_for`` seconds ago; their ids."""
     registry = SandboxRegistry(client, HOST_INSTANCE)
-    ids = [f"sb{index}-{state}" for index, state in enumerate(states)]
+    ids = [f"sb{index}-{state}-{owner}" for index, state in enumerate(states)]
+    used = time.time() - idle_for
     for sandbox_id, state in zip(ids, states, strict=True):
-        record = SandboxRecord(sandbox_id, "vanilla", "v", "n", state=state)
+        record = SandboxRecord(
+            sandbox_id, "vanilla", "v", "n", state=state, owner=owner, last_used=used
+        )
         await registry.save(record)
     if chat:
         await registry.bind_chat(chat, ids[0])
@@ -271,3 +283,98 @@ async def test_a_rate_refusal_says_when_the_oldest_request_leaves_the_minute(
     assert refused.value.limit == "rate"
     assert refused.value.retry_after is not None
     assert 55 <= refused.value.retry_after <= 60
+
+
+def host_with(headroom_mib: int) -> HostMemory:
+    """A 10 GiB host whose MemAvailable is ``headroom_mib`` above the 10 % reserve."""
+    total = 10 * 1024 * MIB
+    return HostMemory(total, total // 10 + headroom_mib * MIB)
+
+
+@pytest.mark.parametrize(
+    ("headroom_mib", "admitted"),
+    [
+        pytest.param(busy_bytes("vite-react") // MIB, True, id="room-for-one-busy-vite-react"),
+        pytest.param(busy_bytes("vite-react") // MIB - 1, False, id="one-mib-short"),
+    ],
+)
+async def test_a_new_chat_needs_room_for_its_sandbox_busy_above_the_memory_reserve(
+    settings: ServiceSettings, client: redis.asyncio.Redis, headroom_mib: int, admitted: bool
+) -> None:
+    admission = Admission(client, settings, small_host(100), lambda: host_with(headroom_mib))
+    verdict = await refusal(admission, "r1", "u1", "c1")
+    assert verdict == (None if admitted else "memory")
+
+
+async def test_a_memory_refusal_says_what_is_available_and_kept_free(
+    settings: ServiceSettings, client: redis.asyncio.Redis
+) -> None:
+    admission = Admission(client, settings, small_host(100), lambda: host_with(100))
+    with pytest.raises(AdmissionRefused) as refused:
+        await admission.admit("r1", "u1", "c1", "vite-react")
+    message = str(refused.value)
+    assert "1.1 GiB available, 1.0 GiB (10 %, KILN_HOST_MEMORY_RESERVE) kept free" in message
+    assert "'vite-react' app may use 244 MiB" in message
+    assert refused.value.retry_after == 30
+
+
+async def test_chats_still_waiting_for_their_sandbox_count_against_memory(
+    settings: ServiceSettings, client: redis.asyncio.Redis
+) -> None:
+    """MemAvailable does not show a sandbox not made yet: admission counts it itself."""
+    room = 2 * busy_bytes("vite-react") // MIB - 1  # one busy sandbox fits, two do not
+    admission = Admission(client, settings, small_host(100), lambda: host_with(room))
+    assert await refusal(admission, "r1", "u1", "c1") is None
+    assert await refusal(admission, "r2", "u2", "c2") == "memory"
+    # A chat that has its sandbox needs no new memory.
+    await hold_sandboxes(client, "idle", chat="c3")
+    assert await refusal(admission, "r3", "u3", "c3") is None
+
+
+@pytest.mark.parametrize(
+    ("states", "admitted"),
+    [
+        pytest.param(("in_use", "in_use"), False, id="two-busy"),
+        pytest.param(("in_use", "idle"), True, id="an-idle-one-is-given-up"),
+        pytest.param(("in_use", "warm"), True, id="warm-ones-are-nobodys"),
+    ],
+)
+async def test_one_user_holds_at_most_their_share_of_sandboxes(
+    settings: ServiceSettings,
+    client: redis.asyncio.Redis,
+    states: tuple[str, ...],
+    admitted: bool,
+) -> None:
+    await hold_sandboxes(client, *states, owner="u1")
+    per_user = dataclasses.replace(small_host(100), max_sandboxes_per_user=2)
+    admission = Admission(client, with_limits(settings, max_active_runs_per_user=5), per_user)
+    assert (await refusal(admission, "r1", "u1", "c1") is None) is admitted
+    assert await refusal(admission, "r2", "u2", "c2") is None  # another user is not held up
+
+
+async def test_a_busy_user_is_told_in_words(
+    settings: ServiceSettings, client: redis.asyncio.Redis
+) -> None:
+    await hold_sandboxes(client, "in_use", owner="u1")
+    per_user = dataclasses.replace(small_host(100), max_sandboxes_per_user=1)
+    admission = Admission(client, settings, per_user)
+    with pytest.raises(AdmissionRefused, match=r"KILN_MAX_SANDBOXES_PER_USER") as refused:
+        await admission.admit("r1", "u1", "c1")
+    assert refused.value.limit == "user_sandboxes"
+
+
+@pytest.mark.parametrize(
+    ("idle_for", "admitted"),
+    [
+        pytest.param(600.0, True, id="idle-past-the-full-host-ttl-is-given-up"),
+        pytest.param(60.0, False, id="recently-used-is-kept"),
+    ],
+)
+async def test_on_a_full_host_a_long_idle_sandbox_makes_room(
+    settings: ServiceSettings, client: redis.asyncio.Redis, idle_for: float, admitted: bool
+) -> None:
+    await hold_sandboxes(client, "idle", idle_for=idle_for)
+    host = dataclasses.replace(small_host(1), idle_ttl_full_seconds=300.0)
+    admission = Admission(client, settings, host, lambda: host_with(0))
+    verdict = await refusal(admission, "r1", "u1", "c1")
+    assert verdict == (None if admitted else "sandboxes")

@@ -102,3 +102,55 @@ async def test_a_heartbeat_of_an_acknowledged_entry_is_refused(queue: RunQueue) 
     await queue.read("a", block_ms=10)
     await queue.ack(entry)
     assert not await queue.heartbeat("a", entry)
+
+
+async def test_a_user_holding_slots_goes_behind_a_waiting_user_holding_fewer(
+    queue: RunQueue,
+) -> None:
+    await queue.enqueue("a1", "ann")
+    await queue.enqueue("a2", "ann")
+    await queue.enqueue("b1", "bob")
+    [first] = await queue.read("w", block_ms=10)
+    assert (first.run_id, await queue.defer_if_unfair(first)) == ("a1", False)  # holds none
+    [second] = await queue.read("w", block_ms=10)
+    assert (second.run_id, await queue.defer_if_unfair(second)) == ("a2", True)
+    assert await queue.pending_count() == 1  # the deferred entry is no longer read
+    [third] = await queue.read("w", block_ms=10)
+    assert (third.run_id, await queue.defer_if_unfair(third)) == ("b1", False)
+    [moved] = await queue.read("w", block_ms=10)
+    assert (moved.run_id, moved.user_id) == ("a2", "ann")
+    assert moved.entry_id != second.entry_id
+    assert not await queue.defer_if_unfair(moved)  # bob holds as many now: its turn
+
+
+@pytest.mark.parametrize(
+    ("queued", "deferred"),
+    [
+        pytest.param([("a1", "ann"), ("a2", "ann")], False, id="only-the-same-user-waits"),
+        pytest.param([("a1", "ann"), ("a2", "ann"), ("b1", "bob")], True, id="another-waits"),
+        # An entry queued before entries named their user counts as the user "".
+        pytest.param([("a1", "ann"), ("a2", "ann"), ("b1", "")], True, id="entry-without-user"),
+    ],
+)
+async def test_only_a_waiting_user_holding_fewer_slots_defers_an_entry(
+    queue: RunQueue, queued: list[tuple[str, str]], deferred: bool
+) -> None:
+    for run_id, user_id in queued:
+        await queue.enqueue(run_id, user_id)
+    await queue.read("w", block_ms=10)
+    [second] = await queue.read("w", block_ms=10)
+    assert await queue.defer_if_unfair(second) is deferred
+    assert await queue.pending_count() == (1 if deferred else 2)
+
+
+async def test_a_reclaimed_entry_is_never_deferred(
+    queue: RunQueue, client: redis.asyncio.Redis
+) -> None:
+    await queue.enqueue("a1", "ann")
+    entry = await queue.enqueue("a2", "ann")
+    await queue.enqueue("b1", "bob")
+    await queue.read("w", block_ms=10)
+    await queue.read("dead", block_ms=10)
+    await wait_idle(client, queue, entry, 0.05)
+    reclaimed = next(d for d in await queue.reclaim("w", 0.05, count=2) if d.run_id == "a2")
+    assert not await queue.defer_if_unfair(reclaimed)

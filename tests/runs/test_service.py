@@ -112,7 +112,7 @@ async def test_a_failed_enqueue_fails_the_run_and_releases_the_slot(
     service = RunService(store, client, settings, env={})
     user, chat = new_chat(store)
 
-    async def broken(run_id: str) -> str:
+    async def broken(run_id: str, user_id: str) -> str:
         raise QueueUnavailable("redis failed while queueing: connection refused")
 
     monkeypatch.setattr(service.queue, "enqueue", broken)

@@ -46,6 +46,7 @@ from tests.runs.fakes import (
     SEARCH_THEN_BUILD,
     TODO,
     TODO_FILES,
+    GatedWorkspaces,
     MemoryWorkspaces,
     ReadyWorkspace,
     replay_factory,
@@ -320,9 +321,14 @@ async def test_an_ended_run_in_the_queue_is_skipped(
 
 
 async def test_many_runs_on_two_workers_each_run_exactly_once(
-    settings: ServiceSettings, store: Store, client: redis.asyncio.Redis
+    settings: ServiceSettings,
+    store: Store,
+    client: redis.asyncio.Redis,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     settings = with_limits(settings, max_active_runs_per_user=20, worker_concurrency=3)
+    # One user's 8 new chats each wait for a sandbox of their own.
+    monkeypatch.setenv("KILN_MAX_SANDBOXES_PER_USER", "20")
     service = RunService(store, client, settings)
     async with running_workers(
         settings, store, client, MemoryWorkspaces(), replay_factory(), count=2
@@ -337,6 +343,47 @@ async def test_many_runs_on_two_workers_each_run_exactly_once(
         assert [m.role for m in store.list_messages(run.chat_id)] == ["user", "assistant"]
     ran_by = {store.get_run(run.id).worker for run in runs}  # type: ignore[union-attr]
     assert ran_by <= {worker.name for worker in workers}
+
+
+async def runs_started(workspaces: GatedWorkspaces, count: int) -> list[str]:
+    """Wait until ``count`` runs have started; the ids in the order they started."""
+    with anyio.fail_after(HANG_GUARD_SECONDS):
+        while len(workspaces.started) < count:
+            await anyio.sleep(0.02)
+    return list(workspaces.started)
+
+
+@pytest.mark.parametrize(
+    "ends_first", [pytest.param("ann", id="ann"), pytest.param("bob", id="bob")]
+)
+async def test_a_third_user_waits_for_one_run_not_for_two_busy_users(
+    settings: ServiceSettings, store: Store, client: redis.asyncio.Redis, ends_first: str
+) -> None:
+    """Ann and Bob queue 2 runs each, then Cy 1, and the worker has 2 slots: Ann and Bob get
+    one each, and Cy the first slot that frees up, whoever's run ends (first come would give
+    Ann both slots and Cy the fifth; fewest slots alone would give Bob's second run the slot
+    his first freed)."""
+    settings = with_limits(settings, worker_concurrency=2)
+    service, workspaces = RunService(store, client, settings), GatedWorkspaces()
+    runs = {}
+    for name in ("ann", "ann", "bob", "bob", "cy"):
+        user, chat = new_chat(store, name)
+        run_id, _ = await service.submit(user.id, chat.id, "make a todo app", "replay", "todo")
+        runs[run_id] = name
+    async with running_workers(settings, store, client, workspaces, replay_factory()):
+        first_two = await runs_started(workspaces, 2)
+        assert sorted(runs[run_id] for run_id in first_two) == ["ann", "bob"]
+        workspaces.release(next(r for r in first_two if runs[r] == ends_first))
+        third = (await runs_started(workspaces, 3))[2]
+        assert runs[third] == "cy"
+        for run_id in runs:
+            workspaces.release(run_id)
+        for run_id in runs:
+            assert (await events_until_finished(store, client, run_id))[-1]["status"] == (
+                "completed"
+            )
+        await queue_drained(client)
+    assert len(workspaces.started) == 5  # every run ran once, none twice
 
 
 @pytest.fixture

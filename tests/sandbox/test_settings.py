@@ -148,6 +148,24 @@ def test_limits_and_durations_are_read_with_their_types() -> None:
             "KILN_SANDBOX_DISK_QUOTA='100m' must be a size",
             id="disk-quota-too-small",
         ),
+        pytest.param(
+            "KILN_HOST_MEMORY_RESERVE",
+            "95",
+            "KILN_HOST_MEMORY_RESERVE='95' must be",
+            id="memory-reserve-above-90",
+        ),
+        pytest.param(
+            "KILN_MAX_SANDBOXES_PER_USER",
+            "0",
+            "KILN_MAX_SANDBOXES_PER_USER='0' must be an integer >= 1",
+            id="no-sandbox-per-user",
+        ),
+        pytest.param(
+            "KILN_SANDBOX_IDLE_TTL_FULL",
+            "0",
+            "KILN_SANDBOX_IDLE_TTL_FULL='0' must be a finite number > 0",
+            id="idle-ttl-full",
+        ),
     ],
 )
 def test_nonsense_is_refused_naming_the_variable_and_the_value(

@@ -399,3 +399,20 @@ async def _burst_then_idle(manager: SandboxManager, clock: MovableClock) -> None
     assert sorted(r.id for r in await manager.list()) == sorted(u.id for u in users)
     for user in users:
         await manager.destroy(user.id)
+
+
+async def test_a_users_new_chat_past_their_limit_gives_up_their_idle_sandbox(
+    instances: TestInstances, redis_url: str
+) -> None:
+    """One sandbox per user: Ann's second chat takes the place of her idle first one, and
+    Bob's sandbox is not touched."""
+    settings = settings_for(instances.new("per-user"), redis_url, max_sandboxes_per_user=1)
+    async with manager_on(settings) as manager:
+        first = await manager.acquire("chat-a1", "ann", "vanilla")
+        bobs = await manager.acquire("chat-b1", "bob", "vanilla")
+        with pytest.raises(SandboxCapacity, match="KILN_MAX_SANDBOXES_PER_USER"):
+            await manager.acquire("chat-a2", "ann", "vanilla")  # her first is still in use
+        await manager.release(first.id)
+        second = await manager.acquire("chat-a2", "ann", "vanilla")
+        assert {r.id for r in await manager.list()} == {second.id, bobs.id}
+        assert await manager.registry.chat_sandbox("chat-a1") is None
