@@ -92,6 +92,9 @@ if TYPE_CHECKING:
     from sandbox.lifecycle.registry import (
         registry_prefix,
     )
+    from sandbox.nested_exits import (
+        NestedExits,
+    )
     from sandbox.preview.proxy import (
         SANDBOX_ID,
         WS_NOT_FOUND,
@@ -154,6 +157,7 @@ _EXPORTS: dict[str, str] = {
     "probe_npm": "sandbox.containers.npm_probe",
     "data_dir_from_env": "sandbox.settings",
     "Sandbox": "sandbox.handle",
+    "NestedExits": "sandbox.nested_exits",
     "WorkspaceFile": "sandbox.execution.workspace_files",
     "Record": "sandbox.session_log",
     "RecordSink": "sandbox.session_log",
@@ -233,6 +237,7 @@ __all__ = [
     "ImageRecipe",
     "ImageStatus",
     "InstallRefused",
+    "NestedExits",
     "NpmProbe",
     "PreviewProxy",
     "Progress",

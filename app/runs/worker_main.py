@@ -9,7 +9,6 @@ Runs in progress when it stops are left pending; another worker resumes them aft
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import signal
@@ -25,7 +24,7 @@ from app.projects.workspaces import project_workspaces
 from app.runs.execution import ProviderFactory, WorkspaceFactory
 from app.runs.worker import Worker, default_provider_factory
 from app.store import Store
-from sandbox import SandboxManager, SandboxSettings
+from sandbox import NestedExits, SandboxManager, SandboxSettings
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
 
@@ -44,7 +43,7 @@ async def serve_worker(
     """
     if settings.redis_url is None:
         raise ConfigError("a worker needs REDIS_URL: the queue is shared with the API")
-    async with contextlib.AsyncExitStack() as stack:
+    async with NestedExits() as stack:
         store = Store(settings.database_path, settings.secret_key)
         stack.callback(store.close)
         client = redis.asyncio.Redis.from_url(settings.redis_url)
@@ -66,7 +65,7 @@ async def serve_worker(
             await worker.run()
 
 
-async def _open_manager(stack: contextlib.AsyncExitStack, redis_url: str) -> SandboxManager:
+async def _open_manager(stack: NestedExits, redis_url: str) -> SandboxManager:
     """The sandbox manager (closed with ``stack``), on the service's Redis."""
     sandbox_settings = dataclasses.replace(SandboxSettings.from_env(), redis_url=redis_url)
     manager = await SandboxManager.open(sandbox_settings)
