@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         FileTooLarge,
         ImageBuildFailed,
         InstallRefused,
+        InstanceClaimed,
         SandboxConfigError,
         SandboxError,
         SandboxNotFound,
@@ -81,6 +82,9 @@ if TYPE_CHECKING:
         WORKSPACE,
         Template,
         get_template,
+    )
+    from sandbox.lifecycle.instance_claim import (
+        claim_instance,
     )
     from sandbox.lifecycle.manager import (
         SandboxManager,
@@ -141,6 +145,8 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "CommandRefused": "sandbox.errors",
     "FileTooLarge": "sandbox.errors",
+    "InstanceClaimed": "sandbox.errors",
+    "claim_instance": "sandbox.lifecycle.instance_claim",
     "ImageBuildFailed": "sandbox.errors",
     "InstallRefused": "sandbox.errors",
     "SandboxError": "sandbox.errors",
@@ -237,6 +243,7 @@ __all__ = [
     "ImageRecipe",
     "ImageStatus",
     "InstallRefused",
+    "InstanceClaimed",
     "NestedExits",
     "NpmProbe",
     "PreviewProxy",
@@ -264,6 +271,7 @@ __all__ = [
     "build_lock",
     "build_workspace_tar",
     "call",
+    "claim_instance",
     "connect",
     "context_files",
     "data_dir_from_env",

@@ -42,7 +42,7 @@ from app.api.services import ApiSettings
 from app.cli.commands import COMMANDS
 from app.cli.local_user import local_login_url
 from app.config import ServiceSettings
-from app.errors import ConfigError
+from app.errors import ConfigError, error_code, start_failure
 from app.logs import setup_logging
 from app.projects.sync import ProjectAccess, manager_installer
 from app.runs.service import RunService
@@ -106,8 +106,11 @@ def handle_serve(args: argparse.Namespace) -> int:
     workers = 0 if args.no_worker else args.workers
     try:
         anyio.run(serve, settings, workers, not args.no_build, sys.stdout, args.access_log)
-    except (ConfigError, SandboxError) as exc:
-        print(f"kiln serve: {exc}", file=sys.stderr)
+    except (ConfigError, SandboxError, ExceptionGroup) as exc:
+        failure = start_failure(exc)
+        if failure is None:
+            raise
+        print(f"kiln serve: {failure} [{error_code(failure)}]", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
 

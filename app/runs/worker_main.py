@@ -13,6 +13,7 @@ import dataclasses
 import logging
 import signal
 import sys
+from pathlib import Path
 
 import anyio
 import redis.asyncio
@@ -24,7 +25,7 @@ from app.projects.workspaces import project_workspaces
 from app.runs.execution import ProviderFactory, WorkspaceFactory
 from app.runs.worker import Worker, default_provider_factory
 from app.store import Store
-from sandbox import NestedExits, SandboxManager, SandboxSettings
+from sandbox import NestedExits, SandboxManager, SandboxSettings, claim_instance
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
 
@@ -49,7 +50,7 @@ async def serve_worker(
         client = redis.asyncio.Redis.from_url(settings.redis_url)
         stack.push_async_callback(client.aclose)
         if workspaces is None:
-            manager = await _open_manager(stack, settings.redis_url)
+            manager = await _open_manager(stack, settings.redis_url, settings.data_dir)
             workspaces = project_workspaces(manager, settings)
         worker = Worker(
             settings,
@@ -65,9 +66,11 @@ async def serve_worker(
             await worker.run()
 
 
-async def _open_manager(stack: NestedExits, redis_url: str) -> SandboxManager:
-    """The sandbox manager (closed with ``stack``), on the service's Redis."""
+async def _open_manager(stack: NestedExits, redis_url: str, data_dir: Path) -> SandboxManager:
+    """The sandbox manager (closed with ``stack``), on the service's Redis, once the instance
+    is claimed for ``data_dir``."""
     sandbox_settings = dataclasses.replace(SandboxSettings.from_env(), redis_url=redis_url)
+    await claim_instance(sandbox_settings.instance, data_dir)
     manager = await SandboxManager.open(sandbox_settings)
     stack.push_async_callback(manager.aclose)
     # Entered, the manager keeps its warm pool and reaps idle sandboxes while the worker runs.

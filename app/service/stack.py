@@ -35,7 +35,7 @@ from app.runs.execution import ProviderFactory
 from app.runs.live import LiveEvents
 from app.runs.worker import Worker, default_provider_factory
 from app.store import Store
-from sandbox import NestedExits, SandboxManager, SandboxSettings
+from sandbox import NestedExits, SandboxManager, SandboxSettings, claim_instance
 
 POOL_CONNECTIONS = 200
 POOL_WAIT_SECONDS = 10.0
@@ -108,6 +108,7 @@ async def open_stack(
         )
         client = redis.asyncio.Redis.from_pool(pool)  # closing the client closes the pool
         stack.push_async_callback(client.aclose)
+        await claim_instance(sandboxes.instance, settings.data_dir)  # before any reaping
         manager = await SandboxManager.open(sandboxes)
         stack.push_async_callback(manager.aclose)
         await stack.enter_async_context(manager)

@@ -25,6 +25,7 @@ import docker
 import pytest
 
 from sandbox.containers.npm_proxy import proxy_volume_name
+from sandbox.lifecycle.instance_claim import claim_volume_name
 from tests.app.kiln_process import LOGIN_LINK, KilnProcess, free_port, hello_recordings, kiln_env
 from tests.app.stop_moments import Moment, StopSequence
 from tests.app.test_serve_command import finish_event, sign_in
@@ -95,6 +96,7 @@ def test_a_stopped_serve_leaves_only_workspace_volumes_and_reuses_them(
         # Containers and networks are gone; the workspace volume and the npm proxy's cache
         # are kept on purpose.
         kept = [f"volume kiln-ws-{sandbox_id}", f"volume {proxy_volume_name(instance)}"]
+        kept.append(f"volume {claim_volume_name(instance)}")  # KILN_INSTANCE is this data dir's
         if DISK_ROOT is not None:  # and its subvolume, which the volume is bound to
             kept.append(f"subvolume kiln-ws-{sandbox_id}")
         kept.sort()
