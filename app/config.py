@@ -16,6 +16,8 @@
 - ``KILN_WORKER_CONCURRENCY`` (4): runs one worker process executes at once;
 - ``KILN_EVENT_BATCH_MS`` (100) / ``KILN_EVENT_BATCH_BYTES`` (16384): content events are stored
   in batches, at least this often or once this many bytes are pending;
+- ``KILN_STOP_LIMIT`` (15 s, 5 to 600): ``kiln serve`` is gone this long after the first
+  SIGINT/SIGTERM at the latest (:mod:`app.service.stop_deadline`);
 - ``KILN_PROJECT_MAX_BYTES`` (52428800 bytes, 50 MiB): the cap on one version of a chat's
   project (its source files; projects are kept in ``<data dir>/projects``).
 
@@ -71,6 +73,7 @@ class ServiceSettings:
     event_batch_bytes: int = 16384
     project_max_bytes: int = 50 * 2**20
     max_event_streams_per_user: int = 20
+    stop_limit_seconds: float = 15.0
 
     @property
     def database_path(self) -> Path:
@@ -117,6 +120,9 @@ class ServiceSettings:
             ),
             max_event_streams_per_user=_count(
                 read, "KILN_MAX_EVENT_STREAMS_PER_USER", cls.max_event_streams_per_user
+            ),
+            stop_limit_seconds=read.number(
+                "KILN_STOP_LIMIT", cls.stop_limit_seconds, low=5.0, high=600.0, low_open=False
             ),
         )
 

@@ -30,6 +30,7 @@
     ├── SandboxNotFound               [sandbox_not_found]: a 404, never an outage
     ├── SandboxUnavailable            [sandbox_unavailable]: Docker or Redis down, a 503
     ├── ImageBuildFailed, CommandRefused, InstallRefused, WriteFailed, SandboxConfigError
+    ├── InstanceClaimed               [instance_claimed]: the instance is another data dir's
     └── DiskQuotaExceeded             [disk_quota_exceeded]: the sandbox's own disk is full
 
 Messages name the offending value (``{value!r}``). What a user sees is an ``error`` event with a
@@ -133,3 +134,17 @@ def error_code(exc: BaseException) -> str:
     if isinstance(exc, ROOTS):
         return str(getattr(exc, "code", "internal_error"))
     return "internal_error"
+
+
+def start_failure(exc: BaseException) -> ConfigError | SandboxError | None:
+    """The setting or sandbox error a command's start failed with, also from inside the
+    exception group a task group wraps it in (the first, when several); ``None`` when ``exc``
+    holds anything else (a bug, whose traceback must show)."""
+    if isinstance(exc, ConfigError | SandboxError):
+        return exc
+    if not isinstance(exc, BaseExceptionGroup):
+        return None
+    matched, rest = exc.split((ConfigError, SandboxError))
+    if matched is None or rest is not None:
+        return None
+    return start_failure(matched.exceptions[0])

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         FileTooLarge,
         ImageBuildFailed,
         InstallRefused,
+        InstanceClaimed,
         SandboxConfigError,
         SandboxError,
         SandboxNotFound,
@@ -83,6 +84,9 @@ if TYPE_CHECKING:
         get_template,
     )
     from sandbox.lifecycle.host_memory import HostMemory, busy_bytes, room_for
+    from sandbox.lifecycle.instance_claim import (
+        claim_instance,
+    )
     from sandbox.lifecycle.manager import (
         SandboxManager,
     )
@@ -92,6 +96,9 @@ if TYPE_CHECKING:
     )
     from sandbox.lifecycle.registry import (
         registry_prefix,
+    )
+    from sandbox.nested_exits import (
+        NestedExits,
     )
     from sandbox.preview.proxy import (
         SANDBOX_ID,
@@ -139,6 +146,8 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "CommandRefused": "sandbox.errors",
     "FileTooLarge": "sandbox.errors",
+    "InstanceClaimed": "sandbox.errors",
+    "claim_instance": "sandbox.lifecycle.instance_claim",
     "ImageBuildFailed": "sandbox.errors",
     "InstallRefused": "sandbox.errors",
     "SandboxError": "sandbox.errors",
@@ -155,6 +164,7 @@ _EXPORTS: dict[str, str] = {
     "probe_npm": "sandbox.containers.npm_probe",
     "data_dir_from_env": "sandbox.settings",
     "Sandbox": "sandbox.handle",
+    "NestedExits": "sandbox.nested_exits",
     "WorkspaceFile": "sandbox.execution.workspace_files",
     "Record": "sandbox.session_log",
     "RecordSink": "sandbox.session_log",
@@ -238,6 +248,8 @@ __all__ = [
     "ImageRecipe",
     "ImageStatus",
     "InstallRefused",
+    "InstanceClaimed",
+    "NestedExits",
     "NpmProbe",
     "PreviewProxy",
     "Progress",
@@ -265,6 +277,7 @@ __all__ = [
     "build_workspace_tar",
     "busy_bytes",
     "call",
+    "claim_instance",
     "connect",
     "context_files",
     "data_dir_from_env",

@@ -16,7 +16,8 @@
     ├── WriteFailed                 a file could not be written into the workspace
     ├── DiskQuotaExceeded           the sandbox's own disk quota is used up
     ├── FileTooLarge                a workspace file over the read limit
-    └── SandboxConfigError          a sandbox setting is missing or malformed
+    ├── SandboxConfigError          a sandbox setting is missing or malformed
+    └── InstanceClaimed             ``KILN_INSTANCE`` belongs to another data directory
 
 Messages name the offending value (``{value!r}``). Each class carries the stable ``code`` a user
 sees (the same mechanism as ``app.errors``); ``app.errors`` draws the whole tree.
@@ -116,3 +117,10 @@ class SandboxConfigError(SandboxError, ValueError):
     Also a ``ValueError``: the CLI's handlers of a bad setting catch that (exit code 2)."""
 
     code = "config_error"
+
+
+class InstanceClaimed(SandboxError):
+    """The instance is claimed by another data directory (two servers on one instance would
+    reap each other's sandboxes); the message names both folders and the way out."""
+
+    code = "instance_claimed"

@@ -49,6 +49,7 @@ from sandbox.execution.exec_stream import ExecResult, OutputSink
 from sandbox.execution.install_queue import InstallResult
 from sandbox.images.templates import BUILD_COMMAND, Template, direct_build
 from sandbox.lifecycle.manager import SandboxManager
+from sandbox.nested_exits import NestedExits
 from sandbox.session_log import (
     DISK_QUOTA_EXCEEDED,
     QUOTA_ADVICE,
@@ -145,7 +146,7 @@ class SandboxSession:
         self._installs_pending = 0
         self._installs_idle = anyio.Event()
         self._installs_idle.set()
-        self._stack = contextlib.AsyncExitStack()
+        self._stack = NestedExits()
         self._tasks: TaskGroup | None = None
         # One scope per running install: abandon() cancels these, never the task group's own
         # scope, which also holds the task that abandons (it would be cancelled mid-close).

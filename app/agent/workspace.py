@@ -10,7 +10,6 @@ unused, and one whose model picked another template trades it in.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -27,6 +26,7 @@ from parser.events import Event
 from sandbox import (
     DEFAULT_TEMPLATE,
     TEMPLATES,
+    NestedExits,
     RecordSink,
     Sandbox,
     SandboxError,
@@ -151,7 +151,7 @@ class SandboxWorkspace:
         self._explicit = template is not None
         self._template = get_template(template or DEFAULT_TEMPLATE)
         self._chat, self._owner = chat, owner
-        self._stack = contextlib.AsyncExitStack()
+        self._stack = NestedExits()
         self._session: SandboxSession | None = None
         self._project, self._run = project, run
         self._on_record: RecordSink | None = None

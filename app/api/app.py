@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
+import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
@@ -81,12 +82,14 @@ def build_app(
     web_dir: Path | None = WEB_DIR,
     lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None,
     projects: ProjectAccess | None = None,
+    stopping: anyio.Event | None = None,
 ) -> ASGIApp:
     """The whole ASGI app (see the module docstring).
 
     ``lifespan`` (an async context manager factory taking the Starlette app) is run by the
     server at start-up and shutdown; ``kiln serve`` manages its services outside of it.
-    ``projects`` serves the versions API (without it, those routes answer 503).
+    ``projects`` serves the versions API (without it, those routes answer 503). Event
+    streams end once ``stopping`` is set (the server is stopping).
     """
     api_settings = settings or ApiSettings()
     found = ApiServices(
@@ -96,6 +99,7 @@ def build_app(
         settings=api_settings,
         health_checks=dict(health_checks or {}),
         streams=StreamLimits(api_settings.max_event_streams_per_user),
+        stopping=stopping,
     )
     routes: list[BaseRoute] = [
         *health.ROUTES,

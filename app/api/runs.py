@@ -55,9 +55,10 @@ class RunEvents:
         )
         with found.streams.held(user.id):
             async with found.runs.follow(run.id, after) as events:
-                await EventStreamResponse(events, found.settings.sse_ping_interval)(
-                    scope, receive, send
+                stream = EventStreamResponse(
+                    events, found.settings.sse_ping_interval, until=found.stopping
                 )
+                await stream(scope, receive, send)
 
 
 ROUTES = [

@@ -57,6 +57,8 @@ class ApiServices:
     settings: ApiSettings = field(default_factory=ApiSettings)
     health_checks: Mapping[str, HealthCheck] = field(default_factory=dict)
     streams: StreamLimits = field(default_factory=lambda: StreamLimits(20))
+    # Set when the server begins to stop: event streams end then (they would hold the stop).
+    stopping: anyio.Event | None = None
 
     @property
     def seal(self) -> PreviewSeal:

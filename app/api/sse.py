@@ -9,7 +9,10 @@ Each event goes out as::
 A comment ``: ping`` is written every ``ping_interval`` seconds so that proxies and browsers
 keep an idle stream open. The stream ends when the event source ends (the run service's
 ``follow`` stops after ``run_finished``) or when the client goes away; either way the source is
-closed (``aclose``), which releases its Redis subscription.
+closed (``aclose``), which releases its Redis subscription. It also ends when ``until`` is set
+(the server is stopping): cleanly, so the client's ``EventSource`` reconnects (with
+``Last-Event-ID``) to whatever serves next, instead of holding the stop for the HTTP server's
+graceful seconds.
 
 The three activities (pump events, ping, watch for the client's disconnect) run as tasks of one
 task group; writes go through a lock so a ping never lands inside an event.
@@ -67,10 +70,13 @@ class EventStreamResponse:
         self,
         events: AsyncIterable[tuple[int, dict[str, Any]]],
         ping_interval: float = PING_INTERVAL_SECONDS,
+        until: anyio.Event | None = None,
     ) -> None:
-        """``events`` is consumed once (closed at the end if it has ``aclose``)."""
+        """``events`` is consumed once (closed at the end if it has ``aclose``); the stream
+        ends early once ``until`` is set."""
         self.events = events
         self.ping_interval = ping_interval
+        self.until = until
         self._lock = anyio.Lock()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -82,6 +88,8 @@ class EventStreamResponse:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(self._watch_disconnect, receive, client_left, tasks.cancel_scope)
                 tasks.start_soon(self._ping, send)
+                if self.until is not None:
+                    tasks.start_soon(_cancel_when_set, self.until, tasks.cancel_scope)
                 await self._pump(send)
                 tasks.cancel_scope.cancel()
         except* OSError:
@@ -118,3 +126,8 @@ class EventStreamResponse:
                 client_left.set()
                 scope.cancel()
                 return
+
+
+async def _cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()

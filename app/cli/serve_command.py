@@ -13,10 +13,12 @@
   processes.
 - **Images**: missing or outdated sandbox images are built in the background at start
   (``--no-build`` skips it; ``kiln images build`` does it by hand).
-- Logs are JSON lines on stderr, with run and request ids. SIGINT/SIGTERM stop the server,
-  then the workers (runs in progress are resumed by the next worker that starts), then park the
-  sandboxes (containers and networks removed, workspace volumes kept for the next start:
-  :mod:`sandbox.lifecycle.parking`), then Redis.
+- Logs are JSON lines on stderr, with run and request ids. SIGINT/SIGTERM stop the server
+  (event streams end at once; other requests get a few seconds), then the workers (runs in
+  progress are resumed by the next worker that starts), then park the sandboxes (containers and
+  networks removed, workspace volumes kept for the next start:
+  :mod:`sandbox.lifecycle.parking`), then Redis. All of it within ``KILN_STOP_LIMIT`` (15 s):
+  past it, or at a second signal, the process ends at once (:mod:`app.service.stop_deadline`).
 """
 
 from __future__ import annotations
@@ -40,19 +42,21 @@ from app.api.services import ApiSettings
 from app.cli.commands import COMMANDS
 from app.cli.local_user import local_login_url
 from app.config import ServiceSettings
-from app.errors import ConfigError
+from app.errors import ConfigError, error_code, start_failure
 from app.logs import setup_logging
 from app.projects.sync import ProjectAccess, manager_installer
 from app.runs.service import RunService
 from app.service.embedded_redis import EmbeddedRedis
 from app.service.http_server import KilnServer, server_config
 from app.service.stack import ServiceStack, open_stack
+from app.service.stop_deadline import StopDeadline
 from app.tokens import check_tokenizer
 from sandbox import ImageBuilder, ImageBuildSettings, SandboxError
 
 log = logging.getLogger(__name__)
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
 PARK_LIMIT_SECONDS = 6.0  # a stop (Ctrl+C, SIGTERM) must end within seconds
+REDIS_STOP_RESERVE_SECONDS = 2.0  # what parking leaves of the stop's deadline for what follows
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -102,8 +106,11 @@ def handle_serve(args: argparse.Namespace) -> int:
     workers = 0 if args.no_worker else args.workers
     try:
         anyio.run(serve, settings, workers, not args.no_build, sys.stdout, args.access_log)
-    except (ConfigError, SandboxError) as exc:
-        print(f"kiln serve: {exc}", file=sys.stderr)
+    except (ConfigError, SandboxError, ExceptionGroup) as exc:
+        failure = start_failure(exc)
+        if failure is None:
+            raise
+        print(f"kiln serve: {failure} [{error_code(failure)}]", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
 
@@ -116,18 +123,22 @@ async def serve(
     access_log: bool = False,
 ) -> None:
     """Run everything until SIGINT/SIGTERM (see the module docstring)."""
+    deadline = StopDeadline(settings.stop_limit_seconds)
     if settings.redis_url is not None:
-        await serve_with_redis(settings, workers, build_images, out, access_log)
+        await serve_with_redis(settings, deadline, workers, build_images, out, access_log)
         return
     async with EmbeddedRedis(settings.data_dir) as embedded, anyio.create_task_group() as tasks:
+        deadline.last_resort(embedded.terminate)  # its own session: it would outlive kiln
         tasks.start_soon(embedded.supervise)
         embedded_settings = dataclasses.replace(settings, redis_url=embedded.url)
-        await serve_with_redis(embedded_settings, workers, build_images, out, access_log)
+        await serve_with_redis(embedded_settings, deadline, workers, build_images, out, access_log)
+        deadline.stage("stopping the embedded Redis")
         tasks.cancel_scope.cancel()
 
 
 async def serve_with_redis(
     settings: ServiceSettings,
+    deadline: StopDeadline,
     workers: int,
     build_images: bool,
     out: TextIO,
@@ -138,7 +149,8 @@ async def serve_with_redis(
     async with open_stack(settings) as stack:
         try:
             async with anyio.create_task_group() as tasks:
-                app = build_app_for(stack)
+                stopping = anyio.Event()
+                app = build_app_for(stack, stopping)
                 config = server_config(app, settings.host, settings.port, access_log=access_log)
                 server = KilnServer(config)
                 for worker in stack.workers(workers):
@@ -146,18 +158,23 @@ async def serve_with_redis(
                 if build_images:
                     tasks.start_soon(ensure_images, stack)
                 tasks.start_soon(check_tokenizer_files)
-                tasks.start_soon(stop_on_signal, server)
+                tasks.start_soon(stop_on_signal, server, stopping, deadline)
                 tasks.start_soon(announce, server, stack, out)
                 await server.serve()
+                deadline.stage("stopping the runs")
                 tasks.cancel_scope.cancel()
         finally:
-            await park_sandboxes(stack)
+            deadline.stage("parking the sandboxes")
+            await park_sandboxes(stack, deadline)
+            deadline.stage("closing the sandbox manager and the store")
 
 
-async def park_sandboxes(stack: ServiceStack) -> None:
+async def park_sandboxes(stack: ServiceStack, deadline: StopDeadline) -> None:
     """Park the instance's sandboxes (``SandboxManager.park``), bounded so that a stop stays
-    quick even with Docker away; a failure is logged: the reaper of the next start catches up."""
-    with anyio.CancelScope(shield=True), anyio.move_on_after(PARK_LIMIT_SECONDS):
+    quick even with Docker away (and leaves Redis its time within the stop's deadline); a
+    failure is logged: the reaper of the next start catches up."""
+    limit = min(PARK_LIMIT_SECONDS, deadline.remaining() - REDIS_STOP_RESERVE_SECONDS)
+    with anyio.CancelScope(shield=True), anyio.move_on_after(max(limit, 0.0)) as scope:
         try:
             report = await stack.manager.park()
         except SandboxError as exc:
@@ -169,10 +186,15 @@ async def park_sandboxes(stack: ServiceStack) -> None:
             len(report.kept_in_use),
             report.networks_removed,
         )
+    if scope.cancelled_caught:
+        log.warning(
+            "parking the sandboxes took over %.1f s; the next start's reaper goes on", limit
+        )
 
 
-def build_app_for(stack: ServiceStack) -> ASGIApp:
-    """The ASGI app on ``stack``: real run service, the stack's health checks."""
+def build_app_for(stack: ServiceStack, stopping: anyio.Event) -> ASGIApp:
+    """The ASGI app on ``stack``: real run service, the stack's health checks; its event
+    streams end once ``stopping`` is set."""
     settings = stack.settings
     recordings = os.environ.get("KILN_RECORDINGS_DIR")
     api_settings = ApiSettings(
@@ -191,17 +213,22 @@ def build_app_for(stack: ServiceStack) -> ASGIApp:
         settings=api_settings,
         health_checks=stack.health_checks(),
         projects=ProjectAccess(stack.projects, stack.manager, manager_installer(stack.manager)),
+        stopping=stopping,
     )
 
 
-async def stop_on_signal(server: KilnServer) -> None:
-    """Ask the server to stop at the first SIGINT/SIGTERM; a second one forces it."""
+async def stop_on_signal(server: KilnServer, stopping: anyio.Event, deadline: StopDeadline) -> None:
+    """At the first SIGINT/SIGTERM: end the event streams, ask the server to stop and start
+    the stop's deadline; a second signal ends the process at once."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for received in signals:
-            if server.should_exit:
-                server.force_exit = True
+            name = signal.Signals(received).name
+            if deadline.started:
+                deadline.expire(f"a second {name}")
+            log.info("stopping on %s (at most %g s)", name, deadline.limit)
+            deadline.begin()
+            stopping.set()
             server.should_exit = True
-            log.info("stopping on %s", signal.Signals(received).name)
 
 
 async def announce(server: KilnServer, stack: ServiceStack, out: TextIO) -> None:

@@ -24,7 +24,7 @@ import anyio
 from app.cli.commands import COMMANDS
 from app.cli.serve_command import settings_from
 from app.config import ServiceSettings
-from app.errors import ConfigError
+from app.errors import ConfigError, error_code, start_failure
 from app.logs import setup_logging
 from app.service.embedded_redis import recorded_url
 from app.service.stack import open_stack
@@ -72,8 +72,11 @@ def handle_worker(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
     try:
         anyio.run(run_workers, settings, args.workers)
-    except (ConfigError, SandboxError) as exc:
-        print(f"kiln worker: {exc}", file=sys.stderr)
+    except (ConfigError, SandboxError, ExceptionGroup) as exc:
+        failure = start_failure(exc)
+        if failure is None:
+            raise
+        print(f"kiln worker: {failure} [{error_code(failure)}]", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
 

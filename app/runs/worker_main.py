@@ -9,11 +9,11 @@ Runs in progress when it stops are left pending; another worker resumes them aft
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import signal
 import sys
+from pathlib import Path
 
 import anyio
 import redis.asyncio
@@ -25,7 +25,7 @@ from app.projects.workspaces import project_workspaces
 from app.runs.execution import ProviderFactory, WorkspaceFactory
 from app.runs.worker import Worker, default_provider_factory
 from app.store import Store
-from sandbox import SandboxManager, SandboxSettings
+from sandbox import NestedExits, SandboxManager, SandboxSettings, claim_instance
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
 
@@ -44,13 +44,13 @@ async def serve_worker(
     """
     if settings.redis_url is None:
         raise ConfigError("a worker needs REDIS_URL: the queue is shared with the API")
-    async with contextlib.AsyncExitStack() as stack:
+    async with NestedExits() as stack:
         store = Store(settings.database_path, settings.secret_key)
         stack.callback(store.close)
         client = redis.asyncio.Redis.from_url(settings.redis_url)
         stack.push_async_callback(client.aclose)
         if workspaces is None:
-            manager = await _open_manager(stack, settings.redis_url)
+            manager = await _open_manager(stack, settings.redis_url, settings.data_dir)
             workspaces = project_workspaces(manager, settings)
         worker = Worker(
             settings,
@@ -66,9 +66,11 @@ async def serve_worker(
             await worker.run()
 
 
-async def _open_manager(stack: contextlib.AsyncExitStack, redis_url: str) -> SandboxManager:
-    """The sandbox manager (closed with ``stack``), on the service's Redis."""
+async def _open_manager(stack: NestedExits, redis_url: str, data_dir: Path) -> SandboxManager:
+    """The sandbox manager (closed with ``stack``), on the service's Redis, once the instance
+    is claimed for ``data_dir``."""
     sandbox_settings = dataclasses.replace(SandboxSettings.from_env(), redis_url=redis_url)
+    await claim_instance(sandbox_settings.instance, data_dir)
     manager = await SandboxManager.open(sandbox_settings)
     stack.push_async_callback(manager.aclose)
     # Entered, the manager keeps its warm pool and reaps idle sandboxes while the worker runs.

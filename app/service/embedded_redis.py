@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -156,6 +158,15 @@ class EmbeddedRedis:
             log.warning("embedded redis exited (%s); restarting", code)
             await anyio.sleep(RESTART_PAUSE_SECONDS)
             await self._start()
+
+    def terminate(self) -> None:
+        """SIGTERM the server now, from any thread (a stop past its deadline, about to end
+        kiln at once): it saves its append-only file and exits by itself."""
+        self._stopping = True
+        process = self._process
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGTERM)
 
     async def _stop(self) -> None:
         process, self._process = self._process, None

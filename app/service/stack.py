@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import anyio
@@ -35,7 +35,7 @@ from app.runs.execution import ProviderFactory
 from app.runs.live import LiveEvents
 from app.runs.worker import Worker, default_provider_factory
 from app.store import Store
-from sandbox import SandboxManager, SandboxSettings
+from sandbox import NestedExits, SandboxManager, SandboxSettings, claim_instance
 
 POOL_CONNECTIONS = 200
 POOL_WAIT_SECONDS = 10.0
@@ -100,7 +100,7 @@ async def open_stack(
         raise ConfigError("no Redis URL: set REDIS_URL (or let kiln serve start one)")
     base = sandbox_settings or SandboxSettings.from_env()
     sandboxes = dataclasses.replace(base, redis_url=settings.redis_url)
-    async with AsyncExitStack() as stack:
+    async with NestedExits() as stack:
         store = store or Store(settings.database_path, settings.secret_key)
         stack.callback(store.close)
         pool = redis.asyncio.BlockingConnectionPool.from_url(
@@ -108,6 +108,7 @@ async def open_stack(
         )
         client = redis.asyncio.Redis.from_pool(pool)  # closing the client closes the pool
         stack.push_async_callback(client.aclose)
+        await claim_instance(sandboxes.instance, settings.data_dir)  # before any reaping
         manager = await SandboxManager.open(sandboxes)
         stack.push_async_callback(manager.aclose)
         await stack.enter_async_context(manager)

@@ -15,12 +15,11 @@ command and, after a 137, again; a rise means the command was killed for memory
 (``ExecResult.oom_killed``), which is never reported as a timeout.
 
 No process started by a command outlives it: ``timeout`` kills the command's process group, but a
-process that left the group (``setsid``, a double fork, a detached child) would keep running,
-with whatever the command could reach. Each command runs with a mark of its own in its environment
-(:data:`COMMAND_MARK`), which children inherit whatever group they move to; when the command has
-ended, every process of the container carrying that mark is killed. (A process that re-executes
-itself with an empty environment escapes the mark; the sandbox's pid limit and its lifetime still
-bound it.)
+process that left the group (``setsid``, a double fork, a detached child), even with an empty
+environment, would keep running with whatever the command could reach. Each command runs with a
+mark of its own that its processes cannot scrub (:mod:`sandbox.execution.command_mark`); when
+the command has ended, every process of the container carrying it (or a mark of no command still
+running) is killed.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ from __future__ import annotations
 import codecs
 import functools
 import re
-import secrets
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -37,7 +35,8 @@ import anyio.to_thread
 import docker
 
 from sandbox.containers.docker_boundary import call, run_wrapped
-from sandbox.execution.host_cgroup import host_kill_marked, host_oom_kills, parse_oom_kills
+from sandbox.execution.command_mark import KILL_LEFTOVERS, marked_argv, new_mark
+from sandbox.execution.host_cgroup import host_kill_leftovers, host_oom_kills, parse_oom_kills
 from sandbox.images.templates import SANDBOX_UID, WORKSPACE
 
 OutputSink = Callable[[str], Awaitable[None]]
@@ -50,13 +49,6 @@ OOM_COUNTER_ARGV = (
     "/sys/fs/cgroup/memory/memory.oom_control",
 )
 KILL_GRACE_SECONDS = 5
-COMMAND_MARK = "KILN_COMMAND"
-# Kills every process whose environment holds the mark given as $1 (run as the sandbox user, who
-# owns every process a command can start).
-KILL_MARKED = (
-    'for d in /proc/[0-9]*; do grep -qxzF "KILN_COMMAND=$1" "$d/environ" 2>/dev/null'
-    ' && kill -9 "${d#/proc/}" 2>/dev/null; done; exit 0'
-)
 HOST_GRACE_SECONDS = 15.0
 
 
@@ -156,8 +148,8 @@ async def exec_streaming(
 ) -> ExecResult:
     """Run ``argv`` in the container as the sandbox user; stream its output lines to the sink."""
     oom_before = await oom_kills(client, container_id)
-    mark = secrets.token_hex(8)
-    exec_id = await _create(client, container_id, timeout_argv(argv, timeout), mark)
+    mark = new_mark()
+    exec_id = await _create(client, container_id, marked_argv(timeout_argv(argv, timeout), mark))
     stream = await call(client.api.exec_start, exec_id, stream=True, demux=False)
     output = CappedOutput(output_cap, on_output)
     try:
@@ -170,7 +162,7 @@ async def exec_streaming(
         with anyio.CancelScope(shield=True):  # a cancelled command must not leak its socket
             await call(stream.close)
             await call(stream._response.close)
-            await kill_marked(client, container_id, mark)
+            await kill_leftovers(client, container_id, mark)
     info = await call(client.api.exec_inspect, exec_id)
     exit_code = info.get("ExitCode")
     oom_killed = (
@@ -189,13 +181,13 @@ async def exec_streaming(
     )
 
 
-async def kill_marked(client: docker.DockerClient, container_id: str, mark: str) -> None:
-    """Kill every process of the container started by the command that carried ``mark``:
-    from the host when it can (:mod:`sandbox.execution.host_cgroup`), else with an exec."""
-    kill = functools.partial(host_kill_marked, container_id, COMMAND_MARK, mark)
+async def kill_leftovers(client: docker.DockerClient, container_id: str, mark: int) -> None:
+    """Kill what the command marked ``mark`` left running in the container: from the host when
+    it can (:mod:`sandbox.execution.host_cgroup`), else with an exec."""
+    kill = functools.partial(host_kill_leftovers, container_id, mark)
     if await anyio.to_thread.run_sync(kill):
         return
-    exec_id = await _create(client, container_id, ["sh", "-c", KILL_MARKED, "sh", mark])
+    exec_id = await _create(client, container_id, ["sh", "-c", KILL_LEFTOVERS, "sh", str(mark)])
     await call(client.api.exec_start, exec_id)
 
 
@@ -210,9 +202,7 @@ async def oom_kills(client: docker.DockerClient, container_id: str) -> int | Non
     return parse_oom_kills(output)
 
 
-async def _create(
-    client: docker.DockerClient, container_id: str, argv: list[str], mark: str | None = None
-) -> str:
+async def _create(client: docker.DockerClient, container_id: str, argv: list[str]) -> str:
     response = await call(
         client.api.exec_create,
         container_id,
@@ -221,7 +211,6 @@ async def _create(
         stderr=True,
         user=f"{SANDBOX_UID}:{SANDBOX_UID}",
         workdir=WORKSPACE,
-        environment={COMMAND_MARK: mark} if mark else None,
     )
     return str(response["Id"])
 

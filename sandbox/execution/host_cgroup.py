@@ -1,7 +1,8 @@
 """A sandbox container's cgroup read from the host: its OOM-kill counter and its processes.
 
 Every command needs both (:mod:`sandbox.execution.exec_stream`): the counter before it runs, to
-tell an OOM kill from a timeout, and the processes it left behind when it ends, to kill them.
+tell an OOM kill from a timeout, and the processes it left behind when it ends, to kill them
+(which ones: :mod:`sandbox.execution.command_mark`).
 Asked with ``docker exec`` each costs an exec round trip, about 50 ms, and both lie on the
 path of every command a user waits for (the build after the answer's stream above all). Where
 kiln runs on the Docker host with the rights to read the container's cgroup and its processes
@@ -22,10 +23,13 @@ import re
 import signal
 from pathlib import Path
 
+from sandbox.execution.command_mark import MarkedProcess, leftover_pids, read_marked_process
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC = Path("/proc")
 _OOM_KILL = re.compile(rb"^oom_kill (\d+)$", re.MULTILINE)
 _CONTAINER_ID = re.compile(r"[0-9a-f]{64}")
+KILL_ROUNDS = 3
 
 
 def cgroup_folders(container_id: str, controller: str, root: Path = CGROUP_ROOT) -> list[Path]:
@@ -58,23 +62,29 @@ def parse_oom_kills(output: bytes) -> int | None:
     return None if found is None else int(found.group(1))
 
 
-def host_kill_marked(
-    container_id: str, variable: str, mark: str, root: Path = CGROUP_ROOT, proc: Path = PROC
+def host_kill_leftovers(
+    container_id: str, mark: int, root: Path = CGROUP_ROOT, proc: Path = PROC
 ) -> bool:
-    """Kill (SIGKILL) every process of the container whose environment has
-    ``variable=mark``; ``False`` when the host cannot list or read them (ask with an exec)."""
-    procs = _container_pids(container_id, root)
-    if procs is None:
-        return False
-    wanted = f"{variable}={mark}".encode()
-    for pid in procs:
-        try:
-            environment = (proc / str(pid) / "environ").read_bytes().split(b"\0")
-        except (FileNotFoundError, ProcessLookupError):
-            continue  # ended meanwhile
-        except OSError:
-            return False  # not ours to read: the exec can
-        if wanted in environment:
+    """Kill (SIGKILL) the leftovers of the command marked ``mark`` in the container
+    (:func:`sandbox.execution.command_mark.leftover_pids`), in rounds while a round finds any
+    (what they forked meanwhile is marked too); ``False`` when the host cannot list or read the
+    container's processes (ask with an exec)."""
+    for _ in range(KILL_ROUNDS):
+        pids = _container_pids(container_id, root)
+        if pids is None:
+            return False
+        table: dict[int, MarkedProcess] = {}
+        for pid in pids:
+            try:
+                table[pid] = read_marked_process(proc / str(pid))
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # ended meanwhile
+            except (OSError, ValueError):
+                return False  # not ours to read: the exec can
+        doomed = leftover_pids(table, mark)
+        if not doomed:
+            return True
+        for pid in doomed:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     return True

@@ -40,6 +40,7 @@ from sandbox.errors import (
     WriteFailed,
 )
 from sandbox.images.templates import SANDBOX_UID, WORKSPACE
+from sandbox.nested_exits import NestedExits
 from sandbox.writes.write_buffer import BufferedFile, WriteBuffer, redis_errors
 
 FILE_MODE = 0o644
@@ -263,7 +264,7 @@ class FlushScheduler:
         self._progress = anyio.Event()
         self.last_error: SandboxError | None = None
         self.reports: list[FlushReport] = []
-        self._stack = contextlib.AsyncExitStack()
+        self._stack = NestedExits()
 
     async def __aenter__(self) -> FlushScheduler:
         task_group = await self._stack.enter_async_context(anyio.create_task_group())

@@ -82,16 +82,18 @@ class Source:
 class Streaming:
     """An ASGI endpoint streaming a source."""
 
-    def __init__(self, source: Source, ping_interval: float) -> None:
-        self.response = EventStreamResponse(source, ping_interval)
+    def __init__(
+        self, source: Source, ping_interval: float, until: anyio.Event | None = None
+    ) -> None:
+        self.response = EventStreamResponse(source, ping_interval, until=until)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.response(scope, receive, send)
 
 
-def streaming(source: Source, ping_interval: float) -> Starlette:
-    """An app streaming ``source`` at ``/``."""
-    return Starlette(routes=[Route("/", Streaming(source, ping_interval))])
+def streaming(source: Source, ping_interval: float, until: anyio.Event | None = None) -> Starlette:
+    """An app streaming ``source`` at ``/`` (until ``until`` is set, if given)."""
+    return Starlette(routes=[Route("/", Streaming(source, ping_interval, until))])
 
 
 @pytest.mark.anyio
@@ -129,3 +131,25 @@ async def test_a_client_leaving_closes_the_source() -> None:
             await source.closed.wait()
     source.send.close()
     assert first.id == 1
+
+
+@pytest.mark.anyio
+async def test_a_stopping_server_ends_the_stream_cleanly() -> None:
+    """A stop must not wait for streams that never end by themselves (kiln issue 24): the
+    stream ends as a complete response, the source closed."""
+    source, stopping = Source(), anyio.Event()
+
+    async with (
+        serving(streaming(source, ping_interval=60, until=stopping)) as url,
+        httpx.AsyncClient(base_url=url) as client,
+        client.stream("GET", "/") as response,
+    ):
+        await source.send.send((1, {"type": "run_started"}))
+        frames = sse_frames(response)
+        first = await anext(frames)
+        stopping.set()
+        with anyio.fail_after(10):
+            rest = [frame async for frame in frames]
+    source.send.close()
+    assert (first.id, rest) == (1, [])
+    assert source.closed.is_set()

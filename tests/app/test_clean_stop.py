@@ -4,6 +4,12 @@ instance is left. What a stop keeps on purpose is the workspace volume of each c
 (its files and installed packages, recorded in the registry) and the npm registry proxy's cache:
 the next start knows them (nothing orphaned: a reaper pass removes nothing) and revives a
 container on the workspace with the files there.
+
+Stopped *during* a run (kiln issue 24: a stop in the middle of a run once never exited and spun
+a core), at three moments of the demo run (its files streaming, its install, its build), one
+server per stop on one data directory (tests/app/stop_moments.py; bench/stops.py does twenty):
+each exits 0 within the bound, leaves no process and no container or network, and the next
+start serves the chats and finishes the interrupted run.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ import docker
 import pytest
 
 from sandbox.containers.npm_proxy import proxy_volume_name
+from sandbox.lifecycle.instance_claim import claim_volume_name
 from tests.app.kiln_process import LOGIN_LINK, KilnProcess, free_port, hello_recordings, kiln_env
+from tests.app.stop_moments import Moment, StopSequence
 from tests.app.test_serve_command import finish_event, sign_in
 from tests.sandbox.docker_support import DISK_ROOT, leftovers, swept_instance
 
@@ -88,6 +96,7 @@ def test_a_stopped_serve_leaves_only_workspace_volumes_and_reuses_them(
         # Containers and networks are gone; the workspace volume and the npm proxy's cache
         # are kept on purpose.
         kept = [f"volume kiln-ws-{sandbox_id}", f"volume {proxy_volume_name(instance)}"]
+        kept.append(f"volume {claim_volume_name(instance)}")  # KILN_INSTANCE is this data dir's
         if DISK_ROOT is not None:  # and its subvolume, which the volume is bound to
             kept.append(f"subvolume kiln-ws-{sandbox_id}")
         kept.sort()
@@ -104,3 +113,20 @@ def test_a_stopped_serve_leaves_only_workspace_volumes_and_reuses_them(
         assert sorted(leftovers(client, instance)) == kept
     finally:
         client.close()
+
+
+MID_RUN = (Moment("sandbox_start", 2.0), Moment("done", 1.0), Moment("version", 2.0))
+
+
+def test_stops_during_a_run_exit_within_the_bound_park_and_the_next_start_resumes(
+    tmp_path: Path, instance: str
+) -> None:
+    sequence = StopSequence(tmp_path, instance)
+    for number, moment in enumerate(MID_RUN):
+        signum = (signal.SIGTERM, signal.SIGINT)[number % 2]
+        stopped = sequence.stop_at(f"stop{number}", moment, signum)
+        log = (tmp_path / f"stop{number}.log").read_text(errors="replace")[-3000:]
+        assert stopped.code == 0, f"{moment}: forced or failed (code {stopped.code}): {log}"
+        assert stopped.processes_left == [], moment
+        assert stopped.objects_left == [], moment
+    assert sequence.finish_last() == "completed"

@@ -26,7 +26,7 @@ from tests.api.harness import Person, add_person
 from tests.api.stack import LiveService, live_service
 from tests.runs.scripted_model import Change, ScriptedModel, serve
 from tests.runs.test_edit_end_to_end import run_to_end
-from tests.sandbox.docker_support import leftovers, remove_npm_proxy, settings_for, sweep
+from tests.sandbox.docker_support import leftovers_but_claim, remove_npm_proxy, settings_for, sweep
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.slow, pytest.mark.npm]
 
@@ -54,7 +54,7 @@ def instance(redis_url: str) -> Iterator[str]:
     yield name
     client = docker.from_env()
     try:
-        left = leftovers(client, name)
+        left = leftovers_but_claim(client, name)
         sweep(client, name, scripted_redis_url(redis_url))
     finally:
         client.close()

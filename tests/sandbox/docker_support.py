@@ -22,6 +22,7 @@ import redis
 from sandbox.containers.disk_quota import DEFAULT_DISK_ROOT, SUBVOLUME_INODE, usable_root
 from sandbox.containers.npm_proxy import proxy_volume_name, remove_proxy
 from sandbox.containers.provisioning import remove_volume
+from sandbox.lifecycle.instance_claim import claim_volume_name
 from sandbox.lifecycle.manager import SandboxManager
 from sandbox.lifecycle.reaper import sweep_instance
 from sandbox.lifecycle.registry import SandboxRegistry
@@ -82,6 +83,13 @@ def leftovers(client: docker.DockerClient, instance: str) -> list[str]:
         + [f"volume {v.name}" for v in client.volumes.list(filters=filters)]
         + [f"subvolume {name}" for name in disk_leftovers(instance)]
     )
+
+
+def leftovers_but_claim(client: docker.DockerClient, instance: str) -> list[str]:
+    """:func:`leftovers` but the instance's claim, which a server keeps on purpose (an explicit
+    instance is its data dir's: ``sandbox.lifecycle.instance_claim``); swept all the same."""
+    claim = f"volume {claim_volume_name(instance)}"
+    return [item for item in leftovers(client, instance) if item != claim]
 
 
 def disk_leftovers(instance: str) -> list[str]:

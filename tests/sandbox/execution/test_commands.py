@@ -29,18 +29,25 @@ CHATTY = "for (let i = 0; i < 5000; i++) console.log('line ' + i)\n"
 HOG = "const kept = []; for (;;) kept.push(Buffer.alloc(1 << 20).fill(1))\n"
 HOG_LIMIT = "160m"
 # A command that leaves processes behind the way daemons do: a detached child in a session of its
-# own (setsid), and a double fork (a subshell's background sleeper, reparented to init).
+# own (setsid), a double fork (a subshell's background sleeper, reparented to init), the same
+# with an empty environment (env -i: no variable can mark it), and one that lowered the limit
+# kiln marks commands with (it may lower it, never raise it).
 ESCAPE = (
     "const { spawn } = require('child_process');"
     "spawn('sleep', ['300'], { detached: true, stdio: 'ignore' }).unref();"
     "spawn('sh', ['-c', '(sleep 301 &); exit 0'], { detached: true, stdio: 'ignore' }).unref();"
+    "spawn('sleep', ['302'], { detached: true, stdio: 'ignore', env: {} }).unref();"
+    "spawn('sh', ['-c', '(env -i /bin/sleep 303 &); exit 0'], { detached: true, stdio: 'ignore' })"
+    ".unref();"
+    "spawn('sh', ['-c', 'prlimit --rttime=7:7 --pid $$ && exec sleep 304'],"
+    " { detached: true, stdio: 'ignore' }).unref();"
     "setTimeout(() => process.exit(0), 500);\n"
 )
 LEFTOVERS = (
     "const fs = require('fs');"
     "console.log(fs.readdirSync('/proc').filter(p => /^[0-9]+$/.test(p)).filter(p => {"
     "  try { const argv = fs.readFileSync('/proc/' + p + '/cmdline', 'utf8').split('\\0');"
-    "    return argv[0] === 'sleep' && ['300', '301'].includes(argv[1]) }"
+    "    return /sleep$/.test(argv[0]) && ['300', '301', '302', '303', '304'].includes(argv[1]) }"
     "  catch { return false } }).length)"
 )
 DEV_SERVER_ALIVE = (
@@ -149,7 +156,7 @@ def cgroup_view(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     the Docker host as root) or, as with a remote engine, with an exec."""
     if request.param == "exec":
         monkeypatch.setattr(exec_stream, "host_oom_kills", lambda *args: None)
-        monkeypatch.setattr(exec_stream, "host_kill_marked", lambda *args: False)
+        monkeypatch.setattr(exec_stream, "host_kill_leftovers", lambda *args: False)
     return str(request.param)
 
 
@@ -162,7 +169,8 @@ def _assert_view(cgroup_view: str, container_id: str) -> None:
 async def test_no_process_a_command_started_outlives_it(
     manager: SandboxManager, sandbox: Sandbox, cgroup_view: str
 ) -> None:
-    """setsid and a double fork leave the command's process group; its mark still finds them."""
+    """setsid, a double fork, an empty environment and a lowered mark: its mark still finds
+    them all."""
     _assert_view(cgroup_view, sandbox.container_id)
     result = await manager.run_command(sandbox.id, ["node", "escape.js"])
     assert result.ok, result.output

@@ -1,5 +1,5 @@
-"""A container's cgroup read from the host: the layouts, the OOM counter, killing marked processes
-(real processes, a cgroup folder of the test's own)."""
+"""A container's cgroup read from the host: the layouts, the OOM counter, killing a command's
+leftovers by their mark (real processes, a cgroup folder of the test's own)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.execution.host_cgroup import cgroup_folders, host_kill_marked, host_oom_kills
+from sandbox.execution.command_mark import marked_argv
+from sandbox.execution.host_cgroup import cgroup_folders, host_kill_leftovers, host_oom_kills
 
 ID = "a" * 64
 
@@ -46,37 +47,65 @@ def test_the_oom_counter_is_read_where_the_layout_has_it(
 
 def test_without_a_readable_cgroup_the_host_cannot_tell(tmp_path: Path) -> None:
     assert host_oom_kills(ID, tmp_path) is None
-    assert host_kill_marked(ID, "KILN_COMMAND", "m1", tmp_path) is False
+    assert host_kill_leftovers(ID, OURS, tmp_path) is False
+
+
+OURS, RUNNING, LOWERED = 10**12 + 1, 10**12 + 2, 5
+SLEEP = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"]
+# A command still running whose child lowered its own mark (it may: never raise it), so that it
+# would no longer look like that command's: it is a leftover all the same.
+LOWERING = (
+    "import subprocess, sys, time;"
+    f"child = subprocess.Popen(['prlimit', '--rttime={LOWERED}:{LOWERED}', '--', *{SLEEP!r}],"
+    " stdout=sys.stdout); time.sleep(60)"
+)
+
+
+def started(argv: list[str], mark: int | None) -> subprocess.Popen[bytes]:
+    """``argv`` under ``mark`` (as ``exec_streaming`` runs a command), once it printed."""
+    wrapped = marked_argv(argv, mark) if mark is not None else argv
+    process = subprocess.Popen(wrapped, stdout=subprocess.PIPE, env=dict(os.environ))
+    assert process.stdout is not None
+    assert process.stdout.readline() == b"up\n"
+    return process
 
 
 @pytest.fixture
-def two_sleepers() -> Iterator[tuple[subprocess.Popen[bytes], subprocess.Popen[bytes]]]:
-    """One process carrying the command's mark and one that does not, both running: a process
-    still inside its exec has no environment to read yet (CI's 16th run met that window)."""
-    argv = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"]
-    started = [
-        subprocess.Popen(argv, env={**os.environ, "KILN_COMMAND": mark}, stdout=subprocess.PIPE)
-        for mark in ("m1", "m2")
-    ]
-    for process in started:
-        assert process.stdout is not None
-        assert process.stdout.readline() == b"up\n"
-    marked, other = started
-    yield marked, other
-    for process in started:
+def processes() -> Iterator[dict[str, subprocess.Popen[bytes]]]:
+    """Ours (its command ended), another command's (still running), a process no command
+    started, and the running command's root whose child lowered its mark; all alive."""
+    found = {
+        "ours": started(SLEEP, OURS),
+        "running": started(SLEEP, RUNNING),
+        "unmarked": started(SLEEP, None),
+        "lowering": started([sys.executable, "-c", LOWERING], RUNNING + 1),
+    }
+    yield found
+    for process in found.values():
         process.kill()
         process.wait()
         assert process.stdout is not None
         process.stdout.close()
 
 
-def test_only_the_processes_carrying_the_mark_are_killed(
-    tmp_path: Path, two_sleepers: tuple[subprocess.Popen[bytes], subprocess.Popen[bytes]]
+def test_the_commands_leftovers_are_killed_and_no_others(
+    tmp_path: Path, processes: dict[str, subprocess.Popen[bytes]]
 ) -> None:
-    marked, other = two_sleepers
+    root = processes["lowering"]
+    lowered = next(
+        int(pid) for pid in Path(f"/proc/{root.pid}/task/{root.pid}/children").read_text().split()
+    )
     folder = tmp_path / "pids" / "docker" / ID
     folder.mkdir(parents=True)
-    (folder / "cgroup.procs").write_text(f"{marked.pid}\n{other.pid}\n999999999\n")
-    assert host_kill_marked(ID, "KILN_COMMAND", "m1", tmp_path) is True
-    assert marked.wait(timeout=10) == -9
-    assert other.poll() is None
+    pids = [p.pid for p in processes.values()] + [lowered, 999999999]
+    (folder / "cgroup.procs").write_text("".join(f"{pid}\n" for pid in pids))
+    assert host_kill_leftovers(ID, OURS, tmp_path) is True
+    assert processes["ours"].wait(timeout=10) == -9
+    assert not Path(f"/proc/{lowered}").exists() or gone(lowered)
+    assert [processes[name].poll() for name in ("running", "unmarked", "lowering")] == [None] * 3
+
+
+def gone(pid: int) -> bool:
+    """Whether ``pid`` is dead (a zombie waiting for its parent counts)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
