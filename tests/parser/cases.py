@@ -317,6 +317,19 @@ CASES = [
         id="web-search",
     ),
     pytest.param(
+        '<edward_web_search query="a" max_results="²"><edward_web_search query="b"'
+        ' max_results="\u0663"><edward_web_search query="c" max_results="00000000000000000002">',
+        [
+            ("error", "invalid_attribute"),
+            ("search", "a"),
+            ("error", "invalid_attribute"),
+            ("search", "b"),
+            ("error", "invalid_attribute"),
+            ("search", "c"),
+        ],
+        id="web-search-non-ascii-digits",
+    ),
+    pytest.param(
         '<edward_url_scrape url="https://example.com/a?b=1&amp;c=2">'
         '<edward_url_scrape url="file:///etc/passwd">',
         [("scrape", "https://example.com/a?b=1&c=2"), ("error", "invalid_attribute")],

@@ -86,7 +86,13 @@ def test_the_archive_unpacks_to_the_versions_files(store: GitProjectStore) -> No
 
 @pytest.mark.parametrize(
     "ref",
-    [pytest.param(0, id="zero"), pytest.param(2, id="past-the-end"), pytest.param("x", id="word")],
+    [
+        pytest.param(0, id="zero"),
+        pytest.param(2, id="past-the-end"),
+        pytest.param("x", id="word"),
+        pytest.param("²", id="superscript-one"),
+        pytest.param("\u0661", id="arabic-indic-one"),  # int() reads it as 1
+    ],
 )
 def test_an_unknown_version_is_not_found(store: GitProjectStore, ref: int | str) -> None:
     store.commit("c1", FIRST, VersionInfo("r", 1))
