@@ -601,6 +601,22 @@ CASES = [
         id="edit-unsafe-path-skipped-and-self-closing",
     ),
     pytest.param(
+        f'{SB}<edward_edit path=".kiln/version">\n<<<<<<< SEARCH\nabc\n=======\ndef\n'
+        f'>>>>>>> REPLACE\n</edward_edit><edward_edit path="src/node_modules/x/i.js">\n'
+        f"<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE\n</edward_edit>"
+        f'<file path="node_modules/react/index.js">evil</file><file path="./.kiln">x</file>'
+        f'<file path="node_modules.js">1</file><edward_read path="node_modules/react/index.js"/>'
+        f"{SB_END}",
+        [
+            ("sandbox", "p"),
+            *[("error", "protected_path")] * 4,
+            ("file", "node_modules.js", "1"),
+            ("read", "node_modules/react/index.js"),  # reading is fine
+            ("end_sandbox",),
+        ],
+        id="protected-folders-not-written",
+    ),
+    pytest.param(
         "Let me look.<edward_read path=\"src/App.jsx\"/><edward_read path='/etc/x' />"
         f'{SB}<edward_read path="a/./b.css"></edward_read>{SB_END}',
         [
