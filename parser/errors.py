@@ -16,26 +16,28 @@ reuse (the sandbox re-checks paths and package specs with the same functions)::
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 
 class ParseError(ValueError):
     """Base of the parser's exceptions."""
 
-    code = "parse_error"
+    code: ClassVar[str] = "parse_error"
 
 
 class UnsafePathError(ParseError):
     """A file path that is empty, absolute, escapes the workspace or holds control characters."""
 
-    code = "invalid_file_path"
+    code: ClassVar[str] = "invalid_file_path"
 
 
 class ProtectedPathError(UnsafePathError):
     """A path inside a folder the model must not write: installed packages, kiln's own."""
 
-    code = "protected_path"
+    code: ClassVar[str] = "protected_path"
 
 
 class InvalidPackageError(ParseError):
     """A package spec that is not ``name`` or ``name@version-range-or-tag`` in npm's grammar."""
 
-    code = "invalid_package"
+    code: ClassVar[str] = "invalid_package"
