@@ -38,6 +38,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+from app.data_dir import PRIVATE_UMASK, create_private_file, private_folder
 from app.projects.errors import ProjectError, VersionNotFound
 from app.projects.rules import safe_path, unkeepable_name
 from app.projects.store import (
@@ -168,7 +169,7 @@ class GitProjectStore:
         repo = self.repository(chat)
         if (repo / "HEAD").is_file():
             return repo
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_folder(self.root)
         staging = self.root / f".{chat}.{os.getpid()}.{time.monotonic_ns()}"
         _git(staging.parent, "init", "--quiet", "--bare", "--initial-branch=main", str(staging))
         try:
@@ -188,7 +189,12 @@ def _git(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
     env = {**inherited, **GIT_ENV}
     try:
         done = subprocess.run(
-            argv, input=stdin, capture_output=True, env=env, timeout=GIT_TIMEOUT_SECONDS
+            argv,
+            input=stdin,
+            capture_output=True,
+            env=env,
+            timeout=GIT_TIMEOUT_SECONDS,
+            umask=PRIVATE_UMASK,  # a project is its owner's: folders 0700, files 0600 or 0400
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ProjectError(f"git {args[0]!r} failed in {str(repo)!r}: {exc}") from exc
@@ -201,7 +207,9 @@ def _git(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
 @contextmanager
 def _locked(repo: Path) -> Iterator[None]:
     """Hold the repository's commit lock (one writer at a time on this host)."""
-    with open(repo / "kiln.lock", "a") as handle:
+    lock = repo / "kiln.lock"
+    create_private_file(lock)
+    with open(lock, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

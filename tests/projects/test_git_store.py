@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import os
+import stat
 import subprocess
 import time
 import zipfile
@@ -246,3 +248,17 @@ def test_the_zip_is_dated_when_the_version_was_made(store: GitProjectStore) -> N
         stamps = {entry.date_time for entry in archive.infolist()}
     made = int(version.created)
     assert stamps == {time.gmtime(made - made % 2)[:6]}  # a zip counts time in 2 s steps
+
+
+def test_a_project_is_its_owners_alone(store: GitProjectStore) -> None:
+    before = os.umask(0o022)
+    try:
+        store.commit("c1", FIRST, VersionInfo("r", 1))
+        store.commit("c1", {**FIRST, "b.js": b"b\n"}, VersionInfo("r", 2))
+    finally:
+        os.umask(before)
+    paths = [store.root, *store.root.rglob("*")]
+    shared = {
+        str(p): oct(stat.S_IMODE(p.stat().st_mode)) for p in paths if p.stat().st_mode & 0o077
+    }
+    assert shared == {}
