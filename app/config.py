@@ -42,7 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.data_dir import make_private, private_folder
+from app.data_dir import private_folder
 from app.errors import ConfigError
 from app.providers.compatible_settings import CompatibleSettings
 from sandbox import EnvReader, data_dir_from_env
@@ -87,7 +87,7 @@ class ServiceSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServiceSettings:
         """Settings from the environment (table in the module docstring); creates the data
-        directory (or makes the one there is private: :func:`app.data_dir.make_private`)
+        directory, or makes the one there private (0700: :func:`app.data_dir.private_folder`),
         and, when ``KILN_SECRET_KEY`` is unset, the secret file."""
         read = EnvReader(env, ConfigError)
         CompatibleSettings.from_env(read.env)  # checked now; read again where it is used
@@ -96,7 +96,6 @@ class ServiceSettings:
             private_folder(data_dir)
         except OSError as exc:
             raise ConfigError(f"cannot make the data directory {str(data_dir)!r}: {exc}") from exc
-        make_private(data_dir)
         return cls(
             data_dir=data_dir,
             secret_key=_secret_key(read.env, data_dir),

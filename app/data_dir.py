@@ -4,9 +4,11 @@ It holds the database (users, login tokens' hashes, encrypted provider keys, eve
 event), the secret key that decrypts those keys, every chat's project and the embedded Redis's
 files: nothing another local user may read. Each part creates its files privately (the store
 its database, which SQLite's WAL and SHM files copy; the secret key; git and redis-server run
-with :data:`PRIVATE_UMASK`), and :func:`make_private` takes group's and others' permissions
-from everything already there, so a data dir made by an older kiln is fixed at the next start
-(:meth:`app.config.ServiceSettings.from_env`, which every command on a data dir reads).
+with :data:`PRIVATE_UMASK`). Every command on a data dir makes the folder itself 0700 first
+(:meth:`app.config.ServiceSettings.from_env`), which already keeps other users out of all of
+it; ``kiln serve`` then runs :func:`make_private` over everything in it, in the background
+(a data dir of a few thousand chats has tens of thousands of files: about a second), so what an
+older kiln left there, or a copy that kept its modes, is private too.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from app.api.services import ApiSettings
 from app.cli.commands import COMMANDS
 from app.cli.local_user import local_login_url
 from app.config import ServiceSettings
+from app.data_dir import make_private
 from app.errors import ConfigError
 from app.logs import setup_logging
 from app.projects.sync import ProjectAccess, manager_installer
@@ -146,6 +147,7 @@ async def serve_with_redis(
                 if build_images:
                     tasks.start_soon(ensure_images, stack)
                 tasks.start_soon(check_tokenizer_files)
+                tasks.start_soon(anyio.to_thread.run_sync, make_private, settings.data_dir)
                 tasks.start_soon(stop_on_signal, server)
                 tasks.start_soon(announce, server, stack, out)
                 await server.serve()
