@@ -2,8 +2,9 @@
 
 Why the ``git`` CLI (in a thread, by the caller) rather than dulwich: git is already on every
 host kiln runs on, a project is then a plain repository anyone can clone or inspect, and
-``fast-import``, ``diff`` and ``archive`` give snapshots, unified diffs and zips without kiln
-writing any of that itself; dulwich would be one more dependency doing the same more slowly.
+``fast-import``, ``cat-file`` and ``diff`` give snapshots, contents and unified diffs without
+kiln writing any of that itself; dulwich would be one more dependency doing the same more
+slowly. (The zip is kiln's own: see "Exactness".)
 
 Atomicity: there is no worktree. A version is written by one ``git fast-import`` run that takes
 the whole project as a stream (``deleteall`` then every file) and ends with ``done``: a stream
@@ -59,15 +60,14 @@ GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",
     "GIT_CONFIG_GLOBAL": os.devnull,
     "GIT_TERMINAL_PROMPT": "0",
-    # Attributes from the empty tree: git 2.40 to 2.45 read this (older ones read no in-tree
-    # attributes in a bare repository at all), later ones read attr.tree below.
-    "GIT_ATTR_SOURCE": EMPTY_TREE,
     "LC_ALL": "C",
 }
 GIT_SETTINGS = (
     "core.quotePath=false",
     "core.attributesFile=" + os.devnull,
-    f"attr.tree={EMPTY_TREE}",  # git 2.46+: a bare repository would read HEAD's attributes
+    # Before git 2.46 a bare repository reads no attributes from its trees (but for `git
+    # archive`, which is not used); from 2.46 it reads HEAD's unless attr.tree names another.
+    f"attr.tree={EMPTY_TREE}",
 )
 GIT_TIMEOUT_SECONDS = 120.0
 ZIP_EPOCH = 315532800.0  # 1980-01-01: a zip cannot date a file earlier
