@@ -1,6 +1,7 @@
 """The settings of ``kiln serve`` and ``kiln worker``, read from the environment.
 
-- ``KILN_DATA_DIR``: the database and the secret file (default ``~/.local/share/kiln``);
+- ``KILN_DATA_DIR``: the database and the secret file (default ``~/.local/share/kiln``), kept
+  private to kiln's OS user (:mod:`app.data_dir`);
 - ``KILN_SECRET_KEY``: encrypts stored provider keys (below; default: generated);
 - ``REDIS_URL``: Redis (unset: ``kiln serve`` starts an embedded one);
 - ``KILN_HOST`` / ``KILN_PORT``: where the API listens (``127.0.0.1`` / 8000);
@@ -43,6 +44,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.data_dir import private_folder
 from app.errors import ConfigError
 from app.providers.compatible_settings import CompatibleSettings
 from sandbox import EnvReader, data_dir_from_env
@@ -88,10 +90,15 @@ class ServiceSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServiceSettings:
         """Settings from the environment (table in the module docstring); creates the data
-        directory and, when ``KILN_SECRET_KEY`` is unset, the secret file."""
+        directory, or makes the one there private (0700: :func:`app.data_dir.private_folder`),
+        and, when ``KILN_SECRET_KEY`` is unset, the secret file."""
         read = EnvReader(env, ConfigError)
         CompatibleSettings.from_env(read.env)  # checked now; read again where it is used
         data_dir = data_dir_from_env(read.env)
+        try:
+            private_folder(data_dir)
+        except OSError as exc:
+            raise ConfigError(f"cannot make the data directory {str(data_dir)!r}: {exc}") from exc
         return cls(
             data_dir=data_dir,
             secret_key=_secret_key(read.env, data_dir),

@@ -24,6 +24,7 @@
 
     parser.errors.ParseError          own root: ``parser`` imports nothing from kiln
     ├── UnsafePathError               [invalid_file_path]
+    │   └── ProtectedPathError        [protected_path]: into node_modules/ or .kiln/
     └── InvalidPackageError           [invalid_package]
     prompts.fitting.PromptBudgetError own root (ValueError): a prompt part cannot fit its budget
     sandbox.errors.SandboxError       own root: ``sandbox`` never imports ``app``

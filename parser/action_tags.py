@@ -63,8 +63,11 @@ def web_search_events(spec: TagSpec, attrs: Mapping[str, str]) -> list[Event]:
     raw = field_value(spec, attrs, "max_results")
     if raw is None:
         return [WebSearch(query, DEFAULT_MAX_RESULTS)]
-    if raw.strip().isdigit() and 1 <= int(raw) <= MAX_SEARCH_RESULTS:
-        return [WebSearch(query, int(raw))]
+    given = raw.strip()
+    # ASCII digits only ('²'.isdigit() is true, int('²') fails), and few (int() refuses 4301).
+    number = int(given) if given.isascii() and given.isdigit() and len(given) <= 9 else 0
+    if 1 <= number <= MAX_SEARCH_RESULTS:
+        return [WebSearch(query, number)]
     message = (
         f"max_results must be a whole number from 1 to {MAX_SEARCH_RESULTS}, got {raw!r};"
         f" using {DEFAULT_MAX_RESULTS}"

@@ -35,7 +35,7 @@ from parser.events import (
 )
 from parser.file_body import FileBody
 from parser.packages import parse_install_block
-from parser.paths import normalize_file_path
+from parser.paths import check_writable, normalize_file_path
 from parser.shell_lines import shell_events
 from parser.transitions import Action
 
@@ -97,17 +97,27 @@ def reject_nested(c: Constructs, spec: Spec, attrs: Attrs, events: list[Event]) 
 
 
 def tag_path(
-    c: Constructs, spec: TagSpec, attrs: Attrs, events: list[Event], skip: str
+    c: Constructs,
+    spec: TagSpec,
+    attrs: Attrs,
+    events: list[Event],
+    skip: str,
+    *,
+    writes: bool = True,
 ) -> str | None:
-    """The tag's normalized path; an unsafe or missing one is reported (``skip`` says what is
-    skipped because of it) and gives ``None``."""
+    """The tag's normalized path; an unsafe or missing one (or, for a tag that ``writes``, a
+    protected one) is reported (``skip`` says what is skipped because of it) and gives
+    ``None``."""
     raw = attrs.get(spec.fields["path"])
     try:
         if raw is None:
             raise UnsafePathError(f"<{spec.name}> has no {spec.fields['path']!r} attribute")
-        return normalize_file_path(_strip_root(raw, c.dialect.path_roots))
+        path = normalize_file_path(_strip_root(raw, c.dialect.path_roots))
+        if writes:
+            check_writable(path)
+        return path
     except UnsafePathError as exc:
-        events.append(Error("invalid_file_path", f"{exc}; {skip}"))
+        events.append(Error(exc.code, f"{exc}; {skip}"))
         return None
 
 
@@ -137,7 +147,7 @@ def close_edit(c: Constructs, spec: Spec, attrs: Attrs, events: list[Event]) -> 
 def emit_read(c: Constructs, spec: Spec, attrs: Attrs, events: list[Event]) -> None:
     """``<edward_read path="..."/>``: the model asks for a file's current content."""
     assert spec is not None
-    path = tag_path(c, spec, attrs, events, "nothing is read")
+    path = tag_path(c, spec, attrs, events, "nothing is read", writes=False)
     if path is not None:
         events.append(Read(path))
 

@@ -6,6 +6,7 @@ reuse (the sandbox re-checks paths and package specs with the same functions)::
 
     ParseError(ValueError)          a caller misused the parser (unknown dialect, feed after misuse)
     ├── UnsafePathError             a file path that would leave the workspace or is malformed
+    │   └── ProtectedPathError      a path into a folder kiln or npm manages (not to be written)
     └── InvalidPackageError         a package spec outside the npm name/version grammar
 
 ``parser`` imports nothing from the rest of kiln, so these do not derive from ``app``'s
@@ -15,20 +16,28 @@ reuse (the sandbox re-checks paths and package specs with the same functions)::
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 
 class ParseError(ValueError):
     """Base of the parser's exceptions."""
 
-    code = "parse_error"
+    code: ClassVar[str] = "parse_error"
 
 
 class UnsafePathError(ParseError):
     """A file path that is empty, absolute, escapes the workspace or holds control characters."""
 
-    code = "invalid_file_path"
+    code: ClassVar[str] = "invalid_file_path"
+
+
+class ProtectedPathError(UnsafePathError):
+    """A path inside a folder the model must not write: installed packages, kiln's own."""
+
+    code: ClassVar[str] = "protected_path"
 
 
 class InvalidPackageError(ParseError):
     """A package spec that is not ``name`` or ``name@version-range-or-tag`` in npm's grammar."""
 
-    code = "invalid_package"
+    code: ClassVar[str] = "invalid_package"

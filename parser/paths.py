@@ -3,6 +3,8 @@
 This is kiln's one rule for file paths (the API and ``kiln parse --materialize`` use it too).
 Limits follow Linux: a path component (a file or folder name) holds at most
 :data:`MAX_COMPONENT_BYTES` bytes of UTF-8 and a whole path at most :data:`MAX_PATH_BYTES`.
+A path a model *writes* (a file or an edit, not a read) must also stay out of the folders of
+:data:`PROTECTED_FOLDERS` (:func:`check_writable`): installed packages and kiln's own marker.
 """
 
 from __future__ import annotations
@@ -10,13 +12,19 @@ from __future__ import annotations
 import posixpath
 import re
 
-from parser.errors import UnsafePathError
+from parser.errors import ProtectedPathError, UnsafePathError
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _DRIVE = re.compile(r"^[A-Za-z]:")
 MAX_COMPONENT_BYTES = 255  # NAME_MAX
 MAX_PATH_BYTES = 4096  # PATH_MAX
+# Folders (at any depth) a model's file or edit must not touch, and why: they are not the app's
+# sources, and what is there is someone else's to write.
+PROTECTED_FOLDERS = {
+    "node_modules": "npm installs packages there: declare the package as a dependency instead",
+    ".kiln": "kiln keeps its own records there",
+}
 
 
 def normalize_file_path(raw: str) -> str:
@@ -44,6 +52,15 @@ def normalize_file_path(raw: str) -> str:
         raise UnsafePathError(f"file path names a folder, not a file: {raw!r}")
     _check_lengths(normalized)
     return normalized
+
+
+def check_writable(path: str) -> None:
+    """Refuse a (normalized) path a model may read but not write: one inside, or named as, a
+    folder of :data:`PROTECTED_FOLDERS` (:class:`ProtectedPathError`)."""
+    for part in path.split("/"):
+        if part in PROTECTED_FOLDERS:
+            why = PROTECTED_FOLDERS[part]
+            raise ProtectedPathError(f"{path!r} is inside {part}/, which is not written: {why}")
 
 
 def _check_lengths(path: str) -> None:

@@ -28,7 +28,8 @@ def body_too_large(limit: int) -> ApiError:
 async def read_object(request: Request, limit: int = MAX_BODY_BYTES) -> dict[str, Any]:
     """The request's JSON object (an empty body is ``{}``); 413 or 400 otherwise."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    # ASCII digits only: '²'.isdigit() is true and int('²') fails.
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise body_too_large(limit)
     raw = bytearray()
     async for chunk in request.stream():

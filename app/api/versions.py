@@ -24,7 +24,7 @@ from app.api.errors import ApiError
 from app.api.ownership import owned_chat
 from app.api.services import in_thread, services
 from app.projects.errors import ProjectError, ProjectTooLarge, VersionNotFound
-from app.projects.store import LATEST, ProjectStore, VersionRef
+from app.projects.store import ProjectStore, VersionRef, parse_version_ref
 from app.projects.sync import ProjectAccess, ProjectSync
 from app.store import ACTIVE_STATUSES
 from sandbox import SandboxError
@@ -48,11 +48,10 @@ def projects(request: Request) -> ProjectStore:
 def version_ref(request: Request) -> VersionRef:
     """``{v}``: a number, or ``latest``; anything else is no version at all (404)."""
     given = str(request.path_params["version"])
-    if given == LATEST:
-        return LATEST
-    if not given.isdigit():
+    ref = parse_version_ref(given)
+    if ref is None:
         raise ApiError(404, "version_not_found", f"no version {given!r}")
-    return int(given)
+    return ref
 
 
 def project_failure(exc: ProjectError | SandboxError) -> ApiError:

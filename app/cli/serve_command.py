@@ -42,6 +42,7 @@ from app.api.services import ApiSettings
 from app.cli.commands import COMMANDS
 from app.cli.local_user import local_login_url
 from app.config import ServiceSettings
+from app.data_dir import make_private
 from app.errors import ConfigError, error_code, start_failure
 from app.logs import setup_logging
 from app.projects.sync import ProjectAccess, manager_installer
@@ -158,6 +159,7 @@ async def serve_with_redis(
                 if build_images:
                     tasks.start_soon(ensure_images, stack)
                 tasks.start_soon(check_tokenizer_files)
+                tasks.start_soon(anyio.to_thread.run_sync, make_private, settings.data_dir)
                 tasks.start_soon(stop_on_signal, server, stopping, deadline)
                 tasks.start_soon(announce, server, stack, out)
                 await server.serve()

@@ -2,14 +2,26 @@
 
 Why the ``git`` CLI (in a thread, by the caller) rather than dulwich: git is already on every
 host kiln runs on, a project is then a plain repository anyone can clone or inspect, and
-``fast-import``, ``diff`` and ``archive`` give snapshots, unified diffs and zips without kiln
-writing any of that itself; dulwich would be one more dependency doing the same more slowly.
+``fast-import``, ``cat-file`` and ``diff`` give snapshots, contents and unified diffs without
+kiln writing any of that itself; dulwich would be one more dependency doing the same more
+slowly. (The zip is kiln's own: see "Exactness".)
 
 Atomicity: there is no worktree. A version is written by one ``git fast-import`` run that takes
 the whole project as a stream (``deleteall`` then every file) and ends with ``done``: a stream
 cut short writes no ref, and the objects land in a pack before ``refs/heads/main`` moves, so a
 crash mid-commit leaves the previous version intact. A repository is created under a temporary
 name and renamed into place; commits to one repository are serialised by a lock file.
+
+Exactness: a version gives back exactly the bytes it was given, whatever the project holds. Git
+would change files on their way out of a repository as attributes say (``.gitattributes`` in
+the project: ``text``/``eol`` convert line endings, ``ident`` expands ``$Id$``, ``filter``
+runs a driver, ``export-subst`` writes the commit id into a file, ``export-ignore`` leaves it
+out of ``git archive``). So files are read as raw blobs (``ls-tree`` + ``cat-file --batch``,
+which never apply attributes) and the zip is written here from them, not by ``git archive``;
+``diff`` is told to use no attributes (no textconv, no external diff, attributes read from the
+empty tree), and no git setting or ``GIT_*`` variable of the host reaches these commands. A
+file name may hold any character but NUL: paths are C-quoted in the fast-import stream and read
+back NUL-separated (``-z``), never from git's quoted output.
 """
 
 from __future__ import annotations
@@ -21,15 +33,24 @@ import os
 import re
 import shutil
 import subprocess
-import tarfile
 import time
+import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+from app.data_dir import PRIVATE_UMASK, create_private_file, private_folder
 from app.projects.errors import ProjectError, VersionNotFound
-from app.projects.rules import safe_path
-from app.projects.store import LATEST, Change, FileDiff, Version, VersionInfo, VersionRef
+from app.projects.rules import safe_path, unkeepable_name
+from app.projects.store import (
+    LATEST,
+    Change,
+    FileDiff,
+    Version,
+    VersionInfo,
+    VersionRef,
+    parse_version_ref,
+)
 
 BRANCH = "refs/heads/main"
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -41,7 +62,16 @@ GIT_ENV = {
     "GIT_TERMINAL_PROMPT": "0",
     "LC_ALL": "C",
 }
+GIT_SETTINGS = (
+    "core.quotePath=false",
+    "core.attributesFile=" + os.devnull,
+    # Before git 2.46 a bare repository reads no attributes from its trees (but for `git
+    # archive`, which is not used); from 2.46 it reads HEAD's unless attr.tree names another.
+    f"attr.tree={EMPTY_TREE}",
+)
 GIT_TIMEOUT_SECONDS = 120.0
+ZIP_EPOCH = 315532800.0  # 1980-01-01: a zip cannot date a file earlier
+ZIP_FILE_MODE = 0o100644  # a regular file, as versions record every file
 
 
 class GitProjectStore:
@@ -60,6 +90,7 @@ class GitProjectStore:
         self, chat: str, files: Mapping[str, bytes], info: VersionInfo, *, always: bool = False
     ) -> Version | None:
         """Record ``files`` as the next version (see :class:`app.projects.store.ProjectStore`)."""
+        _check_paths(files)
         repo = self._ensure(chat)
         with _locked(repo):
             parent = _tip(repo)
@@ -77,10 +108,9 @@ class GitProjectStore:
         repo = self.repository(chat)
         if not (repo / "HEAD").is_file() or _tip(repo) is None:
             return []
-        out = _git(repo, "log", "--first-parent", "--reverse", "--no-renames", "--name-status",
-                   "--format=%x1e%H%x1f%ct%x1f%B%x1f", BRANCH)  # fmt: skip
-        records = out.decode("utf-8", "replace").split("\x1e")[1:]
-        return [_parse_version(number, record) for number, record in enumerate(records, 1)]
+        out = _git(repo, "log", "-z", "--first-parent", "--reverse", "--no-renames",
+                   "--name-status", "--format=%H%x1f%ct%x1f%B", BRANCH)  # fmt: skip
+        return _parse_log(out.decode("utf-8", "surrogateescape").split("\0"))
 
     def version(self, chat: str, ref: VersionRef) -> Version:
         """One version by number, or the newest for ``latest``."""
@@ -93,16 +123,12 @@ class GitProjectStore:
         return versions[number - 1]
 
     def files(self, chat: str, ref: VersionRef) -> dict[str, bytes]:
-        """Every file of a version, read from ``git archive``."""
+        """Every file of a version, as the raw blobs the version holds."""
         version = self.version(chat, ref)
-        data = _git(self.repository(chat), "archive", "--format=tar", version.id)
-        files: dict[str, bytes] = {}
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            for member in tar:
-                extracted = tar.extractfile(member) if member.isfile() else None
-                if extracted is not None:
-                    files[member.name] = extracted.read()
-        return files
+        repo = self.repository(chat)
+        blobs = _blobs(repo, version.id)
+        contents = _blob_contents(repo, set(blobs.values()))
+        return {path: contents[blob] for path, blob in blobs.items()}
 
     def diff(self, chat: str, ref: VersionRef) -> list[FileDiff]:
         """What a version changed, per file (in git's path order, as ``changes`` are)."""
@@ -110,15 +136,18 @@ class GitProjectStore:
         repo = self.repository(chat)
         parent = _git(repo, "rev-parse", f"{version.id}^").strip() if version.number > 1 else b""
         base = parent.decode() or EMPTY_TREE
-        out = _git(repo, "diff", "--no-renames", "--no-color", base, version.id)
+        out = _git(repo, "diff", "--no-renames", "--no-color", "--no-textconv", "--no-ext-diff",
+                   base, version.id)  # fmt: skip
+        # A path with a newline is quoted in the header, and content lines are prefixed: only a
+        # file's header starts a line with "diff --git ".
         chunks = re.split(r"^(?=diff --git )", out.decode("utf-8", "replace"), flags=re.M)[1:]
         pairs = zip(version.changes, chunks, strict=True)
         return [FileDiff(change.path, change.status, text) for change, text in pairs]
 
     def archive(self, chat: str, ref: VersionRef) -> bytes:
-        """A zip of a version's files."""
+        """A zip of a version's files, dated when the version was made."""
         version = self.version(chat, ref)
-        return _git(self.repository(chat), "archive", "--format=zip", version.id)
+        return zip_files(self.files(chat, version.number), version.created)
 
     def delete(self, chat: str) -> None:
         """Remove the chat's repository: renamed away first (one atomic step, so nobody reads
@@ -140,7 +169,7 @@ class GitProjectStore:
         repo = self.repository(chat)
         if (repo / "HEAD").is_file():
             return repo
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_folder(self.root)
         staging = self.root / f".{chat}.{os.getpid()}.{time.monotonic_ns()}"
         _git(staging.parent, "init", "--quiet", "--bare", "--initial-branch=main", str(staging))
         try:
@@ -152,11 +181,20 @@ class GitProjectStore:
 
 def _git(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
     """Run one git command in ``repo``; its stdout, or :class:`ProjectError` with its stderr."""
-    argv = ["git", "-c", "core.quotePath=false", "-C", str(repo), *args]
-    env = {**os.environ, **GIT_ENV}
+    settings = [part for setting in GIT_SETTINGS for part in ("-c", setting)]
+    argv = ["git", *settings, "-C", str(repo), *args]
+    # The host's GIT_* variables (GIT_DIR, GIT_EXTERNAL_DIFF, GIT_CONFIG_PARAMETERS, ...) would
+    # point these commands elsewhere or change what they give back.
+    inherited = {name: value for name, value in os.environ.items() if not name.startswith("GIT_")}
+    env = {**inherited, **GIT_ENV}
     try:
         done = subprocess.run(
-            argv, input=stdin, capture_output=True, env=env, timeout=GIT_TIMEOUT_SECONDS
+            argv,
+            input=stdin,
+            capture_output=True,
+            env=env,
+            timeout=GIT_TIMEOUT_SECONDS,
+            umask=PRIVATE_UMASK,  # a project is its owner's: folders 0700, files 0600 or 0400
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ProjectError(f"git {args[0]!r} failed in {str(repo)!r}: {exc}") from exc
@@ -169,7 +207,9 @@ def _git(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
 @contextmanager
 def _locked(repo: Path) -> Iterator[None]:
     """Hold the repository's commit lock (one writer at a time on this host)."""
-    with open(repo / "kiln.lock", "a") as handle:
+    lock = repo / "kiln.lock"
+    create_private_file(lock)
+    with open(lock, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -200,6 +240,36 @@ def _blobs(repo: Path, commit: str) -> dict[str, str]:
             meta, path = entry.split("\t", 1)
             blobs[path] = meta.split()[2]
     return blobs
+
+
+def _blob_contents(repo: Path, blobs: set[str]) -> dict[str, bytes]:
+    """``blob id -> content``, read raw in one ``cat-file --batch`` (no attribute applies)."""
+    wanted = sorted(blobs)
+    out = _git(repo, "cat-file", "--batch", stdin="".join(f"{blob}\n" for blob in wanted).encode())
+    contents: dict[str, bytes] = {}
+    offset = 0
+    for blob in wanted:  # "<id> blob <size>\n<content>\n", in the order asked
+        end = out.index(b"\n", offset)
+        header = out[offset:end].split()
+        if len(header) != 3 or header[1] != b"blob":
+            raise ProjectError(f"git has no blob {blob!r} in {str(repo)!r}: {out[offset:end]!r}")
+        size = int(header[2])
+        contents[blob] = out[end + 1 : end + 1 + size]
+        offset = end + 1 + size + 1
+    return contents
+
+
+def zip_files(files: Mapping[str, bytes], created: float) -> bytes:
+    """A zip of ``files`` (names as they are, contents as they are), dated ``created``."""
+    when = time.gmtime(max(created, ZIP_EPOCH))[:6]
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(files):
+            entry = zipfile.ZipInfo(path, date_time=when)
+            entry.external_attr = ZIP_FILE_MODE << 16
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(entry, files[path])
+    return out.getvalue()
 
 
 def blob_id(content: bytes) -> str:
@@ -247,32 +317,71 @@ def _stream(message: bytes, parent: str | None, files: Mapping[str, bytes]) -> b
         out.append(b"from %s\n" % parent.encode())
     out.append(b"deleteall\n")
     for path in sorted(files):
-        if safe_path(path) != path:
-            raise ProjectError(f"refusing to record a path outside the workspace: {path!r}")
         content = files[path]
-        out += [b'M 100644 inline "%s"\n' % path.encode(), b"data %d\n" % len(content), content]
+        out += [b"M 100644 inline %s\n" % _quoted(path), b"data %d\n" % len(content), content]
         out.append(b"\n")
     out.append(b"\ndone\n")
     return b"".join(out)
 
 
+def _check_paths(files: Mapping[str, bytes]) -> None:
+    """Refuse a path that could leave the workspace, or whose name is not UTF-8 (the workspace
+    reader names those to the user and leaves them out)."""
+    for path in files:
+        if safe_path(path) != path:
+            raise ProjectError(f"refusing to record a path outside the workspace: {path!r}")
+        if unkeepable_name(path):
+            raise ProjectError(f"cannot record a file whose name is not UTF-8: {path!r}")
+
+
+def _quoted(path: str) -> bytes:
+    """``path`` C-quoted, as fast-import reads any path: a quote, a backslash and every control
+    character escaped, everything else (UTF-8 included) as it is."""
+    return b'"%s"' % b"".join(_C_ESCAPES.get(byte, bytes((byte,))) for byte in path.encode())
+
+
+_C_ESCAPES = {
+    **{byte: b"\\%03o" % byte for byte in (*range(0x20), 0x7F)},
+    ord('"'): b'\\"',
+    ord("\\"): b"\\\\",
+}
+
+
 def _number(ref: VersionRef) -> int | None:
     if isinstance(ref, int):
         return ref
-    return int(ref) if ref.isdigit() else None
+    parsed = parse_version_ref(ref)
+    return parsed if isinstance(parsed, int) else None
 
 
-def _parse_version(number: int, record: str) -> Version:
-    """One record of :meth:`GitProjectStore.versions`' log output."""
-    commit, stamp, body, status = record.split("\x1f", 3)
+STATUS = re.compile(r"\n?([AMD])")  # a status field; the first of a commit follows a newline
+
+
+def _parse_log(fields: list[str]) -> list[Version]:
+    """:meth:`GitProjectStore.versions`' ``log -z`` output, split at its NULs: per commit, its
+    header (``id\x1fstamp\x1fmessage``), then a status and a path field per changed file. A
+    path is only ever read where a path stands, so it may hold anything; a status never looks
+    like a header."""
+    versions: list[Version] = []
+    at = 0
+    while at < len(fields) and fields[at]:
+        header = fields[at]
+        changes: list[Change] = []
+        at += 1
+        while at + 1 < len(fields) and (status := STATUS.fullmatch(fields[at])):
+            changes.append(Change(fields[at + 1], status.group(1)))
+            at += 2
+        versions.append(_parse_version(len(versions) + 1, header, tuple(changes)))
+    return versions
+
+
+def _parse_version(number: int, header: str, changes: tuple[Change, ...]) -> Version:
+    """One version from its log header and changes."""
+    commit, stamp, body = header.split("\x1f", 2)
     values = dict(line.split(": ", 1) for line in body.splitlines() if ": " in line)
     info = VersionInfo(
         run=values.get("Kiln-Run", ""),
         turn=int(values.get("Kiln-Turn", "0") or 0),
         note=values.get("Kiln-Note", ""),
     )
-    changes = tuple(
-        Change(path, kind[0]) for kind, path in
-        (line.split("\t", 1) for line in status.strip().splitlines() if "\t" in line)
-    )  # fmt: skip
     return Version(number, commit, float(stamp), info, summary(changes), changes)

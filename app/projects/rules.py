@@ -40,14 +40,28 @@ IGNORED_FILES: tuple[str, ...] = tuple(rule for rule in IGNORED if not rule.ends
 
 def safe_path(path: str) -> str | None:
     """``path`` as a clean workspace-relative path (``./`` stripped), or ``None`` if it is
-    absolute, empty, climbs out (``..``) or holds a character git or a shell would mangle."""
+    absolute, empty, climbs out (``..``) or holds a NUL. Any other character is a file name's
+    own (quotes, backslashes, tabs, newlines: the store keeps them all)."""
     clean = path[2:] if path.startswith("./") else path
     parts = clean.split("/")
     if not clean or clean.startswith("/") or any(p in ("", ".", "..") for p in parts):
         return None
-    if any(ch in clean for ch in '\n\r\t\0\\"'):
-        return None
-    return clean
+    return None if "\0" in clean else clean
+
+
+def unkeepable_name(path: str) -> bool:
+    """Whether a workspace path cannot be kept in a version: a name that is not UTF-8 (read
+    from a tar as lone surrogates) has no place in the JSON the API and the events speak."""
+    try:
+        path.encode()
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def shown_name(path: str) -> str:
+    """``path`` as text any JSON carries: the bytes of a name that is not UTF-8 as ``\\xNN``."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def is_source(path: str) -> bool:

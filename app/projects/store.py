@@ -14,6 +14,18 @@ from typing import Any, Protocol
 
 LATEST = "latest"
 VersionRef = int | str  # a version number, or LATEST
+MAX_VERSION_DIGITS = 9  # a billion versions: far more than any chat makes
+
+
+def parse_version_ref(given: str) -> VersionRef | None:
+    """``given`` (from a URL or a command line) as a version: ``latest``, or a number in ASCII
+    digits; ``None`` for anything else (``'²'.isdigit()`` is true and ``int('٣')`` is 3, but
+    neither is a version number, and too many digits would make ``int()`` refuse)."""
+    if given == LATEST:
+        return LATEST
+    if given.isascii() and given.isdigit() and len(given) <= MAX_VERSION_DIGITS:
+        return int(given)
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,9 @@ ends) and :meth:`ProjectSync.restore_if_stale` right after it acquired the chat'
 before the run's first event is handled: a sandbox that does not hold the latest version (a
 new one, after the old was reaped or removed) gets it written, then ``npm install`` through the
 sandbox's install queue (through kiln's npm proxy) when ``package.json`` differs from what the
-fresh sandbox had. Progress is reported as records (``restore``, ``version``) the user sees.
+fresh sandbox had. Progress is reported as records (``restore``, ``version``) the user sees;
+a project file no version can keep (a symlink, a name that is not UTF-8) is told once per run
+as a ``warning`` (``file_not_kept``), never dropped in silence.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from typing import Any, Protocol
 import anyio.to_thread
 
 from app.projects.errors import ProjectError
-from app.projects.rules import check_size
+from app.projects.rules import check_size, shown_name
 from app.projects.store import ProjectStore, Version, VersionInfo, VersionRef
 from app.projects.workspace_io import read_workspace, write_workspace
 from sandbox import RecordSink, SandboxError
 
 PACKAGE_JSON = "package.json"
 RESTORE_INSTALL = ("npm", "install")  # the queue adds kiln's npm flags
+FILE_NOT_KEPT = "file_not_kept"
 
 
 class Containers(Protocol):
@@ -73,6 +76,7 @@ class ProjectSync:
         self.store, self.chat = store, chat
         self._containers, self._install = containers, install
         self._max_bytes = max_bytes
+        self._told: set[tuple[str, str]] = set()  # files said not to be kept, and why
 
     async def _container(self, sandbox_id: str) -> Any:
         if self._containers is None:
@@ -94,7 +98,9 @@ class ProjectSync:
         over the size cap is reported (``project_too_large``), never raised."""
         try:
             container = await self._container(sandbox_id)
-            files = (await read_workspace(container)).files
+            snapshot = await read_workspace(container)
+            await self._say_skipped(snapshot.skipped, on_record)
+            files = snapshot.files
             if self._max_bytes is not None:
                 check_size(files, self._max_bytes)
             version: Version | None = await self._in_thread(
@@ -108,6 +114,21 @@ class ProjectSync:
         if version is not None:
             await on_record("version", version.to_dict())
         return version
+
+    async def _say_skipped(self, skipped: Mapping[str, str], on_record: RecordSink) -> None:
+        """Tell (once per file and reason) which project files no version can keep."""
+        new = {path: why for path, why in skipped.items() if (path, why) not in self._told}
+        if not new:
+            return
+        self._told.update(new.items())
+        shown = sorted((shown_name(path), why) for path, why in new.items())
+        named = "; ".join(f"{path!r} ({why})" for path, why in shown)
+        message = (
+            f"{len(new)} file(s) of the app cannot be kept in its versions, so restoring a"
+            f" version or a new sandbox will not bring them back: {named}"
+        )
+        paths = [path for path, _ in shown]
+        await on_record("warning", {"code": FILE_NOT_KEPT, "message": message, "paths": paths})
 
     async def restore_if_stale(
         self, sandbox_id: str, on_record: RecordSink = _ignore

@@ -32,6 +32,7 @@ import anyio.abc
 import redis
 import redis.exceptions
 
+from app.data_dir import PRIVATE_UMASK, private_folder, write_private_text
 from app.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -116,9 +117,9 @@ class EmbeddedRedis:
             await self._stop()
 
     def _prepare(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_folder(self.folder)
         shutdown_leftover(self.url)
-        (self.folder / URL_FILE).write_text(self.url + "\n")
+        write_private_text(self.folder / URL_FILE, self.url + "\n")
 
     async def _start(self) -> None:
         # A session (process group) of its own: a terminal's Ctrl+C signals kiln's whole group,
@@ -128,6 +129,7 @@ class EmbeddedRedis:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            umask=PRIVATE_UMASK,  # its append-only files and log: 0600
         )
         await anyio.to_thread.run_sync(self._wait_for_ping)
         log.info("embedded redis up", extra={"redis_url": self.url})

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from app.data_dir import create_private_file
 from app.errors import KilnError
 
 BUSY_TIMEOUT_MS = 10_000
@@ -50,6 +51,8 @@ class Database:
         self._local = threading.local()
         self._held: weakref.WeakSet[_Held] = weakref.WeakSet()
         path.parent.mkdir(parents=True, exist_ok=True)
+        # Private from the start: SQLite gives the WAL and SHM files the database's mode.
+        create_private_file(path)
         self.migrate(migrations)
 
     @property

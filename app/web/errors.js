@@ -49,6 +49,8 @@ const ERROR_TITLES = {
   file_too_large: "A file is too large to show",
   project_too_large: "The project is too large to save a version",
   project_error: "The project's versions could not be saved",
+  file_not_kept: "A file cannot be kept in the project's versions",
+  protected_path: "A file kiln or npm manages was not changed",
   internal_error: "Something went wrong inside kiln",
 };
 

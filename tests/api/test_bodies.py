@@ -6,8 +6,15 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from starlette.requests import Request
 
-from app.api.bodies import MAX_BODY_BYTES, optional_text, reject_unknown, required_text
+from app.api.bodies import (
+    MAX_BODY_BYTES,
+    optional_text,
+    read_object,
+    reject_unknown,
+    required_text,
+)
 from app.api.errors import ApiError
 from tests.api.conftest import Api
 
@@ -33,6 +40,21 @@ async def test_a_streamed_oversized_body_is_413(api: Api) -> None:
 
     response = await api.alice.client.post("/api/chats", content=chunks())
     assert response.status_code == 413
+
+
+async def test_a_content_length_in_other_digits_is_no_size() -> None:
+    """uvicorn refuses such a header itself; behind another server, '²' (a digit to
+    ``isdigit()``, latin-1 as headers are) must not reach ``int()``."""
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b'{"a": 1}', "more_body": False}
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "headers": [(b"content-length", "²".encode("latin-1"))],
+    }
+    assert await read_object(Request(scope, receive)) == {"a": 1}
 
 
 @pytest.mark.parametrize(

@@ -111,10 +111,18 @@ async def test_the_archive_is_a_zip_of_the_version(served: Served) -> None:
         pytest.param("/9/diff", id="past-the-end"),
         pytest.param("/0/archive", id="zero"),
         pytest.param("/first/diff", id="not-a-number"),
+        pytest.param("/²/diff", id="superscript-two"),
+        pytest.param("/③/archive", id="circled-three"),
+        pytest.param("/\u0662/diff", id="arabic-indic-two"),  # int() reads it as 2
+        pytest.param("/\uff11/archive", id="fullwidth-one"),
+        pytest.param(f"/1{'0' * 5000}/diff", id="more-digits-than-int-reads"),
+        pytest.param("/%C2%B2/restore", id="restore-superscript"),
     ],
 )
 async def test_an_unknown_version_is_a_404_in_words(served: Served, suffix: str) -> None:
-    answer = await served.alice.client.get(f"/api/chats/{served.chat_id}/versions{suffix}")
+    url = f"/api/chats/{served.chat_id}/versions{suffix}"
+    method = "POST" if suffix.endswith("/restore") else "GET"
+    answer = await served.alice.client.request(method, url)
     assert answer.status_code == 404
     error = answer.json()["error"]
     assert error["code"] == "version_not_found"

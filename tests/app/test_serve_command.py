@@ -9,6 +9,7 @@ import os
 import re
 import secrets
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Iterator
@@ -80,6 +81,19 @@ def sign_in(base: str, link: str) -> Iterator[httpx.Client]:
         yield client
 
 
+def shared_with_others(data: Path) -> list[str]:
+    """Folders and files of the data dir that group or others may use."""
+    found = []
+    for path in [data, *data.rglob("*")]:
+        with contextlib.suppress(FileNotFoundError):  # a file the running server removed
+            status = path.lstat()
+            if (stat.S_ISDIR(status.st_mode) or stat.S_ISREG(status.st_mode)) and (
+                status.st_mode & 0o077
+            ):
+                found.append(f"{oct(status.st_mode)} {path}")
+    return found
+
+
 def test_serve_from_an_empty_data_dir_runs_a_message_and_restarts(
     tmp_path: Path, instance: str
 ) -> None:
@@ -106,8 +120,13 @@ def test_serve_from_an_empty_data_dir_runs_a_message_and_restarts(
     assert finished["status"] == "completed"
     with pytest.raises(redis.exceptions.ConnectionError):
         pings(url)  # the embedded Redis stopped with kiln
+    assert shared_with_others(data) == []  # database, WAL, secret, projects, Redis: all private
+    for path in [data, *data.rglob("*")]:  # as an older kiln left them
+        if not path.is_socket():
+            path.chmod(0o755 if path.is_dir() else 0o644)
     with KilnProcess(args, env, tmp_path / "second.log") as second:
         new_link = second.wait_for(LOGIN_LINK)
+        wait_until(lambda: shared_with_others(data) == [], "the data dir made private", 30, 0.2)
         assert not any(CREATED.search(line) for line in second.lines)
         assert httpx.get(f"{base}/login{link.split('/login', 1)[1]}").status_code == 401
         with sign_in(base, new_link) as client:

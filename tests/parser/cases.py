@@ -317,6 +317,19 @@ CASES = [
         id="web-search",
     ),
     pytest.param(
+        '<edward_web_search query="a" max_results="²"><edward_web_search query="b"'
+        ' max_results="\u0663"><edward_web_search query="c" max_results="00000000000000000002">',
+        [
+            ("error", "invalid_attribute"),
+            ("search", "a"),
+            ("error", "invalid_attribute"),
+            ("search", "b"),
+            ("error", "invalid_attribute"),
+            ("search", "c"),
+        ],
+        id="web-search-non-ascii-digits",
+    ),
+    pytest.param(
         '<edward_url_scrape url="https://example.com/a?b=1&amp;c=2">'
         '<edward_url_scrape url="file:///etc/passwd">',
         [("scrape", "https://example.com/a?b=1&c=2"), ("error", "invalid_attribute")],
@@ -586,6 +599,22 @@ CASES = [
             ("end_sandbox",),
         ],
         id="edit-unsafe-path-skipped-and-self-closing",
+    ),
+    pytest.param(
+        f'{SB}<edward_edit path=".kiln/version">\n<<<<<<< SEARCH\nabc\n=======\ndef\n'
+        f'>>>>>>> REPLACE\n</edward_edit><edward_edit path="src/node_modules/x/i.js">\n'
+        f"<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE\n</edward_edit>"
+        f'<file path="node_modules/react/index.js">evil</file><file path="./.kiln">x</file>'
+        f'<file path="node_modules.js">1</file><edward_read path="node_modules/react/index.js"/>'
+        f"{SB_END}",
+        [
+            ("sandbox", "p"),
+            *[("error", "protected_path")] * 4,
+            ("file", "node_modules.js", "1"),
+            ("read", "node_modules/react/index.js"),  # reading is fine
+            ("end_sandbox",),
+        ],
+        id="protected-folders-not-written",
     ),
     pytest.param(
         "Let me look.<edward_read path=\"src/App.jsx\"/><edward_read path='/etc/x' />"

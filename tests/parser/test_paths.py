@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from parser.errors import UnsafePathError
-from parser.paths import MAX_COMPONENT_BYTES, MAX_PATH_BYTES, normalize_file_path
+from parser.errors import ProtectedPathError, UnsafePathError
+from parser.paths import (
+    MAX_COMPONENT_BYTES,
+    MAX_PATH_BYTES,
+    check_writable,
+    normalize_file_path,
+)
 
 
 @pytest.mark.parametrize(
@@ -53,3 +58,31 @@ def test_overlong_path_message_is_short() -> None:
     with pytest.raises(UnsafePathError) as caught:
         normalize_file_path("x" * (MAX_PATH_BYTES + 1))
     assert len(str(caught.value)) < 200
+
+
+@pytest.mark.parametrize(
+    ("path", "mentions"),
+    [
+        pytest.param(".kiln/version", "kiln keeps its own records there", id="kilns-marker"),
+        pytest.param("node_modules/react/index.js", "declare the package", id="installed"),
+        pytest.param("apps/web/node_modules/x.js", "inside node_modules/", id="nested"),
+        pytest.param("node_modules", "inside node_modules/", id="the-folder-itself"),
+    ],
+)
+def test_protected_folders_are_not_written(path: str, mentions: str) -> None:
+    with pytest.raises(ProtectedPathError, match=mentions) as raised:
+        check_writable(path)
+    assert raised.value.code == "protected_path"
+    assert repr(path) in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param("src/node_modules.js", id="a-file-named-like-it"),
+        pytest.param(".kilnrc", id="a-prefix"),
+        pytest.param("Node_Modules/x.js", id="another-case"),
+    ],
+)
+def test_other_paths_are_writable(path: str) -> None:
+    check_writable(path)

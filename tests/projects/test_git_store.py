@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import io
+import os
+import stat
 import subprocess
+import time
 import zipfile
 from pathlib import Path
 
@@ -85,7 +88,13 @@ def test_the_archive_unpacks_to_the_versions_files(store: GitProjectStore) -> No
 
 @pytest.mark.parametrize(
     "ref",
-    [pytest.param(0, id="zero"), pytest.param(2, id="past-the-end"), pytest.param("x", id="word")],
+    [
+        pytest.param(0, id="zero"),
+        pytest.param(2, id="past-the-end"),
+        pytest.param("x", id="word"),
+        pytest.param("²", id="superscript-one"),
+        pytest.param("\u0661", id="arabic-indic-one"),  # int() reads it as 1
+    ],
 )
 def test_an_unknown_version_is_not_found(store: GitProjectStore, ref: int | str) -> None:
     store.commit("c1", FIRST, VersionInfo("r", 1))
@@ -140,3 +149,116 @@ def test_a_deleted_project_is_gone_and_others_stay(store: GitProjectStore) -> No
     assert sorted(p.name for p in store.root.iterdir()) == ["c2"]
     assert [v.number for v in store.versions("c2")] == [1]
     store.delete("c1")  # nothing left to remove: no error
+
+
+ATTRIBUTES = (
+    b"* text eol=crlf\n*.css filter=x\n* ident\nsecret.txt export-ignore\n"
+    b"stamp.txt export-subst\n*.md -diff\n"
+)
+EXACT = {
+    ".gitattributes": ATTRIBUTES,
+    "src/App.jsx": b"// $Id$\nexport default 1;\n",
+    "src/app.css": b"body { margin: 0 }\n",
+    "secret.txt": b"kept\n",
+    "stamp.txt": b"$Format:%H$\n",
+    "README.md": b"one\ntwo\n",
+    "windows.txt": b"already\r\ncrlf\r\n",
+}
+NAMES = {
+    'say "hi".txt': b"quote\n",
+    '"leading quote': b"leading\n",
+    "back\\slash.js": b"backslash\n",
+    "tab\there.js": b"tab\n",
+    "new\nline.js": b"newline\n",
+    "carriage\rreturn": b"cr\n",
+    "bell\a and del\x7f": b"controls\n",
+    "src/ünï cödé 文字.js": b"utf-8\n",
+    "diff --git a/x b/x": b"a header-like name\n",
+    "M": b"a status-like name\n",
+    "\nA": b"a status-like name after a newline\n",
+}
+
+
+def zip_contents(data: bytes) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def test_git_attributes_in_the_project_change_nothing(store: GitProjectStore) -> None:
+    """A .gitattributes the app wrote (line endings, a filter, ident, export-ignore and
+    export-subst, -diff) changes neither what a version gives back nor its diff."""
+    store.commit("c1", EXACT, VersionInfo("r", 1))
+    assert store.files("c1", 1) == EXACT
+    assert zip_contents(store.archive("c1", 1)) == EXACT
+    store.commit("c1", {**EXACT, "README.md": b"one\nthree\n"}, VersionInfo("r", 2))
+    (diff,) = store.diff("c1", 2)
+    assert diff.path == "README.md"
+    assert "-two\n+three\n" in diff.diff  # a text diff, not "Binary files differ"
+
+
+def test_the_hosts_git_settings_and_variables_change_nothing(
+    store: GitProjectStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GIT_DIR, an external diff or settings in the environment of the server reach no
+    command of the store."""
+    store.commit("c1", EXACT, VersionInfo("r", 1))
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("GIT_EXTERNAL_DIFF", "false")
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "core.autocrlf")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "true")
+    store.commit("c1", {**EXACT, "README.md": b"one\nthree\n"}, VersionInfo("r", 2))
+    assert store.files("c1", 1) == EXACT
+    assert "+three" in store.diff("c1", 2)[0].diff
+
+
+def test_any_file_name_round_trips(store: GitProjectStore) -> None:
+    """Quotes, backslashes, tabs, newlines, other control characters and names that look
+    like git's own output: commit, versions, files, diff and zip keep every name."""
+    first = store.commit("c1", {**FIRST, **NAMES}, VersionInfo("r", 1))
+    assert first is not None
+    assert {change.path for change in first.changes} == {*FIRST, *NAMES}
+    assert store.files("c1", 1) == {**FIRST, **NAMES}
+    assert zip_contents(store.archive("c1", 1)) == {**FIRST, **NAMES}
+    changed = {**FIRST, **{path: content + b"more\n" for path, content in NAMES.items()}}
+    del changed["tab\there.js"]
+    store.commit("c1", changed, VersionInfo("r", 2))
+    (_, second) = store.versions("c1")
+    assert {(c.path, c.status) for c in second.changes} == {
+        *((path, "M") for path in NAMES if path != "tab\there.js"),
+        ("tab\there.js", "D"),
+    }
+    diffs = store.diff("c1", 2)
+    assert [d.path for d in diffs] == [c.path for c in second.changes]
+    assert all("+more\n" in d.diff for d in diffs if d.status == "M")
+    assert store.files("c1", 2) == changed
+
+
+def test_a_name_that_is_not_utf8_is_refused_in_words(store: GitProjectStore) -> None:
+    name = b"\xff.js".decode("utf-8", "surrogateescape")
+    with pytest.raises(ProjectError, match="not UTF-8"):
+        store.commit("c1", {name: b"x"}, VersionInfo())
+    assert store.versions("c1") == []
+
+
+def test_the_zip_is_dated_when_the_version_was_made(store: GitProjectStore) -> None:
+    version = store.commit("c1", FIRST, VersionInfo("r", 1))
+    assert version is not None
+    with zipfile.ZipFile(io.BytesIO(store.archive("c1", 1))) as archive:
+        stamps = {entry.date_time for entry in archive.infolist()}
+    made = int(version.created)
+    assert stamps == {time.gmtime(made - made % 2)[:6]}  # a zip counts time in 2 s steps
+
+
+def test_a_project_is_its_owners_alone(store: GitProjectStore) -> None:
+    before = os.umask(0o022)
+    try:
+        store.commit("c1", FIRST, VersionInfo("r", 1))
+        store.commit("c1", {**FIRST, "b.js": b"b\n"}, VersionInfo("r", 2))
+    finally:
+        os.umask(before)
+    paths = [store.root, *store.root.rglob("*")]
+    shared = {
+        str(p): oct(stat.S_IMODE(p.stat().st_mode)) for p in paths if p.stat().st_mode & 0o077
+    }
+    assert shared == {}

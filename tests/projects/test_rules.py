@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.projects.errors import ProjectTooLarge
-from app.projects.rules import check_size, is_source, safe_path
+from app.projects.rules import check_size, is_source, safe_path, unkeepable_name
 
 
 @pytest.mark.parametrize(
@@ -42,13 +42,27 @@ def test_the_rule_set_keeps_sources_only(path: str, kept: bool) -> None:
         pytest.param("../outside.txt", None, id="climbs-out"),
         pytest.param("src/../../x", None, id="climbs-out-later"),
         pytest.param("a//b", None, id="empty-component"),
-        pytest.param("bad\nname", None, id="newline"),
-        pytest.param('quo"te', None, id="quote"),
+        pytest.param("odd\nname", "odd\nname", id="newline"),
+        pytest.param('./quo"te', 'quo"te', id="quote"),
+        pytest.param("back\\slash\tand tab", "back\\slash\tand tab", id="backslash-tab"),
+        pytest.param("nul\0", None, id="nul"),
         pytest.param("", None, id="empty"),
     ],
 )
 def test_safe_path(path: str, clean: str | None) -> None:
     assert safe_path(path) == clean
+
+
+@pytest.mark.parametrize(
+    ("path", "unkeepable"),
+    [
+        pytest.param('src/"q"\\\t\n.js', False, id="any-character"),
+        pytest.param("src/grüß.js", False, id="utf-8"),
+        pytest.param(b"src/\xff.js".decode("utf-8", "surrogateescape"), True, id="not-utf-8"),
+    ],
+)
+def test_a_name_that_is_not_utf8_cannot_be_kept(path: str, unkeepable: bool) -> None:
+    assert unkeepable_name(path) is unkeepable
 
 
 def test_a_project_over_the_cap_names_its_largest_files() -> None:

@@ -5,6 +5,7 @@ the user is told."""
 from __future__ import annotations
 
 import io
+import json
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -32,9 +33,10 @@ class FakeContainer:
 
     name = "fake"
 
-    def __init__(self, files: dict[str, bytes]) -> None:
+    def __init__(self, files: dict[str, bytes], links: dict[str, str] | None = None) -> None:
         self.files = dict(files)
         self.files["node_modules/react/index.js"] = b"react"  # never part of a project
+        self.links = links or {}  # symbolic links: path -> target
 
     def exec_run(self, argv: list[str], demux: bool = False, user: str = "") -> Any:
         if argv[0] == "rm":
@@ -47,6 +49,10 @@ class FakeContainer:
                 info = tarfile.TarInfo(f"./{path}")
                 info.size = len(content)
                 tar.addfile(info, io.BytesIO(content))
+            for path, target in self.links.items():
+                info = tarfile.TarInfo(f"./{path}")
+                info.type, info.linkname = tarfile.SYMTYPE, target
+                tar.addfile(info)
         return 0, (out.getvalue(), b"")
 
     def put_archive(self, path: str, data: bytes) -> bool:
@@ -115,6 +121,26 @@ async def test_a_turn_is_recorded_once(projects: GitProjectStore) -> None:
     assert await sync.record("s1", VersionInfo("run1", 2), records) is None
     assert records.kinds() == ["version"]
     assert records.seen[0][1]["summary"] == "3 added, 0 changed, 0 removed"
+
+
+async def test_files_no_version_can_keep_are_named_once_per_run(
+    projects: GitProjectStore,
+) -> None:
+    not_utf8 = b"src/\xe9t\xe9.js".decode("utf-8", "surrogateescape")
+    odd = {'src/say "hi"\\\t\n.js': b"odd\n", not_utf8: b"latin-1 name\n"}
+    container = FakeContainer({**PROJECT, **odd}, links={"src/link.js": "App.jsx"})
+    sync, records = sync_on(projects, container), Records()
+    assert await sync.record("s1", VersionInfo("run1", 1), records) is not None
+    assert projects.files("chat1", 1) == {**PROJECT, 'src/say "hi"\\\t\n.js': b"odd\n"}
+    container.files["src/App.jsx"] = b"changed\n"
+    assert await sync.record("s1", VersionInfo("run1", 2), records) is not None
+    warnings = [record for kind, record in records.seen if kind == "warning"]
+    assert len(warnings) == 1  # told at the first version, not again
+    assert warnings[0]["code"] == "file_not_kept"
+    assert warnings[0]["paths"] == ["src/\\xe9t\\xe9.js", "src/link.js"]  # JSON can carry it
+    assert "'src/link.js' (it is a symbolic link)" in warnings[0]["message"]
+    assert "'src/\\\\xe9t\\\\xe9.js' (its name is not UTF-8)" in warnings[0]["message"]
+    json.dumps(warnings, ensure_ascii=False).encode()  # storable and sendable
 
 
 async def test_a_recorded_sandbox_is_marked_with_its_version(projects: GitProjectStore) -> None:

@@ -12,6 +12,7 @@ from app.projects.errors import ProjectError
 from app.projects.workspace_io import MARKER, tar_argv, workspace_snapshot, write_workspace
 
 pytestmark = pytest.mark.anyio
+NOT_UTF8 = b"./src/latin-1 \xe9t\xe9.js".decode("utf-8", "surrogateescape")  # how tar reads it
 
 
 def workspace_tar() -> bytes:
@@ -33,6 +34,10 @@ def workspace_tar() -> bytes:
         add("./secret", kind=tarfile.SYMTYPE, link="/etc/passwd")
         add("./src/alias.jsx", kind=tarfile.SYMTYPE, link="App.jsx")
         add("./hard", kind=tarfile.LNKTYPE, link="./package.json")
+        add("./lost-link", kind=tarfile.LNKTYPE, link="./node_modules/gone.js")
+        add("./fifo", kind=tarfile.FIFOTYPE)
+        add('./src/odd "name"\\\twith\nbreaks.js', b"odd")
+        add(NOT_UTF8, b"bytes")
         add("../escape.txt", b"x")
         add("./node_modules/react/index.js", b"react")
         add("./dist/index.html", b"built")
@@ -42,9 +47,21 @@ def workspace_tar() -> bytes:
     return out.getvalue()
 
 
-def test_only_regular_source_files_at_safe_paths_are_taken() -> None:
+def test_only_files_at_safe_paths_are_taken_and_the_rest_is_named() -> None:
     snapshot = workspace_snapshot(workspace_tar())
-    assert snapshot.files == {"src/App.jsx": b"app", "package.json": b"{}"}
+    assert snapshot.files == {
+        "src/App.jsx": b"app",
+        "package.json": b"{}",
+        "hard": b"{}",
+        'src/odd "name"\\\twith\nbreaks.js': b"odd",
+    }
+    assert snapshot.skipped == {
+        "secret": "it is a symbolic link",
+        "src/alias.jsx": "it is a symbolic link",
+        "lost-link": "it cannot be read",
+        "fifo": "it is not a regular file",
+        NOT_UTF8.removeprefix("./"): "its name is not UTF-8",
+    }
 
 
 def test_the_marker_names_the_version_and_is_no_project_file() -> None:

@@ -427,6 +427,28 @@ async def test_an_edit_of_a_template_config_file_is_refused_like_a_rewrite(
     assert [w["code"] for w in log.warnings] == ["config_refused"]
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(".kiln/version", id="kilns-marker"),
+        pytest.param("node_modules/react/index.js", id="installed-package"),
+    ],
+)
+async def test_kilns_and_npms_folders_are_refused_as_edit_and_write_targets(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox, path: str
+) -> None:
+    running, records = session
+    sandbox.files[path] = b"  <h1>Counter</h1>\n"
+    whole = f'<edward_sandbox project="p"><file path="{path}">rewritten</file></edward_sandbox>'
+    await _handle_text(running, EDIT.replace("src/App.jsx", path) + whole)
+    log = await running.finish()
+    assert sandbox.files[path] == b"  <h1>Counter</h1>\n"
+    assert [e["code"] for e in log.errors] == ["protected_path", "protected_path"]
+    assert all(repr(path) in e["message"] for e in log.errors)
+    assert (log.files, log.applied_edits) == ([], [])
+    assert not [kind for kind, _ in records if kind in ("edit", "file")]
+
+
 async def test_abandon_stops_installs_but_not_the_task_that_abandons(
     session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
 ) -> None:

@@ -38,6 +38,9 @@ async def test_it_serves_on_a_private_socket_and_stops_on_exit(tmp_path: Path) -
         await client.aclose()
     assert mode == 0o700
     assert not answers(embedded.url)
+    files = [tmp_path / "redis", *(tmp_path / "redis").rglob("*")]
+    shared = [str(path) for path in files if path.stat().st_mode & 0o077]
+    assert shared == []  # its folder, append-only files, log and URL file: kiln's user's only
     async with EmbeddedRedis(tmp_path) as again:  # the data survives a restart (append-only)
         client = redis.asyncio.Redis.from_url(again.url)
         assert await client.get("kept") == b"yes"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gc
+import os
 import sqlite3
+import stat
 import threading
 from pathlib import Path
 
@@ -107,3 +109,17 @@ def test_each_thread_gets_its_own_connection(tmp_path: Path) -> None:
     gc.collect()
     assert database.connection_count == 1  # the ended threads' connections were closed
     database.close()
+
+
+def test_the_database_and_its_wal_and_shm_are_private(tmp_path: Path) -> None:
+    before = os.umask(0o022)
+    try:
+        database = Database(tmp_path / "kiln.db", MIGRATIONS)
+        with database.transaction() as db:
+            db.execute("INSERT INTO users (id, name, created) VALUES ('u1', 'ann', 1.0)")
+        files = sorted(tmp_path.iterdir())
+        found = {path.name: stat.S_IMODE(path.stat().st_mode) for path in files}
+        database.close()
+    finally:
+        os.umask(before)
+    assert found == {"kiln.db": 0o600, "kiln.db-wal": 0o600, "kiln.db-shm": 0o600}
