@@ -104,8 +104,10 @@ function ask() {
   connection.setEncoding('utf8')
   connection.on('connect', () => {
     trusted = servedBySupervisor()
-    if (trusted) connection.write(`${JSON.stringify({ op })}\n`)
-    else connection.destroy() // 'close' follows, with no answer: built as a new process
+    if (trusted) return connection.write(`${JSON.stringify({ op })}\n`)
+    // Said, so that a slower build has its reason in the output; 'close' follows, no answer.
+    process.stderr.write(`[kiln] the builder's socket is not the supervisor's: building as a new process\n`)
+    connection.destroy()
   })
   connection.on('data', (text) => {
     if (!trusted) return

@@ -295,6 +295,7 @@ def test_a_listener_that_is_not_the_supervisors_is_not_trusted(squatted: Contain
     broken = squatted.exec_run(build, user="1000")
     assert broken.exit_code == 1, broken.output
     assert b"error during build:" in broken.output
+    assert b"not the supervisor's: building as a new process" in broken.output
     squatted.exec_run(["sh", "-c", "sed -i '$d' src/App.jsx"])
     built = squatted.exec_run(build, user="1000")
     assert built.exit_code == 0, built.output
