@@ -27,7 +27,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from app.api import chats, health, keys, me, runs, sandboxes, versions
+from app.api import chats, health, keys, me, runs, sandboxes, sessions, versions
 from app.api.auth import login
 from app.api.errors import EXCEPTION_HANDLERS, RequestContext
 from app.api.framing import FramingHeaders
@@ -105,6 +105,7 @@ def build_app(
         *health.ROUTES,
         Route("/login", login, methods=["GET"]),
         *me.ROUTES,
+        *sessions.ROUTES,
         *keys.ROUTES,
         *chats.ROUTES,
         *runs.ROUTES,

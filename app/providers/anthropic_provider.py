@@ -86,7 +86,7 @@ class AnthropicProvider(SDKProvider):
         timeout_seconds: float = 300.0,
     ) -> None:
         """A provider using ``api_key``; ``base_url`` points at a gateway or a test server."""
-        super().__init__(retry_policy, sleep)
+        super().__init__(retry_policy, sleep, api_key=api_key)
         # max_retries=0: kiln's ProviderStream is the only retry policy.
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key,

@@ -26,7 +26,7 @@ that boundary). :class:`ProviderStream` adds the policy every provider shares:
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal, Protocol
@@ -34,6 +34,7 @@ from typing import Literal, Protocol
 import anyio
 
 from app.errors import ProviderError, ProviderUnavailable
+from app.providers.http_errors import without_secrets
 from app.providers.retry import RetryPolicy
 
 Role = Literal["user", "assistant"]
@@ -164,9 +165,12 @@ class ProviderStream:
         policy: RetryPolicy | None = None,
         cancel: CancelSignal | None = None,
         sleep: Sleep = anyio.sleep,
+        secrets: Sequence[str | None] = (),
     ) -> None:
-        """Wrap ``open_attempt`` (called once per attempt with a fresh :class:`StreamOutcome`)."""
+        """Wrap ``open_attempt`` (called once per attempt with a fresh :class:`StreamOutcome`);
+        ``secrets`` (the provider's key) never appear in an error it raises."""
         self._open_attempt = open_attempt
+        self._secrets = secrets
         self._provider = provider
         self._policy = policy or RetryPolicy()
         self._cancel = cancel
@@ -269,7 +273,7 @@ class ProviderStream:
                 return None
             except ProviderError as exc:
                 await self._close_attempt()
-                await self._back_off_or_raise(exc)
+                await self._back_off_or_raise(without_secrets(exc, self._secrets))
                 continue
             except Exception:  # not a provider failure (a bug, a bad recording): no retry
                 self._finished = True

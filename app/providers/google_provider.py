@@ -78,7 +78,7 @@ class GoogleProvider(SDKProvider):
         timeout_seconds: float = 300.0,
     ) -> None:
         """A provider using ``api_key``; ``base_url`` points at a gateway or a test server."""
-        super().__init__(retry_policy, sleep)
+        super().__init__(retry_policy, sleep, api_key=api_key)
         options = genai_types.HttpOptions(
             base_url=base_url or DEFAULT_BASE_URL,
             api_version=API_VERSION,

@@ -4,12 +4,18 @@ Each provider reads its own error body first (an error ``type``, ``code`` or ``s
 than the HTTP status: a streamed error event arrives with status 200, a 400 may mean "context too
 long"); this module is the fallback by HTTP status, and the list of transport exceptions the SDKs
 let through while a response body is being read (a connection cut mid-stream).
+
+Every provider error leaves the provider's stream through :func:`without_secrets`: an upstream
+(a gateway, a test server, a provider's own error text) may quote the key it was sent, and an
+error's message is shown and stored (the run's ``error``, its ``error`` and ``run_finished``
+events, the reply's data). The key is the user's stored one or the server's environment's,
+whichever the provider was built with.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import httpx
@@ -23,6 +29,10 @@ from app.errors import (
     ProviderUnavailable,
     RateLimited,
 )
+
+REDACTED = "[redacted]"
+# A secret shorter than this is no real key (a placeholder): replacing it would garble words.
+MIN_SECRET_LENGTH = 8
 
 try:  # the SDKs moved from httpx to its fork httpx2; either may carry a cut connection
     import httpx2
@@ -82,3 +92,20 @@ def transport_failure(provider: str, exc: BaseException) -> ProviderUnavailable:
 def incomplete_stream(provider: str, marker: str) -> ProviderUnavailable:
     """The error for a stream that ended cleanly on the wire but without its final event."""
     return ProviderUnavailable(f"{provider} stream ended before {marker!r}: the answer is cut")
+
+
+def without_secrets(error: ProviderError, secrets: Iterable[str | None]) -> ProviderError:
+    """``error`` with each of ``secrets`` in its message replaced by :data:`REDACTED` (in
+    place: its type and fields, such as ``retry_after``, stay)."""
+    kept = [secret for secret in secrets if secret and len(secret) >= MIN_SECRET_LENGTH]
+    if kept:
+        error.args = tuple(_redacted(arg, kept) for arg in error.args)
+    return error
+
+
+def _redacted(value: object, secrets: list[str]) -> object:
+    if not isinstance(value, str):
+        return value
+    for secret in secrets:
+        value = value.replace(secret, REDACTED)
+    return value

@@ -55,7 +55,7 @@ class OpenAICompatibleProvider(SDKProvider):
         timeout_seconds: float = 300.0,
     ) -> None:
         """A provider for the server at ``base_url`` (its API root, ``/v1`` included)."""
-        super().__init__(retry_policy, sleep)
+        super().__init__(retry_policy, sleep, api_key=api_key)
         self._base_url = base_url
         # max_retries=0: kiln's ProviderStream is the only retry policy.
         self._client = openai.AsyncOpenAI(

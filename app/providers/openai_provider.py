@@ -95,7 +95,7 @@ class OpenAIProvider(SDKProvider):
         timeout_seconds: float = 300.0,
     ) -> None:
         """A provider using ``api_key``; ``base_url`` (with ``/v1``) points at a gateway."""
-        super().__init__(retry_policy, sleep)
+        super().__init__(retry_policy, sleep, api_key=api_key)
         # max_retries=0: kiln's ProviderStream is the only retry policy.
         self._client = openai.AsyncOpenAI(
             api_key=api_key,

@@ -1,8 +1,9 @@
 """What every SDK-backed provider shares: the model check, kiln's retry policy, the stream.
 
 A subclass sets ``name``, builds its SDK client in ``__init__`` (after calling
-``super().__init__``), and supplies ``_attempt(request, outcome)`` — one request that yields text
-deltas — or overrides :meth:`SDKProvider._attempt_for` when the model family picks the API, or
+``super().__init__`` with the key it sends, which its errors never show), and supplies
+``_attempt(request, outcome)`` — one request that yields text deltas — or overrides
+:meth:`SDKProvider._attempt_for` when the model family picks the API, or
 :meth:`SDKProvider._attempt_for_model` when no family table applies (``openai-compatible``).
 """
 
@@ -24,10 +25,18 @@ class SDKProvider:
 
     name: str  # set by each subclass
 
-    def __init__(self, retry_policy: RetryPolicy | None, sleep: Sleep = anyio.sleep) -> None:
-        """``retry_policy`` is the only retry policy: the SDKs' own retries are switched off."""
+    def __init__(
+        self,
+        retry_policy: RetryPolicy | None,
+        sleep: Sleep = anyio.sleep,
+        *,
+        api_key: str | None = None,
+    ) -> None:
+        """``retry_policy`` is the only retry policy: the SDKs' own retries are switched off.
+        ``api_key`` (the key the client sends) is taken out of every error of its streams."""
         self._policy = retry_policy or RetryPolicy()
         self._sleep = sleep
+        self._api_key = api_key
 
     def stream(
         self, request: ProviderRequest, cancel: CancelSignal | None = None
@@ -41,6 +50,7 @@ class SDKProvider:
             policy=self._policy,
             cancel=cancel,
             sleep=self._sleep,
+            secrets=(self._api_key,),
         )
 
     def _attempt_for_model(self, model: str) -> Attempt:

@@ -82,6 +82,25 @@ class UserTables:
             return None
         return self.get_user(row["user_id"])
 
+    def revoke_token(self, token: str, kind: str) -> bool:
+        """Delete one token of ``kind`` (a sign-out); False if there was none."""
+        _check_kind(kind)
+        with self._db.transaction() as db:
+            removed = db.execute(
+                "DELETE FROM tokens WHERE hash = ? AND kind = ?", (hash_token(token), kind)
+            ).rowcount
+        return removed > 0
+
+    def revoke_sessions(self, user_id: str) -> int:
+        """Delete every browser credential of the user: sessions (the UI's and the previews')
+        and unused sign-in links. API tokens stay. How many went."""
+        with self._db.transaction() as db:
+            removed = db.execute(
+                "DELETE FROM tokens WHERE user_id = ? AND kind IN ('session', 'login')",
+                (user_id,),
+            ).rowcount
+        return int(removed)
+
     def set_provider_key(self, user_id: str, provider: str, key: str) -> None:
         """Store (or replace) the user's API key for ``provider``, encrypted."""
         with self._db.transaction() as db:

@@ -65,6 +65,12 @@ export const putKey = (provider, key) => request("PUT", `/api/me/keys/${enc(prov
 /** Forget the stored API key for `provider`. */
 export const deleteKey = (provider) => request("DELETE", `/api/me/keys/${enc(provider)}`);
 
+/** End this browser's session (its cookie is cleared). */
+export const logout = () => request("POST", "/api/logout");
+
+/** End every browser session of the user, this one too: `{revoked}`. */
+export const revokeSessions = () => request("POST", "/api/me/sessions/revoke");
+
 /** The user's chats, newest first. */
 export const listChats = async () => (await request("GET", "/api/chats")).chats;
 

@@ -46,6 +46,7 @@ const settings = new Settings({
   modelSelect: $("settings-demo"), modelInput: $("settings-model"), modelLabel: $("settings-model-label"),
   keyRow: $("settings-key-row"), keyInput: $("settings-key"), keyNote: $("settings-key-note"),
   saveKey: $("settings-save-key"), deleteKey: $("settings-delete-key"), status: $("settings-status"), close: $("settings-close"),
+  signOut: $("settings-sign-out"), signOutEverywhere: $("settings-sign-out-everywhere"),
 }, () => showChoice());
 const composer = new Composer({
   form: $("composer"), input: $("message-input"), send: $("send-button"), count: $("message-count"),

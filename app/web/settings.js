@@ -5,8 +5,10 @@
 // chat may change model from one message to the next. An OpenAI-compatible server (Ollama,
 // vLLM, LM Studio, OpenRouter) is usable once the operator set its base URL: `GET /api/me` then
 // lists it in `available`; it takes any model name the server knows, and a key is optional.
+// Sign out (`POST /api/logout`) and Sign out everywhere (`POST /api/me/sessions/revoke`) end the
+// session(s); the page then starts over at its sign-in form.
 
-import { deleteKey, me, putKey } from "./api.js";
+import { deleteKey, logout, me, putKey, revokeSessions } from "./api.js";
 
 const STORAGE_KEY = "kiln.choice";
 export const PROVIDERS = {
@@ -30,6 +32,20 @@ export class Settings {
     els.saveKey.addEventListener("click", () => this.saveKey());
     els.deleteKey.addEventListener("click", () => this.deleteKey());
     els.close.addEventListener("click", () => els.dialog.close());
+    els.signOut.addEventListener("click", () => this.signOut(logout, "Signing out…"));
+    els.signOutEverywhere.addEventListener("click", () => this.signOut(revokeSessions, "Signing out everywhere…"));
+  }
+
+  /** End the session(s) with `end`, then start the page over (it asks for a sign-in link). */
+  async signOut(end, saying) {
+    this.els.status.textContent = saying;
+    try {
+      await end();
+    } catch (exc) {
+      this.els.status.textContent = exc.message;
+      return;
+    }
+    window.location.assign("/");
   }
 
   /** Take `GET /api/me` into account (keys stored, demos, default). */

@@ -2,6 +2,12 @@
 // listens on a Unix socket in the sandbox for kiln-build.mjs, keeps at most one builder
 // (kiln-builder.mjs) and gives it one request at a time.
 //
+// - The socket is in the abstract namespace (SOCKET, exported for the client): no file the app's
+//   code could replace, remove or put a folder in the way of, and gone with the container's
+//   network namespace. It is bound before the dev server (the app's code) starts; a name taken
+//   all the same (see docs/architecture.md) leaves the supervisor running without the service,
+//   and the client, which checks whose listener it reached, builds as a new process.
+//
 // - {op: 'warm'} is answered at once; a builder is started (if none runs for the installed
 //   packages) and builds once into memory, so the next build finds it warm.
 // - {op: 'build'} waits for its turn, then streams the build's output and {exit}; one that
@@ -13,11 +19,11 @@
 // - A builder unused for IDLE_MS ends, so a sandbox holds its memory only while it is in use;
 //   one whose warm-up takes over WARM_LIMIT_MS (a plugin waiting forever) is stopped.
 import { fork } from 'node:child_process'
-import { chmodSync, rmSync } from 'node:fs'
 import net from 'node:net'
 import { fileURLToPath } from 'node:url'
 
-const SOCKET = process.env.KILN_BUILD_SOCKET || '/tmp/kiln-build.sock'
+export const SOCKET_NAME = 'kiln-build'
+export const SOCKET = `\0${SOCKET_NAME}` // abstract: Linux only, like the sandbox
 const BUILDER = fileURLToPath(new URL('./kiln-builder.mjs', import.meta.url))
 const IDLE_MS = 180000
 const WARM_LIMIT_MS = 120000 // a warm-up nobody waits for must not hold the queue for good
@@ -149,7 +155,9 @@ export function startBuildService({ workspace, fingerprint, say }) {
       else socket.destroy() // not kiln-build.mjs: the supervisor must not fall over on it
     })
   })
-  rmSync(SOCKET, { force: true })
-  server.listen(SOCKET, () => chmodSync(SOCKET, 0o600))
+  // Bound at once (a Unix socket binds within listen()), before the dev server starts. An error
+  // is the name taken: kiln builds without the service then, and the dev server still runs.
+  server.on('error', (error) => say(`resident builder unavailable (${error.code}): kiln builds without it`))
+  server.listen(SOCKET)
   return { stop: () => stopBuilder('the sandbox stops') }
 }

@@ -12,7 +12,10 @@ one subvolume per sandbox at ``<root>/<instance>/<volume name>``, limited by a q
   sandbox's volume by its name);
 - ``home/``, ``tmp/`` and ``var-tmp/`` are bound at ``/home/node``, ``/tmp`` and ``/var/tmp``,
   and the container's root filesystem is read-only, so nothing else is writable: one limit
-  covers everything a sandbox writes (workspace, npm cache, temporary files).
+  covers everything a sandbox writes (workspace, npm cache, temporary files). ``tmp/`` and
+  ``var-tmp/`` are emptied before each new container of the sandbox (:meth:`SandboxDisk.
+  clear_temporary`): a container starts from clean temporary folders, as after a reboot, so
+  nothing the app's code left there outlives its container.
 
 Over the limit the kernel fails the write with EDQUOT ("Disk quota exceeded") in the writing
 process; the host's disk and other sandboxes are untouched. The subvolume lives and dies with
@@ -55,6 +58,7 @@ BOUND_FOLDERS = (
     ("tmp", "/tmp", 0o1777),
     ("var-tmp", "/var/tmp", 0o1777),
 )
+TEMPORARY_FOLDERS = ("tmp", "var-tmp")  # emptied for every new container
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,200}")
 
 
@@ -122,6 +126,13 @@ class SandboxDisk:
         await anyio.to_thread.run_sync(_make_folders, folder)
         await _btrfs("qgroup", "limit", str(self.quota_bytes), str(folder))
         return folder / "workspace"
+
+    async def clear_temporary(self, volume: str) -> None:
+        """Empty the sandbox's ``/tmp`` and ``/var/tmp`` (none of its containers runs): what a
+        container's processes left there is gone for the next one."""
+        folder = self.folder(volume)
+        if folder.exists():
+            await anyio.to_thread.run_sync(_clear_temporary, folder)
 
     async def used_up(self, volume: str) -> bool:
         """Whether the sandbox has (nearly) reached its quota: what a failed write that the
@@ -212,6 +223,14 @@ def _make_folders(folder: Path) -> None:
         path.mkdir(exist_ok=True)
         os.chown(path, SANDBOX_UID, SANDBOX_UID)
         path.chmod(mode)
+
+
+def _clear_temporary(folder: Path) -> None:
+    """Remove the temporary folders under ``folder`` (symbolic links inside are removed, never
+    followed) and make them anew."""
+    for name in TEMPORARY_FOLDERS:
+        shutil.rmtree(folder / name, ignore_errors=True)
+    _make_folders(folder)
 
 
 def _remove_empty(folder: Path) -> None:

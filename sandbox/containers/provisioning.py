@@ -85,7 +85,8 @@ async def start_container(
     """Create and start the hardened container of a sandbox whose volume and network exist;
     ``disk`` is the quota-limited disk its volume is on (:func:`create_volume`).
 
-    ``ImageMissing`` when the template's image is not built.
+    ``ImageMissing`` when the template's image is not built. The sandbox's temporary folders
+    start empty (:meth:`SandboxDisk.clear_temporary`).
 
     ``labels`` are the sandbox's (:func:`sandbox.containers.hardening.object_labels`); the
     container's owner, chat, creation and expiry labels are taken from them.
@@ -101,6 +102,8 @@ async def start_container(
         owner=labels.get(OWNER_LABEL, ""),
         chat=labels.get(CHAT_LABEL, ""),
     )
+    if disk is not None:
+        await disk.clear_temporary(volume)
     try:
         # create + start rather than run: run would try to pull a missing image from a registry.
         # Shielded (its own deadline still applies): a create the caller stopped waiting for

@@ -264,3 +264,43 @@ async def test_other_exceptions_end_the_stream_unretried() -> None:
         await drain(stream)
     assert stream.attempts == 1
     assert await drain(stream) == []
+
+
+KEY = "sk-test-" + "0123456789" * 3
+
+
+@pytest.mark.parametrize(
+    "attempts",
+    [
+        pytest.param([failing(AuthError(f"key {KEY!r} refused"))], id="before-the-answer"),
+        pytest.param(
+            [failing(RateLimited(f"slow down, {KEY}", retry_after=1))] * 4, id="after-retries"
+        ),
+        pytest.param([failing(ProviderError(f"bad {KEY}"), "a")], id="after-the-first-token"),
+    ],
+)
+async def test_the_providers_key_never_appears_in_an_error_it_raises(
+    attempts: list[Attempt],
+) -> None:
+    stream = ProviderStream(
+        scripted(*attempts), provider="fake", policy=POLICY, sleep=SleepRecorder(), secrets=[KEY]
+    )
+    with pytest.raises(ProviderError) as raised:
+        await drain(stream)
+    assert KEY not in str(raised.value)
+    assert "[redacted]" in str(raised.value)
+
+
+async def test_a_redacted_error_keeps_its_type_and_fields_and_short_secrets_stay() -> None:
+    limited = RateLimited(f"slow down, {KEY} (key 'none')", retry_after=2.5)
+    stream = ProviderStream(
+        scripted(failing(limited)),
+        provider="fake",
+        policy=RetryPolicy(max_attempts=1),
+        sleep=SleepRecorder(),
+        secrets=[KEY, "none", None],  # "none" is no key: the words around it stay
+    )
+    with pytest.raises(RateLimited) as raised:
+        await drain(stream)
+    assert raised.value.retry_after == 2.5
+    assert str(raised.value) == "slow down, [redacted] (key 'none')"

@@ -30,6 +30,8 @@ from tests.servers import UvicornThread
 
 Wire = Literal["anthropic", "openai", "google"]
 Json = dict[str, Any]
+# In a Failure's body: replaced by the API key the request carried, as some gateways echo it.
+SENT_KEY = "<the key sent>"
 
 
 @dataclass(frozen=True)
@@ -331,7 +333,7 @@ class WireServer:
         if route is None:
             reply = Failure(404, {"error": {"message": f"no route {scope['path']!r}"}})
         if isinstance(reply, Failure):
-            await _send_failure(send, reply)
+            await _send_failure(send, reply, _sent_key(headers))
             return
         assert route is not None
         renderer, error_frame = route
@@ -397,8 +399,14 @@ async def _read_body(receive: Receive) -> bytes:
             return b"".join(chunks)
 
 
-async def _send_failure(send: Send, failure: Failure) -> None:
-    body = json.dumps(failure.body).encode()
+def _sent_key(headers: dict[str, str]) -> str:
+    """The API key of a request, in whichever header its provider sends it."""
+    bearer = headers.get("authorization", "").removeprefix("Bearer ")
+    return headers.get("x-api-key") or headers.get("x-goog-api-key") or bearer
+
+
+async def _send_failure(send: Send, failure: Failure, key: str) -> None:
+    body = json.dumps(failure.body).replace(SENT_KEY, key).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(name.encode(), value.encode()) for name, value in failure.headers]
     await send({"type": "http.response.start", "status": failure.status, "headers": headers})

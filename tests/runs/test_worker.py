@@ -6,6 +6,7 @@ import contextlib
 import errno
 import json
 import secrets
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -40,7 +41,7 @@ from sandbox.lifecycle.registry import SandboxRecord
 from sandbox.redis_boundary import wrap_redis_errors
 from sandbox.session_log import RecordSink
 from tests.agent.fakes import FakeTarget, FakeTools
-from tests.providers.wire_servers import Answer, WireServer
+from tests.providers.wire_servers import SENT_KEY, Answer, WireServer, anthropic_error
 from tests.runs.conftest import new_chat, with_limits
 from tests.runs.fakes import (
     SEARCH_THEN_BUILD,
@@ -538,6 +539,44 @@ async def test_an_openai_compatible_window_too_small_fails_before_any_request(
     assert "1000" in errors[0]["message"]
     assert events[-1]["status"] == "failed"
     assert chat_server.requests == []
+
+
+ECHOED_KEY = "sk-ant-test-" + "k3y" * 10  # what a user stored or the server's env holds
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [pytest.param(True, id="the-users-stored-key"), pytest.param(False, id="the-servers-env-key")],
+)
+async def test_a_key_an_upstream_echoes_in_its_error_is_stored_nowhere(
+    settings: ServiceSettings, store: Store, client: redis.asyncio.Redis, stored: bool
+) -> None:
+    """A gateway that quotes the key it was sent in its 401 (the run's error and its events
+    kept it in plaintext in kiln.db): the error still says what happened, without the key."""
+    with WireServer("anthropic") as server:
+        server.script(anthropic_error(401, "authentication_error", f"bad key {SENT_KEY}"))
+        env = {"KILN_ANTHROPIC_BASE_URL": server.url}
+        env |= {} if stored else {"ANTHROPIC_API_KEY": ECHOED_KEY}
+        service = RunService(store, client, settings, env=env)
+        factory = default_provider_factory(env)
+        async with running_workers(settings, store, client, MemoryWorkspaces(), factory):
+            user, chat = new_chat(store)
+            if stored:
+                store.set_provider_key(user.id, "anthropic", ECHOED_KEY)
+            run_id, _ = await service.submit(user.id, chat.id, "make a todo app", "anthropic")
+            events = await events_until_finished(store, client, run_id)
+        assert server.requests, events
+        assert any(ECHOED_KEY in value for value in server.requests[0].headers.values())
+    errors = [event for event in events if event["type"] == "error"]
+    assert errors[0]["code"] == "provider_auth"
+    assert "bad key [redacted]" in errors[0]["message"]
+    finished = store.get_run(run_id)
+    assert finished is not None
+    assert "bad key [redacted]" in (finished.error or "")
+    with contextlib.closing(sqlite3.connect(settings.database_path)) as database:
+        dumped = "\n".join(database.iterdump())
+    assert "bad key [redacted]" in dumped
+    assert ECHOED_KEY not in dumped
 
 
 def _docker_refusal(explanation: str) -> BaseException:

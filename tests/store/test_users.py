@@ -85,6 +85,26 @@ def test_concurrent_logins_with_one_token_let_one_in(store: Store) -> None:
     assert sum(winner is not None for winner in winners) == 1
 
 
+def test_a_revoked_token_finds_nobody_and_only_its_kind_is_revoked(store: Store) -> None:
+    user = store.create_user("ann")
+    session = store.create_token(user.id, "session", 60)
+    assert not store.revoke_token(session, "api")  # a session is no API token
+    assert store.revoke_token(session, "session")
+    assert store.user_for_token(session, "session") is None
+    assert not store.revoke_token(session, "session")  # gone already
+
+
+def test_revoking_sessions_ends_sessions_and_links_of_that_user_only(store: Store) -> None:
+    ann, bob = store.create_user("ann"), store.create_user("bob")
+    tokens = {kind: store.create_token(ann.id, kind, 60) for kind in ("api", "session", "login")}
+    bobs = store.create_token(bob.id, "session", 60)
+    assert store.revoke_sessions(ann.id) == 2
+    assert store.user_for_token(tokens["session"], "session") is None
+    assert store.consume_login_token(tokens["login"]) is None
+    assert store.user_for_token(tokens["api"], "api") == ann
+    assert store.user_for_token(bobs, "session") == bob
+
+
 def test_an_unknown_token_kind_is_refused(store: Store) -> None:
     with pytest.raises(ValueError, match="'admin'"):
         store.create_token(store.create_user("ann").id, "admin")

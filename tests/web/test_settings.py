@@ -1,6 +1,7 @@
 """Provider settings against a real ``kiln serve``: with no key the page says the demo replay is
 used; a pasted key is checked, stored (``PUT /api/me/keys/{provider}``), never shown again, and
-deleted (``DELETE``).
+deleted (``DELETE``). Sign out ends this browser's session; Sign out everywhere ends every
+browser's of the user.
 Against the stand-in service: an OpenAI-compatible server is offered once the server has one,
 every message carries the provider and model chosen at that moment, and each run's footer shows
 its tokens in and out."""
@@ -8,12 +9,18 @@ its tokens in and out."""
 from __future__ import annotations
 
 import re
+import secrets
+from collections.abc import Iterator
 from typing import Any
 
-from playwright.sync_api import Page, Request, Route, expect
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, Request, Route, expect
 
-from tests.web.conftest import PageProblems, fake_base_url, screenshot, sign_in
+from app.config import SECRET_FILE, load_or_create_secret
+from app.store import Store
+from tests.web.conftest import DESKTOP, PageProblems, fake_base_url, screenshot, sign_in
 from tests.web.fake_service import FakeService
+from tests.web.kiln_service import KilnService
 from tests.web.recording import choose_demo, send_message
 
 KEY = "sk-ant-" + "k1ln-test-key-0123456789abcdef"
@@ -62,6 +69,66 @@ def test_a_key_is_stored_and_never_shown_again(
     expect(page.locator("#demo-notice")).to_contain_text("no API key for Anthropic")
     me = page.request.get(page.url.split("#")[0] + "api/me").json()
     assert "anthropic" not in me["providers"]
+
+
+@pytest.fixture
+def leaver(kiln: KilnService) -> Iterator[tuple[Store, str]]:
+    """A user of the real service of their own (signing out everywhere must not end the other
+    tests' sessions), in its store: ``(store, user id)``."""
+    data = kiln.log.parent / "data"
+    store = Store(data / "kiln.db", load_or_create_secret(data / SECRET_FILE))
+    try:
+        yield store, store.create_user(f"leaver-{secrets.token_hex(4)}").id
+    finally:
+        store.close()
+
+
+def _signed_in(
+    browser: Browser, kiln: KilnService, leaver: tuple[Store, str], problems: PageProblems
+) -> tuple[BrowserContext, Page, str]:
+    """A new browser signed in as the leaver: its context, page and session token."""
+    store, user_id = leaver
+    context = browser.new_context(viewport=DESKTOP)
+    page = context.new_page()
+    page.on("console", problems.console)
+    page.on("pageerror", problems.page_error)
+    sign_in(page, f"{kiln.base_url}/login?token={store.create_token(user_id, 'login', 60)}")
+    session = next(c["value"] for c in context.cookies() if c["name"] == "kiln_session")
+    return context, page, session
+
+
+def _sign_out_with(page: Page, button: str) -> None:
+    page.get_by_role("button", name="Settings").click()
+    dialog = page.get_by_role("dialog", name="Provider settings")
+    screenshot(page, "settings-" + button.lower().replace(" ", "-"))
+    dialog.get_by_role("button", name=button, exact=True).click()
+    expect(page.locator("#signin")).to_be_visible()
+    expect(page.locator("#app")).to_be_hidden()
+
+
+def test_sign_out_ends_this_session_and_sign_out_everywhere_every_one(
+    browser: Browser, kiln: KilnService, leaver: tuple[Store, str], page_problems: PageProblems
+) -> None:
+    store, _ = leaver
+    first, page, session = _signed_in(browser, kiln, leaver, page_problems)
+    second, other, other_session = _signed_in(browser, kiln, leaver, page_problems)
+    third, last, last_session = _signed_in(browser, kiln, leaver, page_problems)
+    try:
+        _sign_out_with(page, "Sign out")
+        assert not [c for c in first.cookies() if c["name"] == "kiln_session"]
+        assert store.user_for_token(session, "session") is None
+        assert store.user_for_token(other_session, "session") is not None  # only this one
+
+        _sign_out_with(other, "Sign out everywhere")
+        screenshot(other, "signed-out-everywhere")
+        for token in (other_session, last_session):
+            assert store.user_for_token(token, "session") is None
+        last.reload()  # the third browser finds itself signed out
+        expect(last.locator("#signin")).to_be_visible()
+    finally:
+        for context in (first, second, third):
+            context.close()
+    assert not page_problems.unexpected(), page_problems.seen  # 401s once signed out are expected
 
 
 COMPATIBLE_MODEL = "qwen2.5-coder:32b"

@@ -23,6 +23,7 @@ from sandbox.containers.disk_quota import (
 from sandbox.containers.docker_boundary import call
 from sandbox.errors import SandboxConfigError, SandboxError, SandboxUnavailable
 from sandbox.execution.exec_stream import ExecResult
+from sandbox.images.templates import SANDBOX_UID
 from sandbox.lifecycle.manager import SandboxManager
 from sandbox.session_log import failure_code, failure_text
 from sandbox.settings import SandboxSettings
@@ -300,3 +301,31 @@ async def test_a_workspace_whose_volume_was_removed_by_hand_starts_over_from_the
     listing = await _as_sandbox_user(docker_client, revived.id, "ls", "/workspace")
     assert "package.json" in listing.split()
     assert "stale.txt" not in listing.split()
+
+
+@pytest.mark.anyio
+@needs_disk_root
+async def test_temporary_folders_start_empty_for_each_new_container_and_home_is_kept(
+    tmp_path: Path,
+) -> None:
+    """What the app's code left in /tmp (a folder where kiln's socket was, a link out of the
+    sandbox, a folder it cannot read) is gone for the next container; npm's cache in home stays."""
+    assert DISK_ROOT is not None
+    disk = SandboxDisk(DISK_ROOT, f"clear-{os.getpid()}", QUOTA)
+    outside = tmp_path / "host-file"
+    outside.write_text("the host's")
+    try:
+        folder = (await disk.create("kiln-ws-clear")).parent
+        (folder / "tmp" / "kiln-build.sock" / "inside").mkdir(parents=True)
+        (folder / "tmp" / "link-out").symlink_to(outside)
+        (folder / "var-tmp" / "locked").mkdir(mode=0)
+        (folder / "home" / ".npm").mkdir()
+        await disk.clear_temporary("kiln-ws-clear")
+        for name in ("tmp", "var-tmp"):
+            assert list((folder / name).iterdir()) == []
+            assert (folder / name).stat().st_mode & 0o7777 == 0o1777
+            assert (folder / name).stat().st_uid == SANDBOX_UID
+        assert (folder / "home" / ".npm").is_dir()
+        assert outside.read_text() == "the host's"
+    finally:
+        await disk.remove_all()

@@ -3,22 +3,32 @@ it builds exactly what ``npm run build`` builds (the same files, byte for byte, 
 output but for the time taken), before and after the sources change, fails like it, starts over
 when the installed packages change, ends its build when kiln cancels it, and without its
 service the client builds as a new process.
+
+kiln's machinery is out of the app's reach: the app's code runs as the same user, yet a folder
+or a listener it leaves where the socket used to be (``/tmp``) or a listener on the service's
+name that is not the supervisor's changes nothing: builds stay real, and a new container starts
+from a clean ``/tmp``.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
+import docker
 import pytest
+from docker.models.containers import Container
 
 from sandbox.containers.docker_boundary import call
 from sandbox.execution.exec_stream import ExecResult
 from sandbox.images.templates import get_template
 from sandbox.lifecycle.manager import Sandbox, SandboxManager
+from sandbox.settings import LABEL
+from tests.sandbox.docker_support import TestInstances
+from tests.servers import wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 
@@ -28,7 +38,15 @@ BUILDER_RUNNING = (
     "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done"
     " | grep -c '^[^ ]*node .*kiln-builder.mjs' || true"
 )
-SOCKET = "/tmp/kiln-build.sock"
+SOCKET = "'\\0kiln-build'"  # a JavaScript string: the service's abstract name
+OLD_SOCKET = "/tmp/kiln-build.sock"  # where it was, in the app's reach
+LISTENING = "grep -c '@kiln-build' /proc/net/unix || true"
+# A listener that answers every request "built, exit 0" at once: a fake service.
+FAKE_SERVICE = (
+    "require('net').createServer((c) => c.end(JSON.stringify({exit: 0}) + '\\n'))"
+    ".listen(process.argv.at(-1).replace(/^@/, '\\0'))"  # @NAME: NAME in the abstract namespace
+)
+BREAK_SOURCE = "echo 'export default function (' >> src/App.jsx"
 DIST_DIGEST = "cd /workspace && find dist -type f | sort | xargs sha256sum"
 # A module of a few MB the app uses: its build takes seconds, so a cancel surely finds it running.
 SLOW_BUILD = (
@@ -80,7 +98,7 @@ async def _until_builders(manager: SandboxManager, sandbox: Sandbox, count: int)
 async def _until_listening(manager: SandboxManager, sandbox: Sandbox) -> None:
     """Wait until the supervisor, once it has started, listens on the builder's socket."""
     with anyio.fail_after(LIMIT_SECONDS):
-        while "yes" not in await _shell(manager, sandbox, f"test -S {SOCKET} && echo yes"):
+        while (await _shell(manager, sandbox, LISTENING)).strip() in ("", "0"):
             await anyio.sleep(0.1)
 
 
@@ -173,7 +191,7 @@ async def test_anything_else_on_its_socket_is_dropped_and_the_supervisor_goes_on
     await _until_listening(manager, sandbox)
     container = await manager.container_for(sandbox.id)
     for junk in ("not json", '{"op": "rm -rf"}', "[]"):
-        send = f"require('net').createConnection({SOCKET!r}).end({junk!r} + '\\n')"
+        send = f"require('net').createConnection({SOCKET}).end({junk!r} + '\\n')"
         await call(container.exec_run, ["node", "-e", send], user="1000")
     resident = await _resident_build(manager, sandbox)
     assert resident.exit_code == 0, resident.output
@@ -181,12 +199,104 @@ async def test_anything_else_on_its_socket_is_dropped_and_the_supervisor_goes_on
     assert await _builders(manager, sandbox) == 1  # built by the resident builder
 
 
-async def test_without_its_service_the_client_builds_as_a_new_process(
+async def test_a_folder_where_the_socket_was_changes_nothing_and_a_new_container_has_a_clean_tmp(
     manager: SandboxManager, sandbox: Sandbox
 ) -> None:
+    """The folder crashed the supervisor at every start of a container, /tmp outliving it."""
+    script = f"require('fs').mkdirSync('{OLD_SOCKET}/inside', {{recursive: true}})"
+    made = await _app_command(manager, sandbox, script)
+    assert made.exit_code == 0, made.output
+    await _check_builds_real(manager, sandbox)
+    await call((await manager.container_for(sandbox.id)).kill)
+    await manager.container_for(sandbox.id)  # a new container on the same workspace
     await _until_listening(manager, sandbox)
-    await _shell(manager, sandbox, f"rm {SOCKET}")
-    resident = await _resident_build(manager, sandbox)
-    assert resident.exit_code == 0, resident.output
-    assert "✓ built in" in resident.output
-    assert await _builders(manager, sandbox) == 0
+    assert "clean" in await _shell(manager, sandbox, "ls -A /tmp | grep -q . || echo clean")
+    await _check_builds_real(manager, sandbox)
+
+
+async def test_a_listener_the_app_leaves_where_the_socket_was_is_never_asked(
+    manager: SandboxManager, sandbox: Sandbox
+) -> None:
+    """It made kiln record "build ok" while the real build failed."""
+    container = await manager.container_for(sandbox.id)
+    fake = ["node", "-e", FAKE_SERVICE, OLD_SOCKET]
+    await call(container.exec_run, fake, user="1000", detach=True)
+    with anyio.fail_after(LIMIT_SECONDS):
+        while "yes" not in await _shell(manager, sandbox, f"test -S {OLD_SOCKET} && echo yes"):
+            await anyio.sleep(0.1)
+    await _check_builds_real(manager, sandbox)
+
+
+async def test_the_app_cannot_take_the_services_name(
+    manager: SandboxManager, sandbox: Sandbox
+) -> None:
+    """The supervisor binds its name before the dev server (the app's code) starts."""
+    await _until_listening(manager, sandbox)
+    taken = await _app_command(manager, sandbox, FAKE_SERVICE, "@kiln-build")
+    assert taken.exit_code != 0
+    assert "EADDRINUSE" in taken.output, taken.output
+    await _check_builds_real(manager, sandbox)
+
+
+async def _app_command(
+    manager: SandboxManager, sandbox: Sandbox, script: str, *args: str
+) -> ExecResult:
+    """Run ``script`` as the app's own code: a file of the app run by a command of its answer."""
+    await _shell(manager, sandbox, f"cat > app-script.cjs <<'EOF'\n{script}\nEOF")
+    return await manager.run_command(sandbox.id, ["node", "app-script.cjs", *args])
+
+
+async def _check_builds_real(manager: SandboxManager, sandbox: Sandbox) -> None:
+    """A good source builds on the resident builder; a broken one fails, in words."""
+    built = await _resident_build(manager, sandbox)
+    assert built.exit_code == 0, built.output
+    assert "✓ built in" in built.output
+    assert await _builders(manager, sandbox) == 1  # built by the resident builder
+    await _shell(manager, sandbox, f"cp src/App.jsx /tmp/App.jsx && {BREAK_SOURCE}")
+    broken = await _resident_build(manager, sandbox)
+    await _shell(manager, sandbox, "cp /tmp/App.jsx src/App.jsx && rm /tmp/App.jsx")
+    assert broken.exit_code == 1, broken.output
+    assert "error during build:" in broken.output
+
+
+@pytest.fixture
+def squatted(docker_client: docker.DockerClient, instances: TestInstances) -> Iterator[Container]:
+    """A container of the image whose service name a fake listener took before the supervisor
+    started: the only way the name can be another's (a race with the container's start)."""
+    squat = (  # the fake, then (once it listens) the supervisor as the image starts it
+        'node -e "$0" @kiln-build & until grep -q @kiln-build /proc/net/unix; do sleep 0.1; done;'
+        f" exec {' '.join(TEMPLATE.dev_command)}"
+    )
+    container = docker_client.containers.run(
+        f"kiln/sandbox-{TEMPLATE.name}:latest",
+        ["sh", "-c", squat, FAKE_SERVICE],
+        detach=True,
+        init=True,
+        user="1000:1000",
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        labels={LABEL: "resident-builder", "kiln.instance": instances.main},
+    )
+    try:
+        logs = lambda: container.logs().decode(errors="replace")  # noqa: E731
+        wait_until(
+            lambda: "resident builder unavailable (EADDRINUSE)" in logs(), "the supervisor said so"
+        )
+        yield container
+    finally:
+        container.remove(force=True)
+
+
+def test_a_listener_that_is_not_the_supervisors_is_not_trusted(squatted: Container) -> None:
+    """The client checks that the listener it reached is the supervisor's: this one answers
+    "exit 0" to anything, yet a broken source fails and a good one is built as a new process."""
+    build = list(TEMPLATE.builder or ())
+    squatted.exec_run(["sh", "-c", BREAK_SOURCE], user="1000")
+    broken = squatted.exec_run(build, user="1000")
+    assert broken.exit_code == 1, broken.output
+    assert b"error during build:" in broken.output
+    assert b"not the supervisor's: building as a new process" in broken.output
+    squatted.exec_run(["sh", "-c", "sed -i '$d' src/App.jsx"])
+    built = squatted.exec_run(build, user="1000")
+    assert built.exit_code == 0, built.output
+    assert "✓ built in".encode() in built.output
