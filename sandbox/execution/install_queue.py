@@ -12,8 +12,8 @@ Every npm argv the queue runs gets kiln's flags right after the subcommand (:fun
 ``--ignore-scripts`` (a package's install scripts are code from the internet, run as the
 sandbox user), the registry and the user config, so a workspace ``.npmrc`` redirects nothing (npm
 ranks command-line flags above every config file), and :data:`NPM_FETCH_FLAGS` (lock files'
-hosts replaced by the proxy's, stalled requests cut off). Packages on :data:`SCRIPTS_ALLOWED` that an
-install names get their scripts afterwards, with ``npm rebuild``.
+hosts replaced by the proxy's, stalled requests cut off). Packages on :data:`SCRIPTS_ALLOWED`
+that an install names get their scripts afterwards, with ``npm rebuild``.
 ``wait_idle`` lets commands wait until nothing is queued or running.
 
 The queue is in-process: two processes driving the same sandbox do not see each other's
