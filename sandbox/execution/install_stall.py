@@ -1,0 +1,71 @@
+"""Cutting off an npm install that makes no progress: a stall watch on its output.
+
+npm's own limits do not bound a stalled install: with ``--fetch-timeout=30000 --fetch-retries=1``
+a lock naming a registry address nobody answers on still ran 4 min 33 s (its requests queue
+behind ``maxsockets``) and ended "Exit handler never called!"; with npm's defaults, 7 min 54 s.
+So kiln runs npm with ``--loglevel=http`` (a line per finished request) and counts every output
+line as a heartbeat: an install with no line for :data:`STALL_SECONDS` is stopped (the exec is
+cancelled, which kills its processes) and ends timed out with words that say why. The
+``npm http`` lines are heartbeats only: the person sees npm's usual output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+import anyio
+
+from sandbox.execution.exec_stream import ExecResult, OutputSink
+
+# Longer than one request may take (npm's fetch timeout is 30 s, Verdaccio's uplink's 60 s
+# would surface as an error line before): silence this long means nothing moves.
+STALL_SECONDS = 75.0
+HEARTBEAT_PREFIX = "npm http "
+Runner = Callable[[OutputSink], Awaitable[ExecResult]]
+
+
+def stall_words(seconds: float, registry: str) -> str:
+    """What the person reads when an install stalled."""
+    return (
+        f"npm made no progress for {seconds:g} s (no answer from the npm registry proxy "
+        f"{registry!r}): the install was stopped"
+    )
+
+
+class StallWatch:
+    """Forwards an install's output (without the heartbeat lines) and moves the install's
+    deadline on with every line."""
+
+    def __init__(self, on_output: OutputSink | None, seconds: float) -> None:
+        self._on_output = on_output
+        self._seconds = seconds
+        self.scope = anyio.CancelScope(deadline=anyio.current_time() + seconds)
+        self.lines: list[str] = []
+
+    async def line(self, text: str) -> None:
+        """One line of npm's output: a heartbeat, and shown unless it is an ``npm http`` line."""
+        self.scope.deadline = anyio.current_time() + self._seconds
+        if text.startswith(HEARTBEAT_PREFIX):
+            return
+        self.lines.append(text)
+        if self._on_output is not None:
+            await self._on_output(text)
+
+
+async def run_watched(
+    run: Runner,
+    argv: Sequence[str],
+    on_output: OutputSink | None,
+    *,
+    registry: str,
+    stall_seconds: float = STALL_SECONDS,
+) -> ExecResult:
+    """``run(sink)`` under a stall watch: its result, or a timed-out one in words."""
+    watch = StallWatch(on_output, stall_seconds)
+    with watch.scope:
+        return await run(watch.line)
+    words = stall_words(stall_seconds, registry)
+    if on_output is not None:
+        await on_output(words)
+    output = "\n".join([*watch.lines, words])
+    return ExecResult(tuple(argv), -1, output, truncated=False, timed_out=True)
