@@ -3,14 +3,16 @@
 npm's own limits do not bound a stalled install: with ``--fetch-timeout=30000 --fetch-retries=1``
 a lock naming a registry address nobody answers on still ran 4 min 33 s (its requests queue
 behind ``maxsockets``) and ended "Exit handler never called!"; with npm's defaults, 7 min 54 s.
-So kiln runs npm with ``--loglevel=http`` (a line per finished request) and counts every output
-line as a heartbeat: an install with no line for :data:`STALL_SECONDS` is stopped (the exec is
-cancelled, which kills its processes) and ends timed out with words that say why. The
-``npm http`` lines are heartbeats only: the person sees npm's usual output.
+So kiln runs npm with ``--loglevel=http`` (a line per request answered, or failed) and counts
+an answered request, or any line of npm's usual output, as progress: an install without progress
+for :data:`STALL_SECONDS` is stopped (the exec is cancelled, which kills its processes) and ends
+timed out with words that say why. The ``npm http`` lines are never shown: the person sees npm's
+usual output.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
@@ -20,7 +22,10 @@ from sandbox.execution.exec_stream import ExecResult, OutputSink
 # Longer than one request may take (npm's fetch timeout is 30 s, Verdaccio's uplink's 60 s
 # would surface as an error line before): silence this long means nothing moves.
 STALL_SECONDS = 75.0
-HEARTBEAT_PREFIX = "npm http "
+HTTP_PREFIX = "npm http "
+# A request answered (any status) or served from npm's cache. Not "attempt 1 failed with
+# FETCH_ERROR": a stalled registry makes npm print those every 30 s, and they are no progress.
+ANSWERED = re.compile(r"npm http (fetch [A-Z]+ \d{3} |cache )")
 Runner = Callable[[OutputSink], Awaitable[ExecResult]]
 
 
@@ -43,9 +48,11 @@ class StallWatch:
         self.lines: list[str] = []
 
     async def line(self, text: str) -> None:
-        """One line of npm's output: a heartbeat, and shown unless it is an ``npm http`` line."""
-        self.scope.deadline = anyio.current_time() + self._seconds
-        if text.startswith(HEARTBEAT_PREFIX):
+        """One line of npm's output: progress unless it is an ``npm http`` line that says no
+        answer came; shown unless it is an ``npm http`` line."""
+        if not text.startswith(HTTP_PREFIX) or ANSWERED.match(text):
+            self.scope.deadline = anyio.current_time() + self._seconds
+        if text.startswith(HTTP_PREFIX):
             return
         self.lines.append(text)
         if self._on_output is not None:

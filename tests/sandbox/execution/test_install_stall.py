@@ -38,6 +38,19 @@ async def test_an_install_that_goes_silent_is_stopped_in_words() -> None:
     assert result.output.splitlines() == sink.lines
 
 
+async def test_failed_attempts_are_no_progress() -> None:
+    async def retries(sink: OutputSink) -> ExecResult:
+        while True:  # what npm prints every 30 s against a registry that never answers
+            await sink("npm http fetch GET http://proxy/vite attempt 1 failed with FETCH_ERROR")
+            await anyio.sleep(0.05)
+
+    sink = Sink()
+    result = await run_watched(retries, ARGV, sink, registry="R", stall_seconds=0.2)
+    assert result.timed_out
+    assert len(sink.lines) == 1  # only the words: npm http lines are never shown
+    assert "no progress" in sink.lines[0]
+
+
 async def test_heartbeats_keep_a_long_install_going_and_are_not_shown() -> None:
     async def busy(sink: OutputSink) -> ExecResult:
         for index in range(8):  # 8 x 0.05 s: longer than the stall time, never silent that long
