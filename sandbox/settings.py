@@ -143,6 +143,9 @@ class SandboxSettings:
     # The host port the proxy listens on, on the sandbox bridge's gateway (KILN_NPM_PROXY_PORT;
     # scripts/setup.sh opens it, and only it, to sandboxes).
     npm_proxy_port: int = 4873
+    # The bound of the proxy's package cache (KILN_NPM_PROXY_CACHE; the proxy evicts the least
+    # recently used packages past it). Each instance has its own proxy: `kiln doctor` adds them up.
+    npm_proxy_cache: str = "2g"
     # The proxy's URL as sandboxes reach it, set by the manager once the proxy runs.
     sandbox_registry: str | None = None
     # The internal network all sandboxes of the instance share ("": kiln-sandboxes-<instance>).
@@ -231,6 +234,7 @@ class SandboxSettings:
             npm_registry=read.raw("KILN_NPM_REGISTRY") or read.raw("npm_config_registry"),
             proxy_env=_proxy_env(read.env),
             npm_proxy_port=read.integer("KILN_NPM_PROXY_PORT", d.npm_proxy_port, low=1, high=65535),
+            npm_proxy_cache=read.size("KILN_NPM_PROXY_CACHE", d.npm_proxy_cache, low="64m"),
             sandbox_network=read.text("KILN_SANDBOX_NETWORK", d.sandbox_network),
             max_sandboxes=_max_sandboxes(read),
             disk_root=_disk_root(read),

@@ -62,8 +62,11 @@ fi
 # checks it), and never on any other network. The bridge gateway is a host address, so without
 # these rules generated code could reach services listening on the host: a sandbox may open no
 # TCP connection (SYN) and send no other traffic that is not a reply, except to kiln's npm
-# registry proxy on the gateway's port KILN_NPM_PROXY_PORT (4873), its only way to packages; that
-# ACCEPT is inserted last, so it sits before the SYN drop. TCP
+# registry proxy on port KILN_NPM_PROXY_PORT (4873) of its OWN bridge's gateway, its only way to
+# packages. `-m addrtype --dst-type LOCAL --limit-iface-in` accepts only an address of the
+# interface the packet came in on: sandboxes have a default route via their gateway, and every
+# other instance's bridge gateway (and its proxy) is a host address too. That ACCEPT is inserted
+# last, so it sits before the SYN drop. TCP
 # segments of a connection the host opened (the preview proxy to a dev server) are not matched by
 # conntrack state on purpose: Docker flushes a container's conntrack entries when it joins or
 # leaves a network, and a state rule then dropped the dev server's replies on the open
@@ -73,11 +76,32 @@ if command -v iptables >/dev/null 2>&1; then
   while as_root iptables -C "${old_rule[@]}" 2>/dev/null; do
     as_root iptables -D "${old_rule[@]}"
   done
-  proxy_rule=(INPUT -i kiln+ -p tcp --dport "${KILN_NPM_PROXY_PORT:-4873}" -j ACCEPT)
-  # An ACCEPT found after the SYN drop (the drop was added again later) matches nothing: move it.
-  as_root iptables -D "${proxy_rule[@]}" 2>/dev/null || true
+  port="${KILN_NPM_PROXY_PORT:-4873}"
+  proxy_rule=(INPUT -i kiln+ -p tcp --dport "$port" -m addrtype --dst-type LOCAL
+              --limit-iface-in -j ACCEPT)
+  # The opening of kiln before 2026-11 named no destination (any instance's proxy): the new one
+  # goes in first, then the old one out, so sandboxes reach their own proxy at every moment.
+  wide_rule=(INPUT -i kiln+ -p tcp --dport "$port" -j ACCEPT)
+  if as_root iptables -C "${wide_rule[@]}" 2>/dev/null; then
+    as_root iptables -C "${proxy_rule[@]}" 2>/dev/null || as_root iptables -I "${proxy_rule[@]}"
+    while as_root iptables -C "${wide_rule[@]}" 2>/dev/null; do
+      as_root iptables -D "${wide_rule[@]}"
+    done
+  fi
+  # An ACCEPT found after the SYN drop (the drop was added again later) matches nothing: move it
+  # (in again at the top first, then the late one out).
+  syn_drop=(INPUT -i kiln+ -p tcp --syn -j DROP)
+  if as_root iptables -C "${syn_drop[@]}" 2>/dev/null \
+     && as_root iptables -C "${proxy_rule[@]}" 2>/dev/null; then
+    accept_at=$(as_root iptables -S INPUT | grep -n -- '--limit-iface-in -j ACCEPT' | head -1 | cut -d: -f1)
+    drop_at=$(as_root iptables -S INPUT | grep -n -- '--tcp-flags FIN,SYN,RST,ACK SYN -j DROP' | head -1 | cut -d: -f1)
+    if [ "$accept_at" -gt "$drop_at" ]; then
+      as_root iptables -I "${proxy_rule[@]}"
+      as_root iptables -D INPUT "$(( $(as_root iptables -S INPUT | grep -n -- '--limit-iface-in -j ACCEPT' | tail -1 | cut -d: -f1) - 1 ))"
+    fi
+  fi
   for rule in "INPUT -i kiln+ ! -p tcp -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP" \
-              "INPUT -i kiln+ -p tcp --syn -j DROP" \
+              "${syn_drop[*]}" \
               "${proxy_rule[*]}"; do
     read -r -a args <<<"$rule"
     as_root iptables -C "${args[@]}" 2>/dev/null || as_root iptables -I "${args[@]}" \

@@ -24,6 +24,7 @@ from app.api.errors import ApiError
 from app.api.ownership import owned_chat
 from app.api.services import in_thread, services
 from app.projects.errors import ProjectError, ProjectTooLarge, VersionNotFound
+from app.projects.lock_urls import public_archive
 from app.projects.store import ProjectStore, VersionRef, parse_version_ref
 from app.projects.sync import ProjectAccess, ProjectSync
 from app.store import ACTIVE_STATUSES
@@ -119,6 +120,7 @@ async def version_archive(request: Request) -> Response:
     try:
         version = await in_thread(store.version, chat, ref)
         data = await in_thread(store.archive, chat, version.number)
+        data = await in_thread(public_archive, data)  # older versions' locks: kiln's address
     except ProjectError as exc:
         raise project_failure(exc) from exc
     name = f"{chat}-v{version.number}.zip"

@@ -2,9 +2,12 @@
 
 A sandbox bridge's gateway is a host address, so the host's INPUT chain decides what a sandbox
 reaches on the host: nothing (a SYN drop, and a drop of everything but replies) except kiln's
-npm proxy on ``KILN_NPM_PROXY_PORT``, whose ACCEPT must come before the SYN drop or it matches
-nothing. The check reads ``iptables -S INPUT``; where that cannot be read (no iptables, not
-root) it says so and passes: the npm check still proves the proxy is reachable.
+npm proxy on ``KILN_NPM_PROXY_PORT`` of the sandbox's own bridge gateway (``-m addrtype
+--dst-type LOCAL --limit-iface-in``: every other instance's gateway is a host address too, and
+sandboxes have a default route to theirs). That ACCEPT must come before the SYN drop or it
+matches nothing; the older opening without a destination lets a sandbox reach every instance's
+proxy, and fails the check. The check reads ``iptables -S INPUT``; where that cannot be read
+(no iptables, not root) it says so and passes: the npm check still proves the proxy is reachable.
 """
 
 from __future__ import annotations
@@ -24,6 +27,14 @@ HINT = "run scripts/setup.sh as root (it adds the kiln+ rules in the right order
 
 def proxy_accept(port: int) -> str:
     """The rule (as ``iptables -S`` prints it) that lets sandboxes reach the npm proxy."""
+    return (
+        f"-A INPUT -i kiln+ -p tcp -m tcp --dport {port}"
+        " -m addrtype --dst-type LOCAL --limit-iface-in -j ACCEPT"
+    )
+
+
+def wide_accept(port: int) -> str:
+    """The older opening, to any host address's ``port``: every instance's proxy."""
     return f"-A INPUT -i kiln+ -p tcp -m tcp --dport {port} -j ACCEPT"
 
 
@@ -34,12 +45,18 @@ def firewall_result(rules: str, port: int) -> CheckResult:
     if missing:
         detail = "sandboxes may reach host services: missing " + "; ".join(missing)
         return CheckResult("firewall", False, detail, HINT)
+    wide = wide_accept(port)
+    if wide in lines and lines.index(wide) < lines.index(SYN_DROP):
+        detail = f"sandboxes reach every kiln instance's npm proxy on this host: `{wide}`"
+        return CheckResult("firewall", False, detail, HINT)
     accept = proxy_accept(port)
     if accept not in lines or lines.index(accept) > lines.index(SYN_DROP):
         detail = f"sandboxes cannot reach kiln's npm proxy: no `{accept}` before the SYN drop"
         return CheckResult("firewall", False, detail, HINT)
     return CheckResult(
-        "firewall", True, f"kiln+ bridges reach only the npm proxy (port {port}) on the host"
+        "firewall",
+        True,
+        f"kiln+ bridges reach only the npm proxy (port {port}) on their own gateway",
     )
 
 

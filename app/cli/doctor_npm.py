@@ -5,7 +5,9 @@
 - **npm registry**: ``npm view`` from a short-lived container of the ``vanilla`` image on the
   sandbox network, through the instance's npm proxy, with the settings installs have
   (:func:`sandbox.probe_npm`); fails with npm's own reason (its error code) and a hint about
-  the firewall opening, proxies and CA bundles.
+  the firewall opening, proxies and CA bundles;
+- **npm cache**: every kiln npm proxy's cache use and bound on this host against the disk
+  (:mod:`app.cli.doctor_npm_cache`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Mapping
 
 import docker
 
+from app.cli.doctor_npm_cache import check_npm_cache
 from app.cli.doctor_result import CheckResult
 from sandbox import NpmProbe, SandboxError, SandboxSettings, probe_npm
 
@@ -40,7 +43,7 @@ async def check_npm(
     except SandboxError as exc:
         hint = "build the images (`kiln images build`) and check the Docker engine"
         return [bundle, CheckResult("npm registry", False, f"no probe container: {exc}", hint)]
-    return [bundle, npm_result(probe)]
+    return [bundle, npm_result(probe), await check_npm_cache(client, settings)]
 
 
 def ca_bundle_result(settings: SandboxSettings) -> CheckResult:

@@ -8,7 +8,9 @@ new one, after the old was reaped or removed) gets it written, then ``npm instal
 sandbox's install queue (through kiln's npm proxy) when ``package.json`` differs from what the
 fresh sandbox had. Progress is reported as records (``restore``, ``version``) the user sees;
 a project file no version can keep (a symlink, a name that is not UTF-8) is told once per run
-as a ``warning`` (``file_not_kept``), never dropped in silence.
+as a ``warning`` (``file_not_kept``), never dropped in silence. Lock files are recorded and
+restored with public ``resolved`` URLs only (:mod:`app.projects.lock_urls`): a version from
+before kiln's proxy announced them is repaired.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any, Protocol
 import anyio.to_thread
 
 from app.projects.errors import ProjectError
+from app.projects.lock_urls import public_locks
 from app.projects.rules import check_size, shown_name
 from app.projects.store import ProjectStore, Version, VersionInfo, VersionRef
 from app.projects.workspace_io import read_workspace, write_workspace
@@ -100,7 +103,7 @@ class ProjectSync:
             container = await self._container(sandbox_id)
             snapshot = await read_workspace(container)
             await self._say_skipped(snapshot.skipped, on_record)
-            files = snapshot.files
+            files = public_locks(snapshot.files)
             if self._max_bytes is not None:
                 check_size(files, self._max_bytes)
             version: Version | None = await self._in_thread(
@@ -152,7 +155,7 @@ class ProjectSync:
         if snapshot.marker == latest.id:
             return None
         current = snapshot.files
-        files: dict[str, bytes] = await self._in_thread(self.store.files, self.chat, latest.number)
+        files = public_locks(await self._in_thread(self.store.files, self.chat, latest.number))
         if current == files:
             await write_workspace(container, {}, marker=latest.id)
             return None
@@ -186,7 +189,7 @@ class ProjectSync:
         source, version = await self._in_thread(restore_version, self.store, self.chat, ref)
         installed = None
         if sandbox_id is not None and self._containers is not None:
-            files = await self._in_thread(self.store.files, self.chat, version.number)
+            files = public_locks(await self._in_thread(self.store.files, self.chat, version.number))
             container = await self._container(sandbox_id)
             current = (await read_workspace(container)).files
             await _write_difference(container, current, files, version.id)

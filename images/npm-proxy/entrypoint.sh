@@ -1,16 +1,21 @@
 #!/bin/sh
-# Writes Verdaccio's config from the environment kiln gives the container, then runs it.
-#   KILN_PROXY_LISTEN    space-separated host:port addresses (the sandbox bridges' gateways)
+# Writes Verdaccio's config from the environment kiln gives the container, then runs kiln's front
+# (front.js), which starts Verdaccio on a unix socket and is what sandboxes talk to.
+#   KILN_PROXY_LISTEN    space-separated host:port addresses (the sandbox bridges' gateways): the
+#                        front's; Verdaccio listens only on $socket, inside this container
 #   KILN_PROXY_UPSTREAM  the registry the proxy fetches from (its only uplink)
+#   KILN_PROXY_CACHE_BYTES  the bound of the cache (front.js evicts the least recently used)
 #   HTTP(S)_PROXY, NO_PROXY, NODE_EXTRA_CA_CERTS: how the host reaches that registry; they stay
 #   in this container (Verdaccio reads the proxy variables itself), never in a sandbox.
 # Nobody may publish, unpublish or add a user: the cache holds what upstream served, nothing else.
 set -eu
 config=/verdaccio/conf/config.yaml
+socket=/tmp/kiln-verdaccio.sock
+rm -f "$socket"
+: "${KILN_PROXY_LISTEN:?no listen address}"
 {
   echo "storage: /verdaccio/storage"
-  echo "listen:"
-  for address in ${KILN_PROXY_LISTEN:?no listen address}; do echo "  - $address"; done
+  echo "listen: unix:$socket"
   echo "web: {enable: false}"
   echo "max_body_size: 1mb"
   echo "auth: {htpasswd: {file: /verdaccio/conf/htpasswd, max_users: -1}}"
@@ -23,4 +28,5 @@ config=/verdaccio/conf/config.yaml
   echo "log: {type: stdout, format: pretty, level: warn}"
 } >"$config"
 : >/verdaccio/conf/htpasswd
-exec verdaccio --config "$config"
+export KILN_PROXY_SOCKET="$socket"
+exec node /opt/kiln-npm-proxy/front.js "$config"

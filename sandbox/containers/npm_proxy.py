@@ -6,12 +6,28 @@ on the gateway address of its instance's sandbox bridge, and its lifetime follow
 (parking removes both; ``kiln sandbox sweep`` removes everything of an instance).
 
 Topology. The proxy runs on the **host network** and listens only on the gateway address(es) of
-the instance's internal sandbox network. Docker gives that address to the bridge on the host, and
-a sandbox (on an ``internal`` network, so without a default route) reaches exactly its own
-subnet: the proxy through the host's INPUT chain, which ``scripts/setup.sh`` opens for the proxy's
-port only (``INPUT -i kiln+ -p tcp --dport <port> -j ACCEPT``, before the SYN drop that keeps
-sandboxes off every other host port). The internet, the LAN and link-local addresses stay out of
-reach, during installs too: sandboxes never join another network.
+the instance's internal sandbox network. Docker gives that address to the bridge on the host. A
+sandbox (on an ``internal`` network: Docker forwards nothing off the bridge, though the sandbox
+has a default route via the gateway) reaches host addresses only through the host's INPUT chain,
+which ``scripts/setup.sh`` opens for the proxy's port on the address of the bridge the packet
+came in on only (``INPUT -i kiln+ -p tcp --dport <port> -m addrtype --dst-type LOCAL
+--limit-iface-in -j ACCEPT``, before the SYN drop that keeps sandboxes off every other host port).
+So a sandbox reaches its own instance's proxy and not another instance's, whose gateway is a
+host address too. The internet, the LAN and link-local addresses stay out of reach, during
+installs too: sandboxes never join another network.
+
+What sandboxes talk to is kiln's front (``images/npm-proxy/front.js``), with Verdaccio behind it
+on a unix socket in the container:
+
+- only installs' requests pass (GET/HEAD of a packument or a tarball); listings (``/-/all``,
+  ``/-/v1/search``), user, token and write endpoints answer 403 in words;
+- packuments announce the upstream's tarball URLs, so the ``resolved`` fields npm writes into
+  ``package-lock.json`` are public (``https://registry.npmjs.org/...``), never the gateway's
+  private address; npm in the sandbox fetches them through the proxy anyway
+  (``--replace-registry-host=always``, :mod:`sandbox.execution.install_queue`);
+- the cache is bounded (``KILN_NPM_PROXY_CACHE``): past the bound the least recently used
+  packages are removed down to 80 % of it; the front answers its use to the host only
+  (:func:`cache_url`, shown by ``kiln doctor``).
 
 Upstream. The proxy's single uplink is the configured registry (``KILN_NPM_REGISTRY``, else
 npmjs), reached with the host's ``HTTP(S)_PROXY`` variables and the configured CA bundle: those
@@ -34,6 +50,7 @@ import docker
 from sandbox.containers.docker_boundary import call
 from sandbox.containers.hardening import CA_BUNDLE_PATH, DEFAULT_NPM_REGISTRY
 from sandbox.containers.labels import shared_labels
+from sandbox.env_settings import size_bytes
 from sandbox.errors import ImageMissing, SandboxError, SandboxNotFound, SandboxUnavailable
 from sandbox.settings import SandboxSettings
 
@@ -46,6 +63,7 @@ CONFIG_LABEL = "kiln.npm-proxy.config"
 STORAGE_PATH = "/verdaccio/storage"
 LISTEN_ENV = "KILN_PROXY_LISTEN"
 UPSTREAM_ENV = "KILN_PROXY_UPSTREAM"
+CACHE_ENV = "KILN_PROXY_CACHE_BYTES"
 READY_TIMEOUT_SECONDS = 30.0
 _MISSING = f"the npm registry proxy image {PROXY_IMAGE!r} is missing: run `kiln images build`"
 READY_POLL_SECONDS = 0.2
@@ -72,6 +90,11 @@ def registry_url(gateway: str, port: int) -> str:
     return f"http://{gateway}:{port}/"
 
 
+def cache_url(gateway: str, port: int) -> str:
+    """Where the front answers its cache use (to requests from the host only)."""
+    return f"http://{gateway}:{port}/-/kiln/cache"
+
+
 def listen_addresses(addresses: list[str], port: int) -> str:
     """The proxy's listen setting: every gateway address with the port, space-separated."""
     return " ".join(f"{address}:{port}" for address in addresses)
@@ -82,6 +105,7 @@ def proxy_environment(settings: SandboxSettings, listen: str) -> dict[str, str]:
     env = {
         LISTEN_ENV: listen,
         UPSTREAM_ENV: settings.npm_registry or DEFAULT_NPM_REGISTRY,
+        CACHE_ENV: str(size_bytes(settings.npm_proxy_cache)),
         **settings.proxy_env,  # host proxies (maybe with credentials): for the proxy only
     }
     if settings.ca_bundle is not None:

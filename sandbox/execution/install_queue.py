@@ -11,8 +11,9 @@ else, during installs too.
 Every npm argv the queue runs gets kiln's flags right after the subcommand (:func:`npm_argv`):
 ``--ignore-scripts`` (a package's install scripts are code from the internet, run as the
 sandbox user), the registry and the user config, so a workspace ``.npmrc`` redirects nothing (npm
-ranks command-line flags above every config file). Packages on :data:`SCRIPTS_ALLOWED` that an
-install names get their scripts afterwards, with ``npm rebuild``.
+ranks command-line flags above every config file), and :data:`NPM_FETCH_FLAGS` (lock files'
+hosts replaced by the proxy's, stalled requests cut off). Packages on :data:`SCRIPTS_ALLOWED`
+that an install names get their scripts afterwards, with ``npm rebuild``.
 ``wait_idle`` lets commands wait until nothing is queued or running.
 
 The queue is in-process: two processes driving the same sandbox do not see each other's
@@ -33,6 +34,7 @@ from sandbox.errors import CommandRefused, InstallRefused
 from sandbox.execution import command_policy
 from sandbox.execution.command_policy import CommandKind
 from sandbox.execution.exec_stream import ExecResult, OutputSink
+from sandbox.execution.install_stall import STALL_SECONDS, run_watched
 
 Runner = Callable[[Sequence[str], float, OutputSink | None], Awaitable[ExecResult]]
 RegistryResolver = Callable[[], Awaitable[str]]
@@ -79,10 +81,25 @@ def install_argv(packages: Sequence[str]) -> list[str]:
     return [*INSTALL_ARGV, *packages]
 
 
+# How npm reaches the registry (kiln's npm proxy) whatever a lock file says: every ``resolved``
+# URL's host is replaced by the proxy's (a lock written elsewhere, or by a kiln whose proxy sat on
+# another gateway, would otherwise send npm to an address nobody answers on), and a request that
+# stalls is cut off after 30 s and tried once more; an install that still makes no progress is
+# stopped by the stall watch (sandbox.execution.install_stall), in words.
+NPM_FETCH_FLAGS = (
+    "--replace-registry-host=always",
+    "--fetch-timeout=30000",
+    "--fetch-retries=1",
+    "--fetch-retry-mintimeout=1000",
+    "--fetch-retry-maxtimeout=5000",
+    "--loglevel=http",  # a line per finished request: the stall watch's heartbeat
+)
+
+
 def npm_argv(argv: Sequence[str], registry: str) -> list[str]:
     """``npm <subcommand> ...`` with kiln's flags inserted before any of the caller's."""
     pinned = ["--ignore-scripts", f"--registry={registry}", f"--userconfig={KILN_NPMRC}"]
-    return [*argv[:2], *pinned, *argv[2:]]
+    return [*argv[:2], *pinned, *NPM_FETCH_FLAGS, *argv[2:]]
 
 
 def package_name(spec: str) -> str:
@@ -104,10 +121,19 @@ def rebuild_argv(packages: Sequence[str], registry: str) -> list[str] | None:
 class InstallQueue:
     """Serial installs for one sandbox; ``runner`` executes, ``registry`` names the registry."""
 
-    def __init__(self, runner: Runner, registry: RegistryResolver, *, timeout: float) -> None:
+    def __init__(
+        self,
+        runner: Runner,
+        registry: RegistryResolver,
+        *,
+        timeout: float,
+        stall_seconds: float = STALL_SECONDS,
+    ) -> None:
+        """``timeout`` bounds one npm run; ``stall_seconds`` of silence stop it earlier."""
         self._runner = runner
         self._registry = registry
         self._timeout = timeout
+        self._stall_seconds = stall_seconds
         self._lock = anyio.Lock()
         self._pending = 0
         self._idle = anyio.Event()
@@ -145,15 +171,22 @@ class InstallQueue:
             async with self._lock:
                 registry = await self._registry()
                 rebuild = rebuild_argv(checked.packages, registry)
-                result = await self._run(npm_argv(checked.argv, registry), on_output)
+                result = await self._run(npm_argv(checked.argv, registry), on_output, registry)
                 if result.ok and rebuild is not None:
-                    result = await self._run(rebuild, on_output)
+                    result = await self._run(rebuild, on_output, registry)
         finally:
             self._leave()
         return InstallResult(packages=checked.packages, result=result)
 
-    async def _run(self, argv: Sequence[str], on_output: OutputSink | None) -> ExecResult:
-        return await self._runner(argv, self._timeout, on_output)
+    async def _run(
+        self, argv: Sequence[str], on_output: OutputSink | None, registry: str
+    ) -> ExecResult:
+        async def run(sink: OutputSink) -> ExecResult:
+            return await self._runner(argv, self._timeout, sink)
+
+        return await run_watched(
+            run, argv, on_output, registry=registry, stall_seconds=self._stall_seconds
+        )
 
     def _enter(self) -> None:
         if self._pending == 0:

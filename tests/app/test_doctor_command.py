@@ -70,6 +70,7 @@ def test_everything_passes_on_a_set_up_machine(
         "firewall": True,
         "ca bundle": True,
         "npm registry": True,
+        "npm cache": True,
         "tokenizer": True,
         "parser": True,
     }

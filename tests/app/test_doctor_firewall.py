@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from app.cli.doctor_firewall import OTHER_DROP, SYN_DROP, firewall_result, proxy_accept
+from app.cli.doctor_firewall import (
+    OTHER_DROP,
+    SYN_DROP,
+    firewall_result,
+    proxy_accept,
+    wide_accept,
+)
 
 ACCEPT = proxy_accept(4873)
 POLICY = "-P INPUT ACCEPT"
@@ -18,6 +24,15 @@ def test_the_proxy_opening_before_both_drops_passes() -> None:
     result = firewall_result(_rules(ACCEPT, SYN_DROP, OTHER_DROP), 4873)
     assert (result.name, result.ok) == ("firewall", True)
     assert "port 4873" in result.detail
+    assert "own gateway" in result.detail
+
+
+def test_the_rule_text_is_what_iptables_prints() -> None:
+    """setup.sh's rule as this host's iptables lists it (the check compares text)."""
+    assert ACCEPT == (
+        "-A INPUT -i kiln+ -p tcp -m tcp --dport 4873"
+        " -m addrtype --dst-type LOCAL --limit-iface-in -j ACCEPT"
+    )
 
 
 @pytest.mark.parametrize(
@@ -30,6 +45,14 @@ def test_the_proxy_opening_before_both_drops_passes() -> None:
             (SYN_DROP, ACCEPT, OTHER_DROP), "cannot reach kiln's npm proxy", id="opening-too-late"
         ),
         pytest.param((proxy_accept(4999), SYN_DROP, OTHER_DROP), "cannot reach", id="another-port"),
+        pytest.param(
+            (wide_accept(4873), SYN_DROP, OTHER_DROP), "every kiln instance", id="no-destination"
+        ),
+        pytest.param(
+            (ACCEPT, wide_accept(4873), SYN_DROP, OTHER_DROP),
+            "every kiln instance",
+            id="old-opening-left-beside-the-new",
+        ),
     ],
 )
 def test_a_missing_or_misplaced_rule_fails_with_a_hint(rules: tuple[str, ...], says: str) -> None:

@@ -251,3 +251,30 @@ async def test_restoring_without_a_sandbox_only_records(projects: GitProjectStor
     projects.commit("chat1", TEMPLATE, VersionInfo("run1", 1))
     source, version, _ = await sync_on(projects, None).restore(None, "latest")
     assert (source.number, version.number) == (1, 2)
+
+
+LOCK = '{"packages": {"node_modules/zustand": {"resolved": "%s/zustand/-/zustand-5.1.0.tgz"}}}\n'
+PRIVATE_LOCK = (LOCK % "http://172.19.0.1:4873").encode()
+PUBLIC_LOCK = (LOCK % "https://registry.npmjs.org").encode()
+
+
+async def test_a_lock_with_kilns_address_is_recorded_with_the_public_one(
+    projects: GitProjectStore,
+) -> None:
+    container = FakeContainer({**PROJECT, "package-lock.json": PRIVATE_LOCK})
+    await sync_on(projects, container).record("s1", VersionInfo("run1", 1))
+    assert projects.files("chat1", "latest")["package-lock.json"] == PUBLIC_LOCK
+
+
+@pytest.mark.parametrize("how", [pytest.param("on-acquire", id="on-acquire"), "restore"])
+async def test_an_old_version_with_kilns_address_is_restored_with_the_public_one(
+    projects: GitProjectStore, how: str
+) -> None:
+    projects.commit("chat1", {**PROJECT, "package-lock.json": PRIVATE_LOCK}, VersionInfo("r", 1))
+    container = FakeContainer(TEMPLATE)
+    sync = sync_on(projects, container)
+    if how == "restore":
+        await sync.restore("s1", 1)
+    else:
+        await sync.restore_if_stale("s1")
+    assert container.files["package-lock.json"] == PUBLIC_LOCK

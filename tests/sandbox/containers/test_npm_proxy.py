@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,7 +17,6 @@ import pytest
 from sandbox.containers.docker_boundary import call
 from sandbox.containers.hardening import sandbox_environment
 from sandbox.containers.labels import INSTANCE_LABEL, LABEL
-from sandbox.containers.networks import ensure_sandbox_network, remove_network
 from sandbox.containers.npm_proxy import (
     CONFIG_LABEL,
     PROXY_ROLE,
@@ -36,7 +34,6 @@ from sandbox.containers.npm_proxy import (
 )
 from sandbox.lifecycle.manager import Sandbox, SandboxManager
 from sandbox.settings import SandboxSettings
-from tests.sandbox.docker_support import TestInstances, remove_npm_proxy, settings_for
 
 pytestmark = pytest.mark.anyio
 VERSION = "zustand@5.0.0"
@@ -164,15 +161,6 @@ async def _digest(client: docker.DockerClient, sandbox: Sandbox) -> str:
     return await _node(client, sandbox.container_id, TREE_DIGEST, "/workspace/node_modules/zustand")
 
 
-@pytest.fixture
-async def sandboxes(manager: SandboxManager) -> AsyncIterator[list[Sandbox]]:
-    """Up to three sandboxes of different owners (made on demand), destroyed afterwards."""
-    made: list[Sandbox] = []
-    yield made
-    for sandbox in made:
-        await manager.destroy(sandbox.id)
-
-
 async def _sandbox(manager: SandboxManager, made: list[Sandbox]) -> Sandbox:
     sandbox = await manager.provision("vanilla", owner=f"owner-{len(made)}", state="in_use")
     made.append(sandbox)
@@ -296,18 +284,6 @@ async def test_npm_publish_to_the_proxy_is_refused_with_or_without_a_token(
     code, output = await _exec(docker_client, sandbox.container_id, view, "/tmp/pkg")
     assert code != 0
     assert "E404" in output, output
-
-
-@pytest.fixture
-async def own_instance(
-    instances: TestInstances, redis_url: str, docker_client: docker.DockerClient
-) -> AsyncIterator[SandboxSettings]:
-    """Settings of an instance of its own, with its network; its proxy and network go after."""
-    settings = settings_for(instances.new("proxy"), redis_url)
-    await ensure_sandbox_network(docker_client, settings.network, settings.instance)
-    yield settings
-    await remove_npm_proxy(docker_client, settings.instance)
-    await remove_network(docker_client, settings.network)
 
 
 async def _marker(client: docker.DockerClient, instance: str) -> tuple[str, int]:

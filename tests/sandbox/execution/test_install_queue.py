@@ -13,6 +13,7 @@ from sandbox.containers.hardening import KILN_NPMRC
 from sandbox.errors import CommandRefused, InstallRefused
 from sandbox.execution.exec_stream import ExecResult, OutputSink
 from sandbox.execution.install_queue import (
+    NPM_FETCH_FLAGS,
     InstallQueue,
     install_argv,
     npm_argv,
@@ -69,7 +70,12 @@ def queue(fake: FakeSandbox) -> InstallQueue:
 
 
 REGISTRY = "https://registry.example/"
-PINNED = ("--ignore-scripts", f"--registry={REGISTRY}", f"--userconfig={KILN_NPMRC}")
+PINNED = (
+    "--ignore-scripts",
+    f"--registry={REGISTRY}",
+    f"--userconfig={KILN_NPMRC}",
+    *NPM_FETCH_FLAGS,
+)
 
 
 async def test_an_install_runs_npm_against_the_registry_resolved_before_it(
@@ -245,3 +251,12 @@ def test_npm_argv_puts_kilns_flags_before_the_callers() -> None:
 )
 def test_package_name(spec: str, name: str) -> None:
     assert package_name(spec) == name
+
+
+def test_npm_argv_sends_every_lock_host_to_the_proxy_and_cuts_off_stalls() -> None:
+    """A lock's ``resolved`` host never decides where npm goes; a stalled fetch ends in ~1 min."""
+    argv = npm_argv(["npm", "ci"], "http://10.0.0.1:4873/")
+    assert "--replace-registry-host=always" in argv
+    timeout = next(int(a.split("=")[1]) for a in argv if a.startswith("--fetch-timeout="))
+    retries = next(int(a.split("=")[1]) for a in argv if a.startswith("--fetch-retries="))
+    assert timeout * (retries + 1) <= 60_000

@@ -7,6 +7,8 @@ import json
 import docker
 import pytest
 
+from app.projects.lock_urls import public_lock
+from sandbox.images.settings import default_images_dir
 from sandbox.images.templates import TEMPLATES, direct_build, get_template
 
 VITE = get_template("vite-react")
@@ -81,3 +83,33 @@ def test_the_resident_builders_client(warm: bool, argv: list[str]) -> None:
 def test_a_template_without_a_resident_builder_says_so() -> None:
     with pytest.raises(ValueError, match="'vanilla' has no resident builder"):
         get_template("vanilla").builder_argv(warm=True)
+
+
+@pytest.mark.parametrize("template", sorted(TEMPLATES))
+def test_a_templates_lock_is_valid_on_every_platform_and_names_no_private_host(
+    template: str,
+) -> None:
+    """Every optional dependency (rollup's binaries for darwin, win32, ...) has its entry: npm ci
+    on another platform refuses a lock without them, and an exported app starts from this lock.
+    And no ``resolved`` URL on kiln's proxy (app/projects/lock_urls)."""
+    text = (default_images_dir() / template / "workspace" / "package-lock.json").read_bytes()
+    packages = json.loads(text)["packages"]
+    missing = [
+        f"{path} -> {name}"
+        for path, entry in packages.items()
+        for name in entry.get("optionalDependencies") or {}
+        if not _resolves(packages, path, name)
+    ]
+    assert missing == []
+    assert public_lock(text) == text
+
+
+def _resolves(packages: dict[str, object], path: str, name: str) -> bool:
+    """Whether ``name`` required from ``path`` has an entry where node would look for it."""
+    folder = path
+    while True:
+        if f"{folder}/node_modules/{name}".lstrip("/") in packages:
+            return True
+        if not folder:
+            return False
+        folder = folder.rsplit("/node_modules/", 1)[0] if "/node_modules/" in folder else ""
