@@ -137,7 +137,7 @@ def start_kiln(folder: Path, redis_url: str) -> KilnService:
         "KILN_INSTANCE": instance,
         "REDIS_URL": redis_url,
         "KILN_RECORDINGS_DIR": str(recordings),
-        "KILN_PUBLIC_HOST": "localhost",
+        "KILN_PUBLIC_HOST": "kiln.localhost",
         "TIKTOKEN_CACHE_DIR": os.environ.get("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_CACHE)),
         "PYTHONUNBUFFERED": "1",
     }
