@@ -84,7 +84,7 @@ class KilnService:
 
     @property
     def base_url(self) -> str:
-        """The UI's URL, as the login link names it (``http://localhost:<port>``)."""
+        """The UI's URL, as the login link names it (``http://kiln.localhost:<port>``)."""
         return self.login_url.split("/login?", 1)[0]
 
     def stop(self) -> None:

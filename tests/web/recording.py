@@ -15,7 +15,7 @@ from parser import StreamParser
 
 DEMO = Path(__file__).resolve().parents[2] / "app" / "demos" / "todo-app.txt"
 # What kiln's preview address looks like on the tests' loopback service.
-PREVIEW_URL = r"^http://[a-z0-9-]+\.preview\.localhost:\d+/$"
+PREVIEW_URL = r"^http://[a-z0-9-]+\.preview\.(kiln\.)?localhost:\d+/$"
 
 
 @functools.cache
