@@ -73,14 +73,23 @@ function showChoice() {
     badge.textContent = `Demo · ${choice.model}`;
     notice.hidden = false;
     const replay = `kiln replays the recording “${choice.model}”, whatever you ask`;
-    const missing = choice.wanted ? `no API key for ${PROVIDERS[choice.wanted]?.label || choice.wanted}` : "no API key is set";
-    notice.textContent = choice.reason === "no-key"
-      ? `Demo mode: ${missing}, so ${replay}. Add a key in Settings.`
-      : `Demo mode: ${replay}.`;
+    notice.textContent = choice.reason === "no-key" ? `Demo mode: ${whatIsMissing(choice.wanted, replay)}` : `Demo mode: ${replay}.`;
   } else {
-    badge.textContent = `${PROVIDERS[choice.provider]?.label || choice.provider} · ${choice.model}`;
+    // No model named: the server's own default (an OpenAI-compatible server's, say).
+    badge.textContent = `${PROVIDERS[choice.provider]?.label || choice.provider} · ${choice.model || "server's default model"}`;
     notice.hidden = true;
   }
+}
+
+/** Why the chosen provider cannot be used, and what to do: a key, or (a server needing no key)
+ * its base URL, which only the operator can set. */
+function whatIsMissing(wanted, replay) {
+  const label = PROVIDERS[wanted]?.label || wanted;
+  if (wanted && PROVIDERS[wanted]?.keyOptional) {
+    return `the ${label} is not set up on this kiln (its operator sets KILN_OPENAI_COMPATIBLE_BASE_URL), so ${replay}.`;
+  }
+  const missing = wanted ? `no API key for ${label}` : "no API key is set";
+  return `${missing}, so ${replay}. Add a key in Settings.`;
 }
 
 // ---- sign-in and start-up -------------------------------------------------------------

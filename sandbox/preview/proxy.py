@@ -59,7 +59,13 @@ RETRYABLE_STATUSES = frozenset({503, 504})
 LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50, keepalive_expiry=2.0)
 # Kiln's own session must never reach the sandbox: the dev server runs generated code.
 DEFAULT_PRIVATE_COOKIES = ("kiln_session",)
-NOT_READY_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError)
+# Also a dev server with no address yet (a sandbox started again after a restart: no scheme).
+NOT_READY_ERRORS = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.RemoteProtocolError,
+    httpx.UnsupportedProtocol,
+)
 WS_TRY_AGAIN_LATER = 1013
 WS_POLICY_VIOLATION = 1008
 WS_NOT_FOUND = 4404  # private-use range (4000-4999), mirrors HTTP 404
@@ -334,7 +340,7 @@ def transport_refusal(exc: httpx.TransportError, sandbox_id: str) -> Refusal:
     if isinstance(exc, httpx.TimeoutException):
         msg = f"the dev server of sandbox {sandbox_id!r} did not answer in time"
         return Refusal(504, "preview_timeout", msg, WS_TRY_AGAIN_LATER)
-    msg = f"the dev server of sandbox {sandbox_id!r} failed: {type(exc).__name__}"
+    msg = f"the dev server of sandbox {sandbox_id!r} broke off the connection"  # words, no class
     return Refusal(502, "preview_upstream_error", msg, WS_BAD_GATEWAY)
 
 
