@@ -6,8 +6,9 @@
   files in the data directory, restarted if it dies and stopped on exit
   (:mod:`app.service.embedded_redis`).
 - **Sign-in**: the first start on an empty data directory creates the user ``local``; every
-  start prints a login link with a fresh one-time token, like Jupyter
-  (``http://localhost:8000/login?token=...``).
+  start prints a login link with a fresh one-time token in a box, like Jupyter
+  (``http://kiln.localhost:8000/login?token=...``), and again, fresh, after the image check
+  if that logged anything; ``kiln login-url`` prints another at any time.
 - **Workers**: ``--workers N`` (default 1) in-process workers, each running up to
   ``KILN_WORKER_CONCURRENCY`` runs at once; ``--no-worker`` leaves the queue to ``kiln worker``
   processes.
@@ -38,7 +39,7 @@ from starlette.types import ASGIApp
 from app.api.app import build_app
 from app.api.services import ApiSettings
 from app.cli.commands import COMMANDS
-from app.cli.local_user import local_login_url
+from app.cli.local_user import boxed, local_login_url
 from app.config import ServiceSettings
 from app.errors import ConfigError
 from app.logs import setup_logging
@@ -143,11 +144,14 @@ async def serve_with_redis(
                 server = KilnServer(config)
                 for worker in stack.workers(workers):
                     tasks.start_soon(worker.run)
+                images = ImageCheck()
                 if build_images:
-                    tasks.start_soon(ensure_images, stack)
+                    tasks.start_soon(ensure_images, stack, images)
+                else:
+                    images.checked.set()
                 tasks.start_soon(check_tokenizer_files)
                 tasks.start_soon(stop_on_signal, server)
-                tasks.start_soon(announce, server, stack, out)
+                tasks.start_soon(announce, server, stack, out, images)
                 await server.serve()
                 tasks.cancel_scope.cancel()
         finally:
@@ -204,8 +208,19 @@ async def stop_on_signal(server: KilnServer) -> None:
             log.info("stopping on %s", signal.Signals(received).name)
 
 
-async def announce(server: KilnServer, stack: ServiceStack, out: TextIO) -> None:
-    """Once the port is open, print where to sign in."""
+@dataclasses.dataclass
+class ImageCheck:
+    """The start-up check of the sandbox images: done yet, and how many lines it logged."""
+
+    checked: anyio.Event = dataclasses.field(default_factory=anyio.Event)
+    lines: int = 0
+
+
+async def announce(
+    server: KilnServer, stack: ServiceStack, out: TextIO, images: ImageCheck
+) -> None:
+    """Once the port is open, print where to sign in, boxed; again once the images are checked
+    if that logged anything, so the link is the last thing on the terminal."""
     while not server.started:
         await anyio.sleep(0.05)
     settings = stack.settings
@@ -213,7 +228,11 @@ async def announce(server: KilnServer, stack: ServiceStack, out: TextIO) -> None
     if created:
         print("created user 'local'", file=out)
     print(f"kiln is serving on http://{settings.host}:{settings.port}", file=out)
-    print(f"open this link to sign in (it works once):\n    {url}", file=out, flush=True)
+    print(boxed(url), file=out, flush=True)
+    await images.checked.wait()
+    if images.lines:  # a build logged many lines after the box: a fresh link comes last
+        url, _ = await anyio.to_thread.run_sync(local_login_url, stack.store, settings)
+        print(boxed(url), file=out, flush=True)
 
 
 async def check_tokenizer_files() -> None:
@@ -224,11 +243,19 @@ async def check_tokenizer_files() -> None:
         log.error("%s; runs will fail until it is fixed (see `kiln doctor`)", exc)
 
 
-async def ensure_images(stack: ServiceStack) -> None:
+async def ensure_images(stack: ServiceStack, images: ImageCheck) -> None:
     """Build missing or outdated sandbox images (logged); a failure is logged, not fatal."""
+
+    def logged(line: str) -> None:
+        images.lines += 1
+        log.info("%s", line)
+
     try:
         settings = await anyio.to_thread.run_sync(ImageBuildSettings.from_env)
-        builder = ImageBuilder(stack.manager.client, settings, lambda line: log.info("%s", line))
+        builder = ImageBuilder(stack.manager.client, settings, logged)
         await builder.build()
     except (SandboxError, ValueError, OSError) as exc:
+        images.lines += 1
         log.error("sandbox images could not be built: %s; runs will fail until they are", exc)
+    finally:
+        images.checked.set()
