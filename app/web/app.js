@@ -29,7 +29,7 @@ const state = {
   activeRun: null, // {id, view} of the run being followed live
 };
 
-const chat = new ChatView($("messages"), (path) => openFile(path));
+const chat = new ChatView($("messages"), (path) => openFile(path), $("jump-new"));
 const files = new FilesPanel({ tree: $("file-tree"), path: $("code-path"), code: $("code-view"), count: $("files-count") });
 const log = new LogPanel({ view: $("log-view"), badge: $("log-count") });
 const preview = new PreviewPanel({
