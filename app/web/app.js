@@ -360,7 +360,9 @@ async function send(content) {
   try {
     runId = state.chatId ? (await api.sendMessage(state.chatId, message)).run_id : await startChat(message, generation);
   } catch (exc) {
-    if (generation === state.generation) handleFailure(exc);
+    if (generation !== state.generation) return false;
+    if (busyElsewhere(exc)) showRunElsewhere();
+    else handleFailure(exc);
     return false;
   }
   // Another chat was opened while the request was out: this run shows when its chat is opened.
@@ -369,6 +371,17 @@ async function send(content) {
   announce("Waiting for a worker…");
   followRun(runId, { live: true, generation });
   return true;
+}
+
+/** Whether a message was refused because this chat already has a run going: one started in
+ * another tab or window, which this page did not know of. */
+const busyElsewhere = (exc) => exc.code === "admission_refused" && exc.detail?.error?.limit === "chat" && state.chatId;
+
+/** Open this chat again, which follows its running run live, and say why the message waits
+ * (the composer keeps it). */
+function showRunElsewhere() {
+  openChat(state.chatId); // not awaited: it resolves when the run ends
+  showError("This chat is already building, started in another tab or window: its run is shown here. Send your message again once it is done.");
 }
 
 /** Create a chat with its first message; its run id. The chat is shown unless another chat
