@@ -14,7 +14,7 @@ from playwright.sync_api import Page, Request, Route, expect
 
 from tests.web.conftest import PageProblems, fake_base_url, screenshot, sign_in
 from tests.web.fake_service import FakeService
-from tests.web.recording import choose_demo, send_message
+from tests.web.recording import choose_demo, page_fetch, send_message
 
 KEY = "sk-ant-" + "k1ln-test-key-0123456789abcdef"
 
@@ -46,7 +46,7 @@ def test_a_key_is_stored_and_never_shown_again(
 
     expect(page.locator("#provider-badge")).to_have_text("Anthropic · claude-sonnet-4-6")
     expect(page.locator("#demo-notice")).to_be_hidden()
-    me = page.request.get(page.url.split("#")[0] + "api/me").json()
+    me = page_fetch(page, "/api/me").json()
     assert "anthropic" in me["providers"]
     page.reload()
     assert KEY not in page.content()
@@ -60,7 +60,7 @@ def test_a_key_is_stored_and_never_shown_again(
     expect(dialog.get_by_label("Provider")).not_to_contain_text("Anthropic (key stored)")
     dialog.get_by_role("button", name="Close").click()
     expect(page.locator("#demo-notice")).to_contain_text("no API key for Anthropic")
-    me = page.request.get(page.url.split("#")[0] + "api/me").json()
+    me = page_fetch(page, "/api/me").json()
     assert "anthropic" not in me["providers"]
 
 
