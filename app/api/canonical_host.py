@@ -61,6 +61,16 @@ def is_local_name(name: str) -> bool:
         return False
 
 
+def previews_share_its_site(public_host: str) -> bool:
+    """Whether ``<id>.preview.<public_host>`` is the same site as ``public_host``: not for a
+    single label (``localhost``: its previews' site is ``preview.localhost``) nor an address."""
+    try:
+        ipaddress.ip_address(public_host.strip("[]"))
+    except ValueError:
+        return "." in public_host.strip(".")
+    return False
+
+
 class CanonicalHost:
     """ASGI wrapper sending pages on other hosts to the public address (module docstring)."""
 

@@ -37,6 +37,7 @@ import anyio.abc
 from starlette.types import ASGIApp
 
 from app.api.app import build_app
+from app.api.canonical_host import previews_share_its_site
 from app.api.services import ApiSettings
 from app.cli.commands import COMMANDS
 from app.cli.local_user import boxed, local_login_url
@@ -228,6 +229,14 @@ async def announce(
     if created:
         print("created user 'local'", file=out)
     print(f"kiln is serving on http://{settings.host}:{settings.port}", file=out)
+    if not previews_share_its_site(settings.public_host):
+        print(
+            f"warning: previews at <id>.preview.{settings.public_host} are another site than the "
+            f"UI at {settings.public_host}: browsers that block third-party storage refuse the "
+            "app's storage in the preview pane; set KILN_PUBLIC_HOST=kiln.localhost (or a name "
+            "with a dot)",
+            file=out,
+        )
     print(boxed(url), file=out, flush=True)
     await images.checked.wait()
     if images.lines:  # a build logged many lines after the box: a fresh link comes last

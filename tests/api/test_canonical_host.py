@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.api.canonical_host import is_local_name
+from app.api.canonical_host import is_local_name, previews_share_its_site
 from tests.api.conftest import Api
 
 pytestmark = pytest.mark.anyio
@@ -75,3 +75,16 @@ async def test_everything_else_answers_on_any_host(
 )
 def test_local_names(name: str, local: bool) -> None:
     assert is_local_name(name) is local
+
+
+@pytest.mark.parametrize(
+    ("public_host", "shared"),
+    [
+        pytest.param("kiln.localhost", True, id="kiln-localhost"),
+        pytest.param("kiln.example.com", True, id="domain"),
+        pytest.param("localhost", False, id="single-label"),
+        pytest.param("127.0.0.1", False, id="address"),
+    ],
+)
+def test_previews_share_the_site_of_a_name_with_a_dot(public_host: str, shared: bool) -> None:
+    assert previews_share_its_site(public_host) is shared
