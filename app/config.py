@@ -5,7 +5,8 @@
 - ``KILN_SECRET_KEY``: encrypts stored provider keys (below; default: generated);
 - ``REDIS_URL``: Redis (unset: ``kiln serve`` starts an embedded one);
 - ``KILN_HOST`` / ``KILN_PORT``: where the API listens (``127.0.0.1`` / 8000);
-- ``KILN_PUBLIC_HOST``: the host name browsers use, for preview URLs (``localhost``);
+- ``KILN_PUBLIC_HOST``: the host name browsers use: the UI is there, previews at
+  ``<id>.preview.<it>`` (``kiln.localhost``: the same *site*, see docs/architecture.md);
 - ``KILN_MAX_ACTIVE_RUNS`` (200), ``KILN_MAX_ACTIVE_RUNS_PER_USER`` (2),
   ``KILN_MAX_ACTIVE_RUNS_PER_CHAT`` (1): limits of active (queued or running) runs;
 - ``KILN_USER_REQUESTS_PER_MINUTE`` (30): messages one user may send per minute;
@@ -62,7 +63,7 @@ class ServiceSettings:
     redis_url: str | None = None
     host: str = "127.0.0.1"
     port: int = 8000
-    public_host: str = "localhost"
+    public_host: str = "kiln.localhost"
     max_active_runs: int = 200
     max_active_runs_per_user: int = 2
     max_active_runs_per_chat: int = 1

@@ -4,9 +4,10 @@ From the outside in::
 
     RequestContext          request ids, JSON 500 for anything unhandled (app.api.errors)
     └── FramingHeaders      frame-ancestors: the UI unframeable, previews framed by the UI only
-        └── PreviewGate     <id>.preview.<host>: sign-in link, owner check (app.api.preview_access)
-            └── PreviewProxy  forwards preview hosts to the dev server (sandbox.preview.proxy)
-                └── Starlette every other host: /api/..., /healthz, /login, the UI
+        └── CanonicalHost   a page on another host than the public one: sent there, in words
+            └── PreviewGate     <id>.preview.<public host>: sign-in link, owner check
+                └── PreviewProxy  forwards preview hosts to the dev server
+                    └── Starlette every other host: /api/..., /healthz, /login, the UI
 
 The UI is the static folder ``app/web``: ``/`` serves its ``index.html`` and every file is
 reachable both at ``/<name>`` and ``/static/<name>`` (a placeholder page stands in while the
@@ -29,6 +30,7 @@ from starlette.types import ASGIApp
 
 from app.api import chats, health, keys, me, runs, sandboxes, sessions, versions
 from app.api.auth import login
+from app.api.canonical_host import CanonicalHost
 from app.api.errors import EXCEPTION_HANDLERS, RequestContext
 from app.api.framing import FramingHeaders
 from app.api.ports import RunServicePort, SandboxesPort, StorePort
@@ -122,8 +124,10 @@ def build_app(
     api.state.projects = projects
     proxy = PreviewProxy(
         sandbox_resolver(sandbox_manager),
+        public_host=api_settings.public_host,
         authorize=marked_authorize,
         app=api,
         private_cookies=PRIVATE_COOKIES,
     )
-    return RequestContext(FramingHeaders(PreviewGate(proxy, found), found.settings))
+    gate = PreviewGate(proxy, found)
+    return RequestContext(FramingHeaders(CanonicalHost(gate, found.settings), found.settings))

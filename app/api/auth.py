@@ -10,10 +10,16 @@ A bearer token is an API token (``kiln user create``); the cookie holds a sessio
 looked up only as its own kind, so a leaked login link is not an API token.
 
 Cross-site request forgery: a browser attaches the cookie by itself, also to a request a page
-of another origin makes (a generated app in a preview, say; a "simple" POST needs no CORS
-preflight). So a cookie-authenticated request with an unsafe method must come from the UI's
-own origin: an ``Origin`` header naming another origin is refused (403). Bearer requests are
-not affected (a browser never adds that header by itself).
+of another origin makes (a generated app in a preview, say: previews are the UI's *site*, so
+even a ``SameSite`` cookie goes along; a "simple" POST needs no CORS preflight). So a
+cookie-authenticated request must come from the UI's own origin: a ``Sec-Fetch-Site`` other
+than ``same-origin`` (or ``none``: typed by the person) is refused (403) whatever the method,
+and for browsers without Fetch Metadata an unsafe method whose ``Origin`` names another origin
+is. Bearer requests are not affected (a browser never adds that header by itself).
+
+Cookie tossing: a preview may set a cookie for the whole site (``Domain=``), which the UI's
+host would receive. Where browsers keep Secure cookies (https, ``*.localhost``) the UI's cookie
+is ``__Host-kiln_session``, which no other host can set, and only that name is read there.
 """
 
 from __future__ import annotations
@@ -29,6 +35,11 @@ from app.api.ports import StorePort, UserRow
 from app.api.services import ApiServices, in_thread, services
 
 SESSION_COOKIE = "kiln_session"
+# The name the cookie has where browsers keep Secure cookies: no page of another host (a
+# preview, same-site with the UI) can set or shadow a ``__Host-`` cookie (no Domain, Path=/).
+HOST_SESSION_COOKIE = f"__Host-{SESSION_COOKIE}"
+# What a browser's Fetch Metadata says of a request the UI's own page made (or the person typed).
+OWN_FETCH_SITES = frozenset({"same-origin", "none"})
 MAX_TOKEN_LENGTH = 256
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -42,9 +53,22 @@ def bearer_token(connection: HTTPConnection) -> str | None:
     return token
 
 
+def secure_cookies_work(connection: HTTPConnection) -> bool:
+    """Whether a browser keeps a ``Secure`` cookie of this request's host: https, or http on
+    ``localhost``/``*.localhost``, which browsers treat as secure."""
+    host = connection.url.hostname or ""
+    return connection.url.scheme == "https" or host == "localhost" or host.endswith(".localhost")
+
+
+def session_cookie_name(connection: HTTPConnection) -> str:
+    """The UI's session cookie on this host: ``__Host-kiln_session`` where Secure cookies work
+    (only that one is read there: a plain ``kiln_session`` may have come from a preview)."""
+    return HOST_SESSION_COOKIE if secure_cookies_work(connection) else SESSION_COOKIE
+
+
 def session_token(connection: HTTPConnection) -> str | None:
-    """The value of the ``kiln_session`` cookie, if any."""
-    token = connection.cookies.get(SESSION_COOKIE, "")
+    """The value of the UI's session cookie (:func:`session_cookie_name`), if any."""
+    token = connection.cookies.get(session_cookie_name(connection), "")
     return token if token and len(token) <= MAX_TOKEN_LENGTH else None
 
 
@@ -65,9 +89,17 @@ async def authenticate(connection: HTTPConnection) -> UserRow | None:
 
 
 def check_same_origin(connection: HTTPConnection) -> None:
-    """403 unless a cookie-authenticated unsafe request comes from this very origin."""
-    method = connection.scope.get("method", "GET")
-    if method in SAFE_METHODS or bearer_token(connection) is not None:
+    """403 unless a cookie-authenticated request comes from this very origin: any method when
+    the browser says where it came from (``Sec-Fetch-Site``), unsafe ones by ``Origin``."""
+    if bearer_token(connection) is not None:
+        return
+    site = connection.headers.get("sec-fetch-site")
+    if site is not None and site.lower() not in OWN_FETCH_SITES:
+        source = connection.headers.get("origin") or "a page of another origin"
+        raise ApiError(
+            403, "cross_origin", f"requests from {source!r} ({site!r}) may not use this session"
+        )
+    if connection.scope.get("method", "GET") in SAFE_METHODS:
         return
     origin = connection.headers.get("origin")
     if origin is None:
@@ -102,9 +134,10 @@ def set_session_cookie(
     """Put a session credential in the ``HttpOnly``, ``SameSite=Lax`` cookie ``name``.
 
     ``embedded``: ``SameSite=None; Secure; Partitioned`` instead, for a host the UI shows in an
-    iframe (the preview: ``<id>.preview.localhost`` is another *site* than ``localhost``; a Lax
-    cookie is neither stored nor sent there, and Chromium keeps an unpartitioned third-party
-    cookie from it too). Browsers take ``Secure`` over http on ``*.localhost``.
+    iframe (the preview), so the cookie also works should the preview be another *site* than
+    the UI (a ``KILN_PUBLIC_HOST`` of ``localhost``: ``<id>.preview.localhost`` is another site,
+    where a Lax cookie is neither stored nor sent). Browsers take ``Secure`` over http on
+    ``*.localhost``.
     """
     if embedded:
         # Written by hand: http.cookies (so Starlette) knows ``Partitioned`` only from 3.14.
@@ -148,8 +181,10 @@ async def exchange_login_token(found: ApiServices, connection: HTTPConnection) -
     ``/``; 401 if it is spent. The cookie is host-only: the UI's host."""
     user = await consume_login(found, connection.query_params.get("token"))
     response = signed_in("/")
-    secure = connection.url.scheme == "https"
-    set_session_cookie(response, await new_session(found, user), found.settings.session_ttl, secure)
+    secure = secure_cookies_work(connection)
+    name = session_cookie_name(connection)
+    token = await new_session(found, user)
+    set_session_cookie(response, token, found.settings.session_ttl, secure, name=name)
     return response
 
 

@@ -34,6 +34,7 @@ class FramingHeaders:
         """Wrap ``app``; the UI's origin comes from ``settings``."""
         self.app = app
         self.preview_policy = f"frame-ancestors {ui_source(settings)}"
+        self.public_host = settings.public_host
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the request on; add the headers to the response's start."""
@@ -41,7 +42,7 @@ class FramingHeaders:
             await self.app(scope, receive, send)
             return
         host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
-        preview = preview_label(host) is not None
+        preview = preview_label(host, self.public_host) is not None
 
         async def send_framed(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -1,7 +1,7 @@
 """Who may see a preview, and where it lives: the gate in front of ``sandbox.preview.proxy``.
 
 :class:`PreviewGate` wraps :class:`~sandbox.preview.proxy.PreviewProxy` (which wraps the API app).
-For a request to ``<id>.preview.<host>`` it:
+For a request to ``<id>.preview.<public host>`` it:
 
 1. answers ``GET /__kiln/login?token=<sealed login token>`` itself: the link (from
    ``POST /api/sandboxes/{id}/preview-login``) is exchanged for a ``kiln_preview`` cookie on
@@ -26,10 +26,12 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.auth import (
+    HOST_SESSION_COOKIE,
     SESSION_COOKIE,
     bearer_token,
     consume_login,
     new_session,
+    secure_cookies_work,
     set_session_cookie,
     signed_in,
 )
@@ -53,7 +55,7 @@ PREVIEW_LOGIN_PATH = "/__kiln/login"
 SCOPE_MARK = "kiln.preview_sandbox"
 PREVIEW_COOKIE = "kiln_preview"
 # Kiln's cookies: never sent to a dev server, never set by one.
-PRIVATE_COOKIES = (SESSION_COOKIE, PREVIEW_COOKIE)
+PRIVATE_COOKIES = (SESSION_COOKIE, HOST_SESSION_COOKIE, PREVIEW_COOKIE)
 MAX_SEALED_LENGTH = 512
 
 
@@ -75,13 +77,6 @@ async def marked_authorize(connection: HTTPConnection, sandbox_id: str) -> bool:
     return bool(connection.scope.get(SCOPE_MARK) == sandbox_id)
 
 
-def embeddable(connection: HTTPConnection) -> bool:
-    """Whether the preview host can get a cookie that works inside the UI's iframe (a
-    ``Secure`` one: https, or http on ``*.localhost``, which browsers treat as secure)."""
-    host = connection.url.hostname or ""
-    return connection.url.scheme == "https" or host == "localhost" or host.endswith(".localhost")
-
-
 class PreviewGate:
     """ASGI wrapper around the preview proxy (see the module docstring)."""
 
@@ -96,7 +91,9 @@ class PreviewGate:
             await self.proxy(scope, receive, send)
             return
         connection = HTTPConnection(scope)
-        label = preview_label(connection.headers.get("host", ""))
+        label = preview_label(
+            connection.headers.get("host", ""), self.services.settings.public_host
+        )
         if label is None or not SANDBOX_ID.fullmatch(label):
             await self.proxy(scope, receive, send)  # the proxy answers malformed labels
             return
@@ -149,7 +146,7 @@ class PreviewGate:
             return
         cookie = found.seal.seal(SESSION, sandbox_id, await new_session(found, user))
         response = signed_in("/")
-        secure, embedded = connection.url.scheme == "https", embeddable(connection)
+        secure, embedded = connection.url.scheme == "https", secure_cookies_work(connection)
         ttl = found.settings.session_ttl
         set_session_cookie(response, cookie, ttl, secure, embedded=embedded, name=PREVIEW_COOKIE)
         await response(scope, receive, send)

@@ -34,7 +34,7 @@ PREVIEW_LOGIN_TTL_SECONDS = 120.0
 class ApiSettings:
     """The few settings the HTTP layer itself reads."""
 
-    public_host: str = "localhost"
+    public_host: str = "kiln.localhost"
     public_port: int | None = 8000
     session_ttl: float = SESSION_TTL_SECONDS
     sse_ping_interval: float = 15.0

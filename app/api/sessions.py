@@ -1,7 +1,7 @@
 """Signing out: ``POST /api/logout`` ends this browser's session, ``POST /api/me/sessions/revoke``
 ends every browser session of the user.
 
-- ``POST /api/logout``: the ``kiln_session`` cookie's session token is deleted from the store
+- ``POST /api/logout``: the token of the UI's session cookie (``session_cookie_name``) is deleted
   and the cookie cleared; ``204`` also when there was none or it had expired already (signing
   out twice is no error). A bearer token is not ended: API tokens are revoked with ``kiln user``.
 - ``POST /api/me/sessions/revoke`` (signed in): every session of the user ends, the UI's on each
@@ -18,14 +18,21 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from app.api.auth import SESSION_COOKIE, check_same_origin, require_user, session_token
+from app.api.auth import (
+    check_same_origin,
+    require_user,
+    secure_cookies_work,
+    session_cookie_name,
+    session_token,
+)
 from app.api.services import in_thread, services
 
 
 def _signed_out(response: Response, request: Request) -> Response:
     """``response`` with this browser's session cookie cleared; never cached."""
-    secure = request.url.scheme == "https"
-    response.delete_cookie(SESSION_COOKIE, path="/", secure=secure, httponly=True, samesite="lax")
+    secure = secure_cookies_work(request)
+    name = session_cookie_name(request)
+    response.delete_cookie(name, path="/", secure=secure, httponly=True, samesite="lax")
     response.headers["cache-control"] = "no-store"
     return response
 

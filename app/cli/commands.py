@@ -27,6 +27,9 @@ COMMANDS: dict[str, Command] = {
     "serve": Command("app.cli.serve_command", "run the API, the web UI and workers"),
     "worker": Command("app.cli.worker_command", "run workers for a kiln serve's queue"),
     "user": Command("app.cli.user_command", "manage users"),
+    "login-url": Command(
+        "app.cli.login_url_command", "print a fresh sign-in link for kiln serve's web UI"
+    ),
     "project": Command("app.cli.project_command", "a chat's project versions"),
     "doctor": Command("app.cli.doctor_command", "check Docker, Redis, images and tokenizer files"),
 }

@@ -1,4 +1,5 @@
-"""The single-user sign-in of ``kiln serve``: the ``local`` user and a one-time login link."""
+"""The single-user sign-in of ``kiln serve``: the ``local`` user and a one-time login link,
+printed in a box (:func:`boxed`) so it stands out among the start-up lines."""
 
 from __future__ import annotations
 
@@ -20,3 +21,16 @@ def local_login_url(store: Store, settings: ServiceSettings) -> tuple[str, bool]
         user = store.create_user(LOCAL_USER)
     token = store.create_token(user.id, "login", LOGIN_TTL_SECONDS)
     return f"http://{settings.public_host}:{settings.port}/login?token={token}", created
+
+
+def boxed(url: str) -> str:
+    """The sign-in link in a box of its own, with what to do with it (one text, many lines)."""
+    lines = [
+        "Open this link to sign in (it works once):",
+        f"  {url}",
+        "A new one at any time: kiln login-url",
+    ]
+    width = max(len(line) for line in lines)
+    rule = "+" + "-" * (width + 2) + "+"
+    body = [f"| {line.ljust(width)} |" for line in lines]
+    return "\n".join([rule, *body, rule])

@@ -10,7 +10,7 @@ summary object on stdout::
      dev_url, preview_url}
 
 ``dev_url`` is the dev server as this host reaches it; ``preview_url`` is the address
-``kiln serve`` proxies (``KILN_PUBLIC_HOST``, default ``localhost``; ``KILN_PUBLIC_PORT``,
+``kiln serve`` proxies (``KILN_PUBLIC_HOST``, default ``kiln.localhost``; ``KILN_PUBLIC_PORT``,
 default 8000). The sandbox is left running for them; ``kiln sandbox rm ID`` removes it.
 Exit codes: 0 when every install and command that ran succeeded (refusals are expected
 behaviour, not failures), 1 otherwise, 2 for an unreadable recording.
@@ -26,6 +26,7 @@ from typing import Any
 
 import redis.asyncio
 
+from app.config import ServiceSettings
 from app.recordings.stream_formats import StreamFormatError, load_turns
 from parser import StreamParser
 from parser.events import Event, InstallContent, SandboxStart
@@ -140,7 +141,7 @@ async def apply_events(
         log.errors.append({"code": "dev_server_not_ready", "message": str(exc)})
     await manager.release(sandbox.id)
     read = EnvReader()
-    host = read.text("KILN_PUBLIC_HOST", "localhost")
+    host = read.text("KILN_PUBLIC_HOST", ServiceSettings.public_host)
     port = read.integer("KILN_PUBLIC_PORT", 8000, low=1, high=65535)
     return {
         "sandbox_id": sandbox.id,

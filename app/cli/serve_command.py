@@ -6,8 +6,9 @@
   files in the data directory, restarted if it dies and stopped on exit
   (:mod:`app.service.embedded_redis`).
 - **Sign-in**: the first start on an empty data directory creates the user ``local``; every
-  start prints a login link with a fresh one-time token, like Jupyter
-  (``http://localhost:8000/login?token=...``).
+  start prints a login link with a fresh one-time token in a box, like Jupyter
+  (``http://kiln.localhost:8000/login?token=...``), and again, fresh, after the image check
+  if that logged anything; ``kiln login-url`` prints another at any time.
 - **Workers**: ``--workers N`` (default 1) in-process workers, each running up to
   ``KILN_WORKER_CONCURRENCY`` runs at once; ``--no-worker`` leaves the queue to ``kiln worker``
   processes.
@@ -38,9 +39,10 @@ import anyio.abc
 from starlette.types import ASGIApp
 
 from app.api.app import build_app
+from app.api.canonical_host import previews_share_its_site
 from app.api.services import ApiSettings
 from app.cli.commands import COMMANDS
-from app.cli.local_user import local_login_url
+from app.cli.local_user import boxed, local_login_url
 from app.config import ServiceSettings
 from app.data_dir import make_private
 from app.errors import ConfigError, error_code, start_failure
@@ -156,12 +158,15 @@ async def serve_with_redis(
                 server = KilnServer(config)
                 for worker in stack.workers(workers):
                     tasks.start_soon(worker.run)
+                images = ImageCheck()
                 if build_images:
-                    tasks.start_soon(ensure_images, stack)
+                    tasks.start_soon(ensure_images, stack, images)
+                else:
+                    images.checked.set()
                 tasks.start_soon(check_tokenizer_files)
                 tasks.start_soon(anyio.to_thread.run_sync, make_private, settings.data_dir)
                 tasks.start_soon(stop_on_signal, server, stopping, deadline)
-                tasks.start_soon(announce, server, stack, out)
+                tasks.start_soon(announce, server, stack, out, images)
                 await server.serve()
                 deadline.stage("stopping the runs")
                 tasks.cancel_scope.cancel()
@@ -233,8 +238,19 @@ async def stop_on_signal(server: KilnServer, stopping: anyio.Event, deadline: St
             server.should_exit = True
 
 
-async def announce(server: KilnServer, stack: ServiceStack, out: TextIO) -> None:
-    """Once the port is open, print where to sign in."""
+@dataclasses.dataclass
+class ImageCheck:
+    """The start-up check of the sandbox images: done yet, and how many lines it logged."""
+
+    checked: anyio.Event = dataclasses.field(default_factory=anyio.Event)
+    lines: int = 0
+
+
+async def announce(
+    server: KilnServer, stack: ServiceStack, out: TextIO, images: ImageCheck
+) -> None:
+    """Once the port is open, print where to sign in, boxed; again once the images are checked
+    if that logged anything, so the link is the last thing on the terminal."""
     while not server.started:
         await anyio.sleep(0.05)
     settings = stack.settings
@@ -242,7 +258,19 @@ async def announce(server: KilnServer, stack: ServiceStack, out: TextIO) -> None
     if created:
         print("created user 'local'", file=out)
     print(f"kiln is serving on http://{settings.host}:{settings.port}", file=out)
-    print(f"open this link to sign in (it works once):\n    {url}", file=out, flush=True)
+    if not previews_share_its_site(settings.public_host):
+        print(
+            f"warning: previews at <id>.preview.{settings.public_host} are another site than the "
+            f"UI at {settings.public_host}: browsers that block third-party storage refuse the "
+            "app's storage in the preview pane; set KILN_PUBLIC_HOST=kiln.localhost (or a name "
+            "with a dot)",
+            file=out,
+        )
+    print(boxed(url), file=out, flush=True)
+    await images.checked.wait()
+    if images.lines:  # a build logged many lines after the box: a fresh link comes last
+        url, _ = await anyio.to_thread.run_sync(local_login_url, stack.store, settings)
+        print(boxed(url), file=out, flush=True)
 
 
 async def check_tokenizer_files() -> None:
@@ -253,11 +281,19 @@ async def check_tokenizer_files() -> None:
         log.error("%s; runs will fail until it is fixed (see `kiln doctor`)", exc)
 
 
-async def ensure_images(stack: ServiceStack) -> None:
+async def ensure_images(stack: ServiceStack, images: ImageCheck) -> None:
     """Build missing or outdated sandbox images (logged); a failure is logged, not fatal."""
+
+    def logged(line: str) -> None:
+        images.lines += 1
+        log.info("%s", line)
+
     try:
         settings = await anyio.to_thread.run_sync(ImageBuildSettings.from_env)
-        builder = ImageBuilder(stack.manager.client, settings, lambda line: log.info("%s", line))
+        builder = ImageBuilder(stack.manager.client, settings, logged)
         await builder.build()
     except (SandboxError, ValueError, OSError) as exc:
+        images.lines += 1
         log.error("sandbox images could not be built: %s; runs will fail until they are", exc)
+    finally:
+        images.checked.set()

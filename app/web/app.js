@@ -29,7 +29,7 @@ const state = {
   activeRun: null, // {id, view} of the run being followed live
 };
 
-const chat = new ChatView($("messages"), (path) => openFile(path));
+const chat = new ChatView($("messages"), (path) => openFile(path), $("jump-new"));
 const files = new FilesPanel({ tree: $("file-tree"), path: $("code-path"), code: $("code-view"), count: $("files-count") });
 const log = new LogPanel({ view: $("log-view"), badge: $("log-count") });
 const preview = new PreviewPanel({
@@ -74,14 +74,23 @@ function showChoice() {
     badge.textContent = `Demo · ${choice.model}`;
     notice.hidden = false;
     const replay = `kiln replays the recording “${choice.model}”, whatever you ask`;
-    const missing = choice.wanted ? `no API key for ${PROVIDERS[choice.wanted]?.label || choice.wanted}` : "no API key is set";
-    notice.textContent = choice.reason === "no-key"
-      ? `Demo mode: ${missing}, so ${replay}. Add a key in Settings.`
-      : `Demo mode: ${replay}.`;
+    notice.textContent = choice.reason === "no-key" ? `Demo mode: ${whatIsMissing(choice.wanted, replay)}` : `Demo mode: ${replay}.`;
   } else {
-    badge.textContent = `${PROVIDERS[choice.provider]?.label || choice.provider} · ${choice.model}`;
+    // No model named: the server's own default (an OpenAI-compatible server's, say).
+    badge.textContent = `${PROVIDERS[choice.provider]?.label || choice.provider} · ${choice.model || "server's default model"}`;
     notice.hidden = true;
   }
+}
+
+/** Why the chosen provider cannot be used, and what to do: a key, or (a server needing no key)
+ * its base URL, which only the operator can set. */
+function whatIsMissing(wanted, replay) {
+  const label = PROVIDERS[wanted]?.label || wanted;
+  if (wanted && PROVIDERS[wanted]?.keyOptional) {
+    return `the ${label} is not set up on this kiln (its operator sets KILN_OPENAI_COMPATIBLE_BASE_URL), so ${replay}.`;
+  }
+  const missing = wanted ? `no API key for ${label}` : "no API key is set";
+  return `${missing}, so ${replay}. Add a key in Settings.`;
 }
 
 // ---- sign-in and start-up -------------------------------------------------------------
@@ -352,7 +361,9 @@ async function send(content) {
   try {
     runId = state.chatId ? (await api.sendMessage(state.chatId, message)).run_id : await startChat(message, generation);
   } catch (exc) {
-    if (generation === state.generation) handleFailure(exc);
+    if (generation !== state.generation) return false;
+    if (busyElsewhere(exc)) showRunElsewhere();
+    else handleFailure(exc);
     return false;
   }
   // Another chat was opened while the request was out: this run shows when its chat is opened.
@@ -361,6 +372,17 @@ async function send(content) {
   announce("Waiting for a worker…");
   followRun(runId, { live: true, generation });
   return true;
+}
+
+/** Whether a message was refused because this chat already has a run going: one started in
+ * another tab or window, which this page did not know of. */
+const busyElsewhere = (exc) => exc.code === "admission_refused" && exc.detail?.error?.limit === "chat" && state.chatId;
+
+/** Open this chat again, which follows its running run live, and say why the message waits
+ * (the composer keeps it). */
+function showRunElsewhere() {
+  openChat(state.chatId); // not awaited: it resolves when the run ends
+  showError("This chat is already building, started in another tab or window: its run is shown here. Send your message again once it is done.");
 }
 
 /** Create a chat with its first message; its run id. The chat is shown unless another chat

@@ -9,14 +9,47 @@ import { describeStatus, describeStop, presentable } from "./errors.js";
 import { renderProse } from "./prose.js";
 
 export class ChatView {
-  /** @param {HTMLElement} container  @param {(path: string) => void} onOpenFile */
-  constructor(container, onOpenFile) {
+  /**
+   * @param {HTMLElement} container  the scrolling transcript
+   * @param {(path: string) => void} onOpenFile
+   * @param {HTMLButtonElement} newButton  "↓ new", shown when something arrives below the view
+   */
+  constructor(container, onOpenFile, newButton) {
     this.container = container;
     this.onOpenFile = onOpenFile;
+    this.newButton = newButton;
+    // Following the end: kept while the person is at the bottom, dropped when they scroll up.
+    // Whatever changes the transcript (events, prose rendered a frame later, cards opening)
+    // then keeps it at its end, or shows "↓ new".
+    this.following = true;
+    container.addEventListener("scroll", () => this.scrolled());
+    // A wheel or key turn upwards stops following at once, before the next change pulls back.
+    container.addEventListener("wheel", (event) => { if (event.deltaY < 0) this.following = false; }, { passive: true });
+    newButton.addEventListener("click", () => this.toEnd());
+    new MutationObserver(() => this.changed()).observe(container, { childList: true, subtree: true, characterData: true });
+    new ResizeObserver(() => this.changed()).observe(container);
   }
 
   clear() {
     this.container.replaceChildren();
+    this.toEnd(); // a chat opens at its end
+  }
+
+  /** Go to the end and follow it from now on. */
+  toEnd() {
+    this.following = true;
+    this.newButton.hidden = true;
+    this.container.scrollTop = this.container.scrollHeight;
+  }
+
+  scrolled() {
+    this.following = nearBottom(this.container);
+    if (this.following) this.newButton.hidden = true;
+  }
+
+  changed() {
+    if (this.following) this.container.scrollTop = this.container.scrollHeight;
+    else if (this.container.scrollHeight > this.container.clientHeight) this.newButton.hidden = false;
   }
 
   /** The empty state of a new chat, with example requests that fill the composer. */
@@ -34,25 +67,16 @@ export class ChatView {
   addUser(content) {
     this.container.querySelector(".intro")?.remove();
     this.container.append(h("div", { class: "msg user" }, h("div", { class: "bubble" }, content)));
-    this.scroll(true);
+    this.toEnd(); // a message sent: its answer is what the person wants to see
   }
 
   /** Append the answer of a run; returns its RunView. */
   addRun(runId) {
     this.container.querySelector(".intro")?.remove();
-    const view = new RunView(runId, this.onOpenFile, (fn) => this.keepScrolled(fn));
+    // Changes are followed by the observers: a run view only renders.
+    const view = new RunView(runId, this.onOpenFile, (change) => change());
     this.container.append(view.el);
     return view;
-  }
-
-  keepScrolled(change) {
-    const follow = nearBottom(this.container);
-    change();
-    this.scroll(follow);
-  }
-
-  scroll(follow) {
-    if (follow) this.container.scrollTop = this.container.scrollHeight;
   }
 }
 

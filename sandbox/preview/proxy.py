@@ -1,6 +1,6 @@
 """Preview: a reverse proxy (HTTP and WebSocket) from ``<sandbox>.preview.<host>`` to a dev server.
 
-:class:`PreviewProxy` is a pure ASGI app. A request whose ``Host`` is ``<id>.preview.<anything>``
+:class:`PreviewProxy` is a pure ASGI app. A request whose ``Host`` is ``<id>.preview.<public host>``
 is checked with the injected ``authorize`` callable (the owner's session), its dev server's base
 URL is looked up with the injected ``resolve`` callable, and the request is forwarded there:
 
@@ -59,7 +59,13 @@ RETRYABLE_STATUSES = frozenset({503, 504})
 LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50, keepalive_expiry=2.0)
 # Kiln's own session must never reach the sandbox: the dev server runs generated code.
 DEFAULT_PRIVATE_COOKIES = ("kiln_session",)
-NOT_READY_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError)
+# Also a dev server with no address yet (a sandbox started again after a restart: no scheme).
+NOT_READY_ERRORS = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.RemoteProtocolError,
+    httpx.UnsupportedProtocol,
+)
 WS_TRY_AGAIN_LATER = 1013
 WS_POLICY_VIOLATION = 1008
 WS_NOT_FOUND = 4404  # private-use range (4000-4999), mirrors HTTP 404
@@ -105,10 +111,25 @@ def preview_url(
     return f"{scheme}://{sandbox_id}.preview.{public_host}{suffix}/"
 
 
-def preview_label(host: str) -> str | None:
-    """The label in front of ``.preview.`` in a ``Host`` value; None for any other host."""
-    label, dot, rest = host.lower().partition(".")
-    if not dot or not label or not rest.startswith("preview.") or rest == "preview.":
+def host_name(host: str) -> str:
+    """The name in a ``Host`` value, lowercase, without its port (``[::1]`` stays whole)."""
+    name = host.strip().lower()
+    if name.startswith("["):
+        return name.partition("]")[0] + "]"
+    return name.partition(":")[0]
+
+
+def preview_domain(public_host: str) -> str:
+    """The domain previews live under: ``preview.<public host>``."""
+    return f"preview.{public_host.lower()}"
+
+
+def preview_label(host: str, public_host: str) -> str | None:
+    """The label in front of ``.preview.<public_host>`` in a ``Host`` value (any port); None
+    for any other host: previews are served on the configured domain only, so that a name
+    another site controls (``x.preview.evil.example``) never reaches a dev server."""
+    label, dot, rest = host_name(host).partition(".")
+    if not dot or not label or rest != preview_domain(public_host):
         return None
     return label
 
@@ -130,6 +151,7 @@ class PreviewProxy:
         self,
         resolve: Resolve,
         *,
+        public_host: str,
         authorize: Authorize = allow_all,
         app: ASGIApp | None = None,
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
@@ -137,11 +159,13 @@ class PreviewProxy:
         client: httpx.AsyncClient | None = None,
         headers_timeout: float = DEFAULT_HEADERS_TIMEOUT,
     ) -> None:
-        """``app`` serves every other host; ``client`` defaults to one the proxy owns;
-        ``headers_timeout`` bounds the wait for the dev server's response headers (seconds)."""
+        """Previews are ``<id>.preview.<public_host>``; ``app`` serves every other host;
+        ``client`` defaults to one the proxy owns; ``headers_timeout`` bounds the wait for the
+        dev server's response headers (seconds)."""
         if not headers_timeout > 0:
             raise ValueError(f"headers_timeout must be positive, got {headers_timeout!r}")
         self.resolve = resolve
+        self.public_host = public_host
         self.authorize = authorize
         self.app = app
         self.timeout = timeout
@@ -161,7 +185,7 @@ class PreviewProxy:
         if scope["type"] == "lifespan":
             await self._lifespan(scope, receive, send)
             return
-        label = preview_label(HTTPConnection(scope).headers.get("host", ""))
+        label = preview_label(HTTPConnection(scope).headers.get("host", ""), self.public_host)
         if label is None:
             await self._fall_through(scope, receive, send)
             return
@@ -316,7 +340,7 @@ def transport_refusal(exc: httpx.TransportError, sandbox_id: str) -> Refusal:
     if isinstance(exc, httpx.TimeoutException):
         msg = f"the dev server of sandbox {sandbox_id!r} did not answer in time"
         return Refusal(504, "preview_timeout", msg, WS_TRY_AGAIN_LATER)
-    msg = f"the dev server of sandbox {sandbox_id!r} failed: {type(exc).__name__}"
+    msg = f"the dev server of sandbox {sandbox_id!r} broke off the connection"  # words, no class
     return Refusal(502, "preview_upstream_error", msg, WS_BAD_GATEWAY)
 
 

@@ -102,7 +102,7 @@ async def live_service(
             stack.store, stack.redis, settings, env=dict(provider_env or {}), live=stack.live
         )
         api_settings = ApiSettings(
-            public_host="localhost",
+            public_host=settings.public_host,  # the one the workers' preview URLs name
             public_port=settings.port,
             recordings_dir=recordings,
             provider_env=dict(provider_env or {}),

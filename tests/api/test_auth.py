@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from app.api.auth import SESSION_COOKIE
+from app.api.auth import HOST_SESSION_COOKIE, SESSION_COOKIE
 from tests.api.conftest import Api
 
 pytestmark = pytest.mark.anyio
@@ -144,3 +144,49 @@ async def test_bearer_requests_are_not_origin_checked(api: Api) -> None:
         "/api/chats", json={}, headers={"Origin": "https://evil.example"}
     )
     assert response.status_code == 201
+
+
+@pytest.mark.parametrize(
+    ("site", "status"),
+    [
+        pytest.param("same-origin", 200, id="the-ui"),
+        pytest.param("none", 200, id="typed"),
+        pytest.param("same-site", 403, id="a-preview"),
+        pytest.param("cross-site", 403, id="another-site"),
+    ],
+)
+async def test_cookie_requests_of_any_method_must_come_from_the_ui_by_fetch_metadata(
+    api: Api, site: str, status: int
+) -> None:
+    session = api.store.create_token(api.alice.user.id, "session", 60)
+    headers = {"Sec-Fetch-Site": site}
+    async with httpx.AsyncClient(base_url=api.url, cookies={SESSION_COOKIE: session}) as client:
+        read = await client.get("/api/chats", headers=headers)
+    assert read.status_code == status
+    if status == 403:
+        assert read.json()["error"]["code"] == "cross_origin"
+
+
+async def test_bearer_requests_are_not_checked_by_fetch_metadata(api: Api) -> None:
+    response = await api.alice.client.get("/api/chats", headers={"Sec-Fetch-Site": "same-site"})
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("host", "cookie"),
+    [
+        pytest.param("kiln.localhost:8000", HOST_SESSION_COOKIE, id="localhost-name"),
+        pytest.param("127.0.0.1:8000", SESSION_COOKIE, id="plain-http"),
+    ],
+)
+async def test_the_ui_cookie_is_host_prefixed_where_secure_cookies_work(
+    api: Api, host: str, cookie: str
+) -> None:
+    token = api.store.create_token(api.alice.user.id, "login", 60)
+    response = await api.anonymous.get(f"/login?token={token}", headers={"Host": host})
+    assert response.headers["set-cookie"].startswith(f"{cookie}=")
+    session = response.headers["set-cookie"].split(";", 1)[0].split("=", 1)[1]
+    # Only that name is read on that host: a plain kiln_session may have come from a preview.
+    for name, status in ((cookie, 200), (SESSION_COOKIE if cookie != SESSION_COOKIE else "x", 401)):
+        headers = {"Host": host, "Cookie": f"{name}={session}"}
+        assert (await api.anonymous.get("/api/me", headers=headers)).status_code == status

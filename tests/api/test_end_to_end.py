@@ -156,7 +156,7 @@ async def test_a_message_becomes_an_app_in_a_sandbox(built: BuiltApp) -> None:
     }
     assert [frame.id for frame in events] == list(range(1, len(events) + 1))
     assert run["status"] == "completed"
-    assert run["preview_url"] == f"http://{run['sandbox_id']}.preview.localhost:8000/"
+    assert run["preview_url"] == f"http://{run['sandbox_id']}.preview.kiln.localhost:8000/"
     written = {
         frame.data["path"] for frame in events if frame.event == "file_written" and frame.data
     }
@@ -178,7 +178,7 @@ async def test_the_files_are_in_the_sandbox(built: BuiltApp) -> None:
 
 
 async def test_the_owner_sees_the_preview(built: BuiltApp, live: LiveService) -> None:
-    host = f"{built.run['sandbox_id']}.preview.localhost:8000"
+    host = f"{built.run['sandbox_id']}.preview.kiln.localhost:8000"
     with anyio.fail_after(120):
         while True:
             page = await built.alice.client.get("/", headers={"Host": host, "Accept": "*/*"})
@@ -201,7 +201,7 @@ async def test_nobody_else_reaches_anything_of_it(built: BuiltApp, live: LiveSer
         await bob.client.get(f"/api/sandboxes/{sandbox}/files"),
         await bob.client.get(f"/api/sandboxes/{sandbox}/files/src/App.jsx"),
         await bob.client.post(f"/api/sandboxes/{sandbox}/preview-login"),
-        await bob.client.get("/", headers={"Host": f"{sandbox}.preview.localhost:8000"}),
+        await bob.client.get("/", headers={"Host": f"{sandbox}.preview.kiln.localhost:8000"}),
     ]
     assert [answer.status_code for answer in answers] == [404] * len(answers)
     assert (await bob.client.get("/api/chats")).json() == {"chats": []}

@@ -146,24 +146,35 @@ async def test_the_dev_server_cannot_set_kilns_cookies(api: Api, dev_server: str
     assert response.headers.get_list("set-cookie") == ["theme=dark; Path=/"]
 
 
-@pytest.mark.parametrize(
-    ("host", "attributes"),
-    [
-        pytest.param(HOST, "SameSite=None; Secure; Partitioned", id="localhost-embeddable"),
-        pytest.param(f"{SANDBOX}.preview.kiln.test", "SameSite=lax", id="other-host-lax"),
-    ],
-)
-async def test_the_preview_cookie_is_host_only_and_httponly(
-    api: Api, dev_server: str, host: str, attributes: str
-) -> None:
+async def test_the_preview_cookie_is_host_only_and_httponly(api: Api, dev_server: str) -> None:
     link = (await api.alice.client.post(f"/api/sandboxes/{SANDBOX}/preview-login")).json()["url"]
     token = link.split("token=", 1)[1]
-    async with httpx.AsyncClient(base_url=api.url, headers={"Host": host}) as browser:
+    async with httpx.AsyncClient(base_url=api.url, headers={"Host": HOST}) as browser:
         login = await browser.get(f"/__kiln/login?token={token}")
     cookie = login.headers["set-cookie"]
     assert "HttpOnly" in cookie
-    assert attributes in cookie
+    assert "SameSite=None; Secure; Partitioned" in cookie
     assert "Domain" not in cookie
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        pytest.param(f"{SANDBOX}.preview.evil.example", id="another-domain"),
+        pytest.param(f"{SANDBOX}.preview.localhost.evil.example:8000", id="suffix-added"),
+        pytest.param(f"{SANDBOX}.preview.kiln.localhost", id="deeper"),
+    ],
+)
+async def test_previews_are_served_on_the_configured_domain_only(
+    api: Api, dev_server: str, host: str
+) -> None:
+    link = (await api.alice.client.post(f"/api/sandboxes/{SANDBOX}/preview-login")).json()["url"]
+    token = link.split("token=", 1)[1]
+    login = await api.alice.client.get(f"/__kiln/login?token={token}", headers={"Host": host})
+    page = await api.alice.client.get("/plant", headers={"Host": host})
+    assert (login.status_code, page.status_code) == (404, 404)
+    assert "set-cookie" not in login.headers
+    assert "set-cookie" not in page.headers  # /plant of the dev server sets one
 
 
 async def test_a_websocket_of_another_user_is_closed_as_not_found(

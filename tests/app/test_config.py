@@ -16,7 +16,8 @@ def test_defaults_with_a_data_dir(tmp_path: Path) -> None:
     settings = ServiceSettings.from_env({"KILN_DATA_DIR": str(tmp_path)})
     assert settings.data_dir == tmp_path
     assert settings.redis_url is None
-    assert (settings.host, settings.port, settings.public_host) == ("127.0.0.1", 8000, "localhost")
+    listening = (settings.host, settings.port, settings.public_host)
+    assert listening == ("127.0.0.1", 8000, "kiln.localhost")
     limits = (settings.max_active_runs, settings.max_active_runs_per_user)
     assert (*limits, settings.max_active_runs_per_chat) == (200, 2, 1)
     assert settings.run_claim_idle_seconds == 30.0

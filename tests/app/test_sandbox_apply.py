@@ -53,7 +53,7 @@ def test_the_todo_recording_builds_and_serves(
     container = _container(docker_client, sandbox_id)
     for path, content in expected.items():
         assert read_workspace_file(container, path) == content, path
-    assert summary["preview_url"] == f"http://{sandbox_id}.preview.localhost:{PUBLIC_PORT}/"
+    assert summary["preview_url"] == f"http://{sandbox_id}.preview.kiln.localhost:{PUBLIC_PORT}/"
     page = httpx.get(summary["dev_url"], timeout=30)
     assert page.status_code == 200
     assert "/src/main.jsx" in page.text

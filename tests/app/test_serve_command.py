@@ -104,7 +104,7 @@ def test_serve_from_an_empty_data_dir_runs_a_message_and_restarts(
     with KilnProcess(args, env, tmp_path / "first.log") as first:
         link = first.wait_for(LOGIN_LINK)
         assert any(CREATED.search(line) for line in first.lines)
-        assert link.startswith(f"http://localhost:{port}/login?token=")
+        assert link.startswith(f"http://kiln.localhost:{port}/login?token=")
         with sign_in(base, link) as client:
             assert client.get("/healthz").json()["ok"] is True
             chat = client.post("/api/chats", json={"title": "hi"}).json()["chat"]

@@ -313,7 +313,7 @@ def test_a_replay_run_completes_through_compose_and_its_preview_is_served(
     assert finished["status"] == "completed", finished
     run = api.get(f"/api/runs/{run_id}").json()
     assert run["status"] == "completed"
-    preview_host = f"{run['sandbox_id']}.preview.localhost:{stack.api_port}"
+    preview_host = f"{run['sandbox_id']}.preview.kiln.localhost:{stack.api_port}"
     page = api.get("/src/App.jsx", headers={"Host": preview_host})
     assert page.status_code == 200, page.text[:500]
     assert "Clear done" in page.text  # the generated app, served by its Vite dev server

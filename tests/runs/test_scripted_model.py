@@ -98,7 +98,7 @@ async def live(
 
 async def preview_serves(who: Person, sandbox_id: str, port: int, path: str, text: str) -> bool:
     """Poll the dev server (through kiln's preview host) until ``path`` carries ``text``."""
-    host = f"{sandbox_id}.preview.localhost:{port}"
+    host = f"{sandbox_id}.preview.kiln.localhost:{port}"
     with anyio.move_on_after(PREVIEW_LIMIT_SECONDS):
         while True:
             page = await who.client.get(f"/{path}", headers={"Host": host, "Accept": "*/*"})

@@ -116,7 +116,7 @@ async def test_a_run_completes_with_its_reply_and_events_in_order(
     assert types[0] == "run_started"
     assert types[-2:] == ["session_complete", "run_finished"]
     ready = next(event for event in events if event["type"] == "sandbox_ready")
-    assert ready["preview_url"] == "http://fake1.preview.localhost:8000/"
+    assert ready["preview_url"] == "http://fake1.preview.kiln.localhost:8000/"
     assert events[-1] == {
         "type": "run_finished",
         "status": "completed",
@@ -125,7 +125,7 @@ async def test_a_run_completes_with_its_reply_and_events_in_order(
     finished = store.get_run(run.id)
     assert finished is not None
     assert (finished.status, finished.turns, finished.sandbox_id) == ("completed", 1, "fake1")
-    assert finished.preview_url == "http://fake1.preview.localhost:8000/"
+    assert finished.preview_url == "http://fake1.preview.kiln.localhost:8000/"
     assert finished.usage["total_tokens"] > 0
     reply = store.list_messages(run.chat_id)[-1]
     assert reply.role == "assistant"
@@ -429,7 +429,7 @@ async def test_the_todo_recording_runs_into_a_real_sandbox(
     finished = store.get_run(run.id)
     assert finished is not None
     assert finished.sandbox_id is not None
-    assert finished.preview_url == f"http://{finished.sandbox_id}.preview.localhost:8000/"
+    assert finished.preview_url == f"http://{finished.sandbox_id}.preview.kiln.localhost:8000/"
     ready = next(event for event in events if event["type"] == "sandbox_ready")
     assert ready["preview_url"] == finished.preview_url
     reply = store.list_messages(run.chat_id)[-1]

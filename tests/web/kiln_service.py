@@ -84,7 +84,7 @@ class KilnService:
 
     @property
     def base_url(self) -> str:
-        """The UI's URL, as the login link names it (``http://localhost:<port>``)."""
+        """The UI's URL, as the login link names it (``http://kiln.localhost:<port>``)."""
         return self.login_url.split("/login?", 1)[0]
 
     def stop(self) -> None:
@@ -137,7 +137,7 @@ def start_kiln(folder: Path, redis_url: str) -> KilnService:
         "KILN_INSTANCE": instance,
         "REDIS_URL": redis_url,
         "KILN_RECORDINGS_DIR": str(recordings),
-        "KILN_PUBLIC_HOST": "localhost",
+        "KILN_PUBLIC_HOST": "kiln.localhost",
         "TIKTOKEN_CACHE_DIR": os.environ.get("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_CACHE)),
         "PYTHONUNBUFFERED": "1",
     }

@@ -7,7 +7,10 @@ follow the recording if it changes.
 from __future__ import annotations
 
 import functools
+import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from playwright.sync_api import Page, expect
 
@@ -15,7 +18,7 @@ from parser import StreamParser
 
 DEMO = Path(__file__).resolve().parents[2] / "app" / "demos" / "todo-app.txt"
 # What kiln's preview address looks like on the tests' loopback service.
-PREVIEW_URL = r"^http://[a-z0-9-]+\.preview\.localhost:\d+/$"
+PREVIEW_URL = r"^http://[a-z0-9-]+\.preview\.(kiln\.)?localhost:\d+/$"
 
 
 @functools.cache
@@ -75,3 +78,27 @@ def choose_demo(page: Page, recording: str) -> None:
     dialog.get_by_label("Model").select_option(recording)
     dialog.get_by_role("button", name="Use this").click()
     expect(page.locator("#provider-badge")).to_have_text(f"Demo · {recording}")
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """What the page's own ``fetch`` of an API path got."""
+
+    status: int
+    text: str
+
+    def json(self) -> Any:
+        """The body as JSON."""
+        return json.loads(self.text)
+
+
+FETCH = """async (path) => { const response = await fetch(path);
+  return { status: response.status, text: await response.text() }; }"""
+
+
+def page_fetch(page: Page, path: str) -> Fetched:
+    """GET ``path`` (``/api/...``) as the UI's own script does, with its session. Playwright's
+    ``page.request`` resolves host names with the system's resolver, which does not know
+    ``kiln.localhost`` (browsers resolve ``*.localhost`` themselves)."""
+    answer = page.evaluate(FETCH, path)
+    return Fetched(int(answer["status"]), str(answer["text"]))

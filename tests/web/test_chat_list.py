@@ -15,7 +15,7 @@ from sandbox.settings import LABEL
 from tests.web.conftest import RUN_LIMIT_MS, PageProblems, fake_base_url, screenshot, sign_in
 from tests.web.fake_service import FakeService
 from tests.web.kiln_service import KilnService
-from tests.web.recording import send_message
+from tests.web.recording import page_fetch, send_message
 
 
 def _chat_with_a_finished_run(page: Page, service: FakeService, text: str) -> None:
@@ -85,13 +85,14 @@ def test_a_chat_with_a_run_in_progress_is_not_deleted(
 
 @pytest.mark.npm
 def test_deleting_a_built_chat_removes_its_sandbox_and_project(
-    kiln_page: Page, kiln: KilnService
+    kiln_page: Page, kiln: KilnService, page_problems: PageProblems
 ) -> None:
+    page_problems.allow.append(re.compile(r"status of 404 .*/api/chats/"))  # asked once gone
     page, text = kiln_page, "a todo app, to be deleted"
     send_message(page, text)
     page.locator(".run-footer[data-state='completed']").wait_for(timeout=RUN_LIMIT_MS)
     chat_id = page.url.split("#/chats/", 1)[1]
-    shown = page.request.get(f"{kiln.base_url}/api/chats/{chat_id}").json()
+    shown = page_fetch(page, f"/api/chats/{chat_id}").json()
     sandbox_id = shown["chat"]["sandbox_id"] or shown["runs"][-1]["sandbox_id"]
     project = kiln.log.parent / "data" / "projects" / chat_id
     assert sandbox_id, shown
@@ -108,4 +109,4 @@ def test_deleting_a_built_chat_removes_its_sandbox_and_project(
         client.close()
     assert left == [], f"sandbox {sandbox_id!r} left Docker objects behind"
     assert not project.exists()
-    assert page.request.get(f"{kiln.base_url}/api/chats/{chat_id}").status == 404
+    assert page_fetch(page, f"/api/chats/{chat_id}").status == 404

@@ -19,7 +19,7 @@ from playwright.sync_api import Page, expect
 from tests.web.conftest import RUN_LIMIT_MS, fake_base_url, screenshot, sign_in
 from tests.web.fake_service import FakeService
 from tests.web.kiln_service import KilnService
-from tests.web.recording import choose_demo, send_message
+from tests.web.recording import choose_demo, page_fetch, send_message
 
 COMPLETED = ".run-footer[data-state='completed']"
 FRAME = "#preview-frame"
@@ -79,16 +79,16 @@ CHANGES = (
 def project_files(page: Page, kiln: KilnService) -> dict[str, str]:
     """Every file of the newest run's sandbox, through the files API (the page's cookies)."""
     run_id = page.locator(".msg.assistant").last.get_attribute("data-run")
-    run = page.request.get(f"{kiln.base_url}/api/runs/{run_id}").json()
-    base = f"{kiln.base_url}/api/sandboxes/{run['sandbox_id']}/files"
-    listed = page.request.get(base).json()["files"]
+    run = page_fetch(page, f"/api/runs/{run_id}").json()
+    base = f"/api/sandboxes/{run['sandbox_id']}/files"
+    listed = page_fetch(page, base).json()["files"]
     files: dict[str, str] = {}
     for item in listed:
         if item["path"] == KILN_VERSION:
             continue
-        response = page.request.get(f"{base}/{item['path']}")
-        assert response.ok, f"{item['path']}: {response.status} {response.text()}"
-        files[item["path"]] = response.text()
+        response = page_fetch(page, f"{base}/{item['path']}")
+        assert response.status == 200, f"{item['path']}: {response.status} {response.text}"
+        files[item["path"]] = response.text
     return files
 
 

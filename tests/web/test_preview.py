@@ -1,15 +1,18 @@
 """The live preview against a real ``kiln serve``: the iframe goes through kiln's preview proxy
 (signing in on the preview host) and renders the demo app's heading; reload and "open in new
-tab" work; a gone sandbox says so."""
+tab" work; the app in the pane keeps its storage; kiln opened by another name is sent to its
+own; a gone sandbox says so."""
 
 from __future__ import annotations
 
 import re
+import secrets
 
 from playwright.sync_api import Page, expect
 
 from tests.web.conftest import RUN_LIMIT_MS, PageProblems, fake_base_url, screenshot, sign_in
 from tests.web.fake_service import FakeService
+from tests.web.kiln_service import KilnService
 from tests.web.recording import PREVIEW_URL, send_message
 
 
@@ -31,6 +34,38 @@ def test_the_preview_renders_the_app(kiln_page: Page, demo_chat: str) -> None:
     tab = opened.value
     tab.get_by_role("heading", name="Todos").wait_for()
     tab.close()
+
+
+def test_the_app_in_the_pane_keeps_a_todo_over_a_reload(kiln_page: Page, demo_chat: str) -> None:
+    """The demo todo app, used inside the pane: Add works and the todo is still there after the
+    page is reloaded (it lives in the app's localStorage, which Chromium refused in the frame as
+    third-party storage while previews were another site than the UI)."""
+    page = kiln_page
+    page.goto(demo_chat)
+    expect(page.locator("#preview-state")).to_have_text("Live", timeout=RUN_LIMIT_MS)
+    app = page.frame_locator("#preview-frame")
+    app.get_by_role("heading", name="Todos").wait_for()
+    title = f"Water the plants {secrets.token_hex(3)}"
+    app.get_by_label("Todo title").fill(title)
+    app.get_by_role("button", name="Add").click()
+    expect(app.get_by_text(title)).to_be_visible()
+
+    page.reload()
+    expect(page.locator("#preview-state")).to_have_text("Live")
+    expect(page.frame_locator("#preview-frame").get_by_text(title)).to_be_visible()
+    screenshot(page, "preview-app-storage")
+
+
+def test_kiln_opened_by_its_ip_address_goes_to_its_own_address(
+    kiln_page: Page, kiln: KilnService
+) -> None:
+    """The README's old address (``127.0.0.1:<port>``) lands on the UI at its public address,
+    where the preview pane works, instead of a UI whose preview the browser refuses."""
+    page = kiln_page
+    port = kiln.base_url.rsplit(":", 1)[1]
+    page.goto(f"http://127.0.0.1:{port}/")
+    expect(page).to_have_url(f"{kiln.base_url}/")
+    page.locator("#app").wait_for(state="visible")
 
 
 def test_a_gone_sandbox_says_so(

@@ -1,5 +1,7 @@
 """The login CSRF from a preview, replayed in Chromium against kiln's real app (store, preview
 gate, proxy and UI; the sandboxes are a fake whose "dev server" serves the attacker's page).
+The UI is at ``kiln.localhost`` and the preview at ``<id>.preview.kiln.localhost``: the same
+site, so the browser sends the UI's cookie along with the preview's requests to kiln.
 
 The attack: mallory mints a preview sign-in link for her own sandbox; a generated app in the
 victim's preview sends the UI's window to ``/login?token=<mallory's token>`` on a click, which
@@ -18,10 +20,11 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Page, Response
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse
+from starlette.responses import Response as StarletteResponse
 from starlette.routing import Route
 
 from app.api.app import build_app
@@ -31,6 +34,7 @@ from tests.api.harness import FakeSandboxes
 from tests.servers import UvicornThread, loopback_socket
 from tests.web.conftest import DESKTOP, PageProblems
 
+PUBLIC_HOST = "kiln.localhost"
 VICTIM_SANDBOX = "vvv111"
 ATTACKER_SANDBOX = "mmm111"
 BLOCKED_TOP_NAVIGATION = "allow-top-navigation"  # in Chromium's words on the refusal
@@ -45,7 +49,15 @@ EXPECTED_REFUSALS = [
 # frame that tries to show the UI inside the preview.
 ATTACK_PAGE = """<!doctype html><title>App</title><h1>Generated app</h1>
 <button id="go" onclick="window.top.location.href = '{login}'">Continue</button>
-<iframe name="ui-inside" src="{ui}/"></iframe>"""
+<button id="steal" onclick="steal()">Sync</button>
+<iframe name="ui-inside" src="{ui}/"></iframe>
+<script>
+function steal() {{
+  fetch('{ui}/api/chats', {{ mode: 'no-cors', credentials: 'include' }}).catch(() => {{}});
+  const post = {{ method: 'POST', mode: 'no-cors', credentials: 'include', body: '{{}}' }};
+  fetch('{ui}/api/chats', post).catch(() => {{}});
+}}
+</script>"""
 
 
 class NoRuns:
@@ -72,17 +84,17 @@ def scene(tmp_path: Path) -> Iterator[Scene]:
     store = Store(tmp_path / "kiln.db", "a-test-secret-of-enough-length")
     page: dict[str, str] = {}
 
-    async def attack(request: Request) -> Response:
+    async def attack(request: Request) -> StarletteResponse:
         return HTMLResponse(ATTACK_PAGE.format(**page))
 
     sandboxes = FakeSandboxes()
     sock = loopback_socket()
     port = sock.getsockname()[1]
-    settings = ApiSettings(public_host="localhost", public_port=port)
+    settings = ApiSettings(public_host=PUBLIC_HOST, public_port=port)
     app = build_app(store, NoRuns(), sandboxes, settings=settings)  # type: ignore[arg-type]
     upstream_app = Starlette(routes=[Route("/{path:path}", attack)])
     with UvicornThread(upstream_app) as upstream, UvicornThread(app, sock) as served:
-        ui = f"http://localhost:{served.port}"
+        ui = f"http://{PUBLIC_HOST}:{served.port}"
         victim, mallory = store.create_user("victim"), store.create_user("mallory")
         sandboxes.add(VICTIM_SANDBOX, store.create_chat(victim.id, "mine").id, port=upstream.port)
         sandboxes.add(ATTACKER_SANDBOX, store.create_chat(mallory.id, "bait").id, port=1)
@@ -112,7 +124,7 @@ def victim_page(browser: Browser, scene: Scene, page_problems: PageProblems) -> 
     opened.on("pageerror", page_problems.page_error)
     opened.goto(scene.victim_login)
     opened.locator("#app").wait_for(state="visible")
-    preview = f"http://{VICTIM_SANDBOX}.preview.localhost:{scene.ui.rsplit(':', 1)[1]}/"
+    preview = f"http://{VICTIM_SANDBOX}.preview.{PUBLIC_HOST}:{scene.ui.rsplit(':', 1)[1]}/"
     opened.evaluate(OPEN_PREVIEW, [preview, VICTIM_SANDBOX])
     yield opened
     context.close()
@@ -168,4 +180,26 @@ def test_a_preview_cannot_frame_the_ui(victim_page: Page) -> None:
         frame = victim_page.frame(name="ui-inside")
         url = frame.url if frame is not None else ""
         victim_page.wait_for_timeout(50)  # Playwright's own event loop runs meanwhile
-    assert url.startswith("chrome-error:"), url  # refused, not the UI at http://localhost:...
+    assert url.startswith("chrome-error:"), url  # refused, not the UI at http://kiln.localhost:...
+
+
+def test_a_preview_cannot_call_the_api_as_its_user(
+    victim_page: Page, scene: Scene, page_problems: PageProblems
+) -> None:
+    """The preview is the UI's site, so the UI's cookie goes along with its requests to kiln:
+    kiln refuses them all (Sec-Fetch-Site: same-site), reading as well as writing."""
+    page_problems.allow.append(re.compile(r"status of 403 .*/api/chats"))  # the refusals
+    page = victim_page
+    app = page.frame_locator("#preview-frame")
+    app.get_by_role("heading", name="Generated app").wait_for()
+    answers: dict[str, int] = {}
+
+    def seen(response: Response) -> bool:
+        if response.url.startswith(f"{scene.ui}/api/chats"):
+            answers[response.request.method] = response.status
+        return len(answers) == 2
+
+    with page.expect_event("response", predicate=seen):
+        app.locator("#steal").click()
+    assert answers == {"GET": 403, "POST": 403}
+    assert [chat.title for chat in scene.store.list_chats(scene.victim_id)] == ["mine"]

@@ -21,7 +21,7 @@ from app.store import Store
 from tests.web.conftest import DESKTOP, PageProblems, fake_base_url, screenshot, sign_in
 from tests.web.fake_service import FakeService
 from tests.web.kiln_service import KilnService
-from tests.web.recording import choose_demo, send_message
+from tests.web.recording import choose_demo, page_fetch, send_message
 
 KEY = "sk-ant-" + "k1ln-test-key-0123456789abcdef"
 
@@ -53,7 +53,7 @@ def test_a_key_is_stored_and_never_shown_again(
 
     expect(page.locator("#provider-badge")).to_have_text("Anthropic · claude-sonnet-4-6")
     expect(page.locator("#demo-notice")).to_be_hidden()
-    me = page.request.get(page.url.split("#")[0] + "api/me").json()
+    me = page_fetch(page, "/api/me").json()
     assert "anthropic" in me["providers"]
     page.reload()
     assert KEY not in page.content()
@@ -67,7 +67,7 @@ def test_a_key_is_stored_and_never_shown_again(
     expect(dialog.get_by_label("Provider")).not_to_contain_text("Anthropic (key stored)")
     dialog.get_by_role("button", name="Close").click()
     expect(page.locator("#demo-notice")).to_contain_text("no API key for Anthropic")
-    me = page.request.get(page.url.split("#")[0] + "api/me").json()
+    me = page_fetch(page, "/api/me").json()
     assert "anthropic" not in me["providers"]
 
 
@@ -214,3 +214,28 @@ def test_each_message_names_its_provider_and_model_and_the_footer_shows_tokens(
 def _is_message_post(request: Request) -> bool:
     """A message sent: to a chat, or with a new chat."""
     return request.method == "POST" and request.url.endswith(("/messages", "/api/chats"))
+
+
+def test_the_openai_compatible_server_says_what_is_missing(
+    page: Page, fake_service: FakeService
+) -> None:
+    """Chosen without a model name, the badge names the server's default model (it read
+    "· undefined"); chosen while the server has no base URL, the banner says that, not "add a
+    key" (a key would not help)."""
+    page.route("**/api/me", _offer_compatible)
+    sign_in(page, f"{fake_base_url(fake_service)}/login?token={fake_service.login_token}")
+    page.get_by_role("button", name="Settings").click()
+    dialog = page.get_by_role("dialog", name="Provider settings")
+    dialog.get_by_label("Provider").select_option("openai-compatible")
+    dialog.get_by_label("Model").fill("")
+    dialog.get_by_role("button", name="Use this").click()
+    badge = page.locator("#provider-badge")
+    expect(badge).to_have_text("OpenAI-compatible server · server's default model")
+
+    page.unroute_all(behavior="ignoreErrors")  # the server has no base URL after all
+    page.reload()
+    notice = page.locator("#demo-notice")
+    expect(notice).to_contain_text("OpenAI-compatible server is not set up")
+    expect(notice).to_contain_text("KILN_OPENAI_COMPATIBLE_BASE_URL")
+    expect(notice).not_to_contain_text("Add a key")
+    expect(badge).not_to_contain_text("undefined")

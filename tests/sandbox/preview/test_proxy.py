@@ -206,6 +206,7 @@ def serve_proxy(proxy_errors: list[BaseException]) -> Iterator[ServeProxy]:
             async def resolve(sandbox_id: str) -> str | None:
                 return routes.get(sandbox_id)
 
+            options.setdefault("public_host", "localhost")
             proxy = PreviewProxy(resolve, authorize=authorize, app=app, **options)
             return stack.enter_context(UvicornThread(ErrorRecorder(proxy, proxy_errors)))
 
@@ -283,19 +284,24 @@ def test_preview_url_refuses(sandbox_id: str, scheme: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("host", "label"),
+    ("host", "public_host", "label"),
     [
-        pytest.param("abc.preview.localhost:8000", "abc", id="with-port"),
-        pytest.param("ABC.Preview.Example.COM", "abc", id="case-insensitive"),
-        pytest.param("a_b.preview.localhost", "a_b", id="invalid-label-still-routed"),
-        pytest.param("preview.localhost", None, id="no-label"),
-        pytest.param("abc.preview.", None, id="nothing-after"),
-        pytest.param("a.b.preview.localhost", None, id="two-labels"),
-        pytest.param("127.0.0.1:8000", None, id="ip"),
+        pytest.param("abc.preview.localhost:8000", "localhost", "abc", id="with-port"),
+        pytest.param("ABC.Preview.Example.COM", "example.com", "abc", id="case-insensitive"),
+        pytest.param("a_b.preview.localhost", "localhost", "a_b", id="invalid-label-routed"),
+        pytest.param("preview.localhost", "localhost", None, id="no-label"),
+        pytest.param("abc.preview.", "localhost", None, id="nothing-after"),
+        pytest.param("a.b.preview.localhost", "localhost", None, id="two-labels"),
+        pytest.param("127.0.0.1:8000", "localhost", None, id="ip"),
+        pytest.param("[::1]:8000", "localhost", None, id="ipv6"),
+        pytest.param("abc.preview.evil.example", "localhost", None, id="another-domain"),
+        pytest.param("abc.preview.localhost.evil", "localhost", None, id="suffix-added"),
+        pytest.param("abc.preview.kiln.localhost", "localhost", None, id="deeper-domain"),
+        pytest.param("abc.preview.kiln.localhost:80", "kiln.localhost", "abc", id="configured"),
     ],
 )
-def test_preview_label(host: str, label: str | None) -> None:
-    assert preview_label(host) == label
+def test_preview_label(host: str, public_host: str, label: str | None) -> None:
+    assert preview_label(host, public_host) == label
 
 
 # --- HTTP -------------------------------------------------------------------------------------
@@ -459,7 +465,7 @@ def test_the_headers_timeout_must_be_positive(seconds: float) -> None:
         return None
 
     with pytest.raises(ValueError, match=repr(seconds)):
-        PreviewProxy(resolve, headers_timeout=seconds)
+        PreviewProxy(resolve, public_host="localhost", headers_timeout=seconds)
 
 
 @pytest.mark.anyio

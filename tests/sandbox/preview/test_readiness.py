@@ -72,3 +72,12 @@ async def test_a_dev_server_that_never_answers_is_starting_after_the_timeout() -
         waited = time.monotonic() - started
     assert (readiness.state, readiness.code) == ("starting", "preview_timeout")
     assert 0.3 <= waited < 5
+
+
+@pytest.mark.anyio
+async def test_a_sandbox_without_an_address_yet_is_starting_in_words() -> None:
+    """After a restart a revived sandbox has no dev server address for a moment: that is
+    "starting", never "failed: UnsupportedProtocol"."""
+    readiness = await probe_preview("", "abc")
+    assert (readiness.state, readiness.code) == ("starting", "preview_starting")
+    assert "UnsupportedProtocol" not in readiness.message
