@@ -25,10 +25,12 @@ if TYPE_CHECKING:
         call,
         connect,
     )
+    from sandbox.containers.npm_cache_report import ProxyCache, proxy_caches
     from sandbox.containers.npm_probe import (
         NpmProbe,
         probe_npm,
     )
+    from sandbox.containers.npm_proxy import proxy_container_name
     from sandbox.env_settings import (
         EnvReader,
         size_bytes,
@@ -162,6 +164,9 @@ _EXPORTS: dict[str, str] = {
     "host_memory_bytes": "sandbox.settings",
     "DEFAULT_DATA_DIR": "sandbox.settings",
     "NpmProbe": "sandbox.containers.npm_probe",
+    "ProxyCache": "sandbox.containers.npm_cache_report",
+    "proxy_caches": "sandbox.containers.npm_cache_report",
+    "proxy_container_name": "sandbox.containers.npm_proxy",
     "probe_npm": "sandbox.containers.npm_probe",
     "data_dir_from_env": "sandbox.settings",
     "Sandbox": "sandbox.handle",
@@ -255,6 +260,7 @@ __all__ = [
     "NpmProbe",
     "PreviewProxy",
     "Progress",
+    "ProxyCache",
     "Readiness",
     "Record",
     "RecordSink",
@@ -295,6 +301,8 @@ __all__ = [
     "preview_url",
     "probe_npm",
     "probe_preview",
+    "proxy_caches",
+    "proxy_container_name",
     "refuse",
     "registry_prefix",
     "room_for",

@@ -13,35 +13,21 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
 
 import docker
-import httpx
 
 from app.cli.doctor_result import CheckResult
-from sandbox import SandboxError, SandboxSettings, call
-from sandbox.containers.npm_proxy import (
-    LISTEN_ENV,
-    PROXY_ROLE,
-    PROXY_ROLE_LABEL,
-    cache_url,
+from sandbox import (
+    ProxyCache,
+    SandboxError,
+    SandboxSettings,
+    call,
+    proxy_caches,
     proxy_container_name,
 )
 
-TIMEOUT_SECONDS = 3.0
 MIB = 1024 * 1024
 HINT = "lower KILN_NPM_PROXY_CACHE (each instance's proxy has its own cache) or free disk space"
-
-
-@dataclass(frozen=True, slots=True)
-class ProxyCache:
-    """One proxy's cache: its container's name, bytes used and bound (``None``: no answer)."""
-
-    name: str
-    used: int | None
-    bound: int | None
 
 
 def cache_result(own: str, caches: list[ProxyCache], disk_free: int | None) -> CheckResult:
@@ -73,31 +59,9 @@ def cache_result(own: str, caches: list[ProxyCache], disk_free: int | None) -> C
 async def check_npm_cache(client: docker.DockerClient, settings: SandboxSettings) -> CheckResult:
     """Ask every kiln npm proxy on the host for its cache use, and judge the host budget."""
     try:
-        found = await call(
-            client.containers.list, filters={"label": f"{PROXY_ROLE_LABEL}={PROXY_ROLE}"}
-        )
+        caches = await proxy_caches(client)
         root = str((await call(client.info)).get("DockerRootDir") or "/var/lib/docker")
     except SandboxError as exc:
         return CheckResult("npm cache", False, f"not checked: {exc}")
-    async with httpx.AsyncClient(timeout=TIMEOUT_SECONDS) as http:
-        caches = [await _ask(http, container) for container in found]
     free = shutil.disk_usage(root).free if os.path.isdir(root) else None
     return cache_result(proxy_container_name(settings.instance), caches, free)
-
-
-async def _ask(http: httpx.AsyncClient, container: Any) -> ProxyCache:
-    env = _environment(container.attrs)
-    listen = (env.get(LISTEN_ENV) or "").split()
-    if not listen:
-        return ProxyCache(container.name, None, None)
-    host, _, port = listen[0].rpartition(":")
-    try:
-        answer = (await http.get(cache_url(host, int(port)))).json()
-        return ProxyCache(container.name, int(answer["bytes"]), int(answer["bound"]))
-    except (httpx.HTTPError, ValueError, KeyError, TypeError):
-        return ProxyCache(container.name, None, None)
-
-
-def _environment(attrs: Mapping[str, Any]) -> dict[str, str]:
-    pairs = (item.partition("=") for item in (attrs.get("Config") or {}).get("Env") or [])
-    return {name: value for name, _, value in pairs}
