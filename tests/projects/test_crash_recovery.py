@@ -32,7 +32,7 @@ from sandbox.writes.write_buffer import STAGING
 from tests.runs.conftest import new_chat
 from tests.runs.fakes import TODO, TODO_FILES
 from tests.runs.worker_process import SANDBOXES
-from tests.sandbox.docker_support import CA_BUNDLE, leftovers, sweep
+from tests.sandbox.docker_support import CA_BUNDLE, leftovers_but_claim, sweep
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.slow, pytest.mark.npm]
 
@@ -54,7 +54,7 @@ def instance(redis_url: str) -> Iterator[str]:
         sweep(client, name, crash_redis_url(redis_url))
         for volume in client.volumes.list(filters={"name": f"kiln-npm-cache-{name}"}):
             volume.remove(force=True)
-        left = leftovers(client, name)
+        left = leftovers_but_claim(client, name)
     finally:
         client.close()
     assert not left, f"Docker objects of the crash test survived the sweep: {left}"

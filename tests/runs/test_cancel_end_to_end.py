@@ -29,7 +29,12 @@ from parser.events import FileContent
 from sandbox.containers.provisioning import remove_volume
 from tests.api.harness import Person, add_person, sse_frames
 from tests.api.stack import LiveService, copy_recordings, live_service
-from tests.sandbox.docker_support import leftovers, remove_npm_proxy, settings_for, sweep
+from tests.sandbox.docker_support import (
+    leftovers_but_claim,
+    remove_npm_proxy,
+    settings_for,
+    sweep,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.slow, pytest.mark.npm]
 
@@ -58,7 +63,7 @@ def instance(redis_url: str) -> Iterator[str]:
     yield name
     client = docker.from_env()
     try:
-        left = leftovers(client, name)
+        left = leftovers_but_claim(client, name)
         sweep(client, name, cancel_redis_url(redis_url))
     finally:
         client.close()
