@@ -190,7 +190,12 @@ def build_app_for(stack: ServiceStack) -> ASGIApp:
         stack.manager,
         settings=api_settings,
         health_checks=stack.health_checks(),
-        projects=ProjectAccess(stack.projects, stack.manager, manager_installer(stack.manager)),
+        projects=ProjectAccess(
+            stack.projects,
+            stack.manager,
+            manager_installer(stack.manager),
+            max_bytes=settings.project_max_bytes,
+        ),
     )
 
 

@@ -157,7 +157,7 @@ async def exec_streaming(
     """Run ``argv`` in the container as the sandbox user; stream its output lines to the sink."""
     oom_before = await oom_kills(client, container_id)
     mark = secrets.token_hex(8)
-    exec_id = await _create(client, container_id, timeout_argv(argv, timeout), mark)
+    exec_id = await create_exec(client, container_id, timeout_argv(argv, timeout), mark)
     stream = await call(client.api.exec_start, exec_id, stream=True, demux=False)
     output = CappedOutput(output_cap, on_output)
     try:
@@ -195,7 +195,7 @@ async def kill_marked(client: docker.DockerClient, container_id: str, mark: str)
     kill = functools.partial(host_kill_marked, container_id, COMMAND_MARK, mark)
     if await anyio.to_thread.run_sync(kill):
         return
-    exec_id = await _create(client, container_id, ["sh", "-c", KILL_MARKED, "sh", mark])
+    exec_id = await create_exec(client, container_id, ["sh", "-c", KILL_MARKED, "sh", mark])
     await call(client.api.exec_start, exec_id)
 
 
@@ -205,14 +205,15 @@ async def oom_kills(client: docker.DockerClient, container_id: str) -> int | Non
     counted = host_oom_kills(container_id)
     if counted is not None:
         return counted
-    exec_id = await _create(client, container_id, list(OOM_COUNTER_ARGV))
+    exec_id = await create_exec(client, container_id, list(OOM_COUNTER_ARGV))
     output = await call(client.api.exec_start, exec_id)
     return parse_oom_kills(output)
 
 
-async def _create(
+async def create_exec(
     client: docker.DockerClient, container_id: str, argv: list[str], mark: str | None = None
 ) -> str:
+    """An exec of ``argv`` as the sandbox user in the workspace (carrying ``mark``); its id."""
     response = await call(
         client.api.exec_create,
         container_id,

@@ -9,7 +9,15 @@ import tarfile
 import pytest
 
 from app.projects.errors import ProjectError
-from app.projects.workspace_io import MARKER, tar_argv, workspace_snapshot, write_workspace
+from app.projects.workspace_io import (
+    MARKER,
+    find_expression,
+    listing_argv,
+    parse_listing,
+    tar_argv,
+    workspace_snapshot,
+    write_workspace,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -49,14 +57,50 @@ def test_only_regular_source_files_at_safe_paths_are_taken() -> None:
 
 def test_the_marker_names_the_version_and_is_no_project_file() -> None:
     assert workspace_snapshot(workspace_tar()).marker == "abc123"
-    assert "--exclude=.kiln" not in tar_argv()
 
 
-def test_the_ignored_folders_never_leave_the_container() -> None:
-    argv = tar_argv()
-    assert argv[:3] == ["tar", "-cf", "-"]
-    assert {"--exclude=node_modules", "--exclude=dist", "--exclude=.next"} <= set(argv)
-    assert argv[-3:] == ["-C", "/workspace", "."]
+def test_the_ignored_folders_and_files_never_leave_the_container() -> None:
+    """The listing and the archive name the same files: ignored folders pruned, ignored file
+    names left out, in one expression."""
+    expression = find_expression()
+    pruned = expression[: expression.index("-prune")]
+    assert {"node_modules", "dist", ".next", ".kiln"} <= set(pruned)
+    assert ["!", "-name", "*.log"] == expression[-15:-12]
+    assert listing_argv()[4:] == tar_argv()[4:] == expression
+
+
+def test_a_listing_gives_the_marker_and_the_sizes_of_source_files() -> None:
+    listing = (
+        b"abc123\n\0"
+        b"12 src/App.jsx\0"
+        b"7 name with spaces.txt\0"
+        b"5 ../escape\0"
+        b"9 a\\b.js\0"
+        b"3 node_modules/x/index.js\0"
+        b"x broken\0"
+    )
+    marker, sizes = parse_listing(listing)
+    assert marker == "abc123"
+    assert sizes == {"src/App.jsx": 12, "name with spaces.txt": 7}
+    assert parse_listing(b"\0") == (None, {})
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        pytest.param(slice(0, 3000), id="cut-in-a-file"),
+        pytest.param(slice(0, 100), id="cut-in-a-header"),
+        pytest.param(slice(10, None), id="misaligned"),
+    ],
+)
+def test_a_broken_archive_is_refused_in_words(cut: slice) -> None:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        info = tarfile.TarInfo("./src/big.js")
+        info.size = 5000
+        tar.addfile(info, io.BytesIO(b"x" * info.size))
+    with pytest.raises(ProjectError, match="the workspace's archive cannot be read: "):
+        workspace_snapshot(out.getvalue()[cut])
 
 
 @pytest.mark.parametrize(
