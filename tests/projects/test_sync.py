@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from app.projects.git_store import GitProjectStore
+from app.projects.rules import is_source
 from app.projects.store import VersionInfo
 from app.projects.sync import ProjectSync
-from app.projects.rules import is_source
 from app.projects.workspace_io import ARCHIVE_SCRIPT, LISTING_SCRIPT, MARKER
 from sandbox import SandboxUnavailable
 
