@@ -29,12 +29,16 @@ from anyio.lowlevel import RunVar
 
 from app.projects.errors import ProjectError
 from app.projects.store import ProjectStore, Version, VersionInfo, VersionRef
-from app.projects.workspace_io import Snapshot, read_workspace, write_workspace
+from app.projects.workspace_io import (
+    DEFAULT_MAX_BYTES,
+    Snapshot,
+    read_workspace,
+    write_workspace,
+)
 from sandbox import RecordSink, SandboxError
 
 PACKAGE_JSON = "package.json"
 RESTORE_INSTALL = ("npm", "install")  # the queue adds kiln's npm flags
-DEFAULT_MAX_BYTES = 50 * 2**20  # ``KILN_PROJECT_MAX_BYTES``'s default
 # chat id -> [its lock, how many hold or wait for it]: per event loop, dropped when unused.
 _CHAT_TURNS: RunVar[dict[str, tuple[anyio.Lock, list[int]]]] = RunVar("kiln_chat_turns")
 

@@ -50,6 +50,7 @@ SANDBOX_USER = "1000:1000"
 MARKER_DIR = ".kiln"
 MARKER = f"{MARKER_DIR}/version"
 REMOVE_BATCH = 200  # paths per ``rm`` call (argv stays far below the kernel's limit)
+DEFAULT_MAX_BYTES = 50 * 2**20  # ``KILN_PROJECT_MAX_BYTES``'s default
 READ_SECONDS = 120.0  # a whole read (listing or archive); a cap-sized archive takes ~1 s
 LISTING_MAX_BYTES = 8 * 2**20  # names and sizes: some 100,000 files
 # What the archive may add to the files' bytes: a header and up to 511 bytes of padding per
@@ -96,7 +97,9 @@ class Snapshot:
     complete: bool = True
 
 
-async def read_workspace(container: Any, max_bytes: int, *, whole: bool = True) -> Snapshot:
+async def read_workspace(
+    container: Any, max_bytes: int = DEFAULT_MAX_BYTES, *, whole: bool = True
+) -> Snapshot:
     """The project files the workspace holds and its marker, read within ``max_bytes``.
 
     Over the cap, ``whole`` (recording a version) raises :class:`ProjectTooLarge` naming the
