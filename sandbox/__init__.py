@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sandbox.containers.disk_quota import DEFAULT_DISK_ROOT, sandbox_disk, usable_root
     from sandbox.containers.docker_boundary import (
+        bind_docker_tenant,
         call,
         connect,
+        docker_tenant,
     )
     from sandbox.containers.npm_cache_report import ProxyCache, proxy_caches
     from sandbox.containers.npm_probe import (
@@ -46,6 +48,9 @@ if TYPE_CHECKING:
         SandboxNotFound,
         SandboxUnavailable,
         WriteFailed,
+    )
+    from sandbox.execution.exec_frames import (
+        read_stdout,
     )
     from sandbox.execution.workspace_files import (
         WorkspaceFile,
@@ -227,6 +232,9 @@ _EXPORTS: dict[str, str] = {
     "preview_url": "sandbox.preview.proxy",
     "refuse": "sandbox.preview.proxy",
     "call": "sandbox.containers.docker_boundary",
+    "bind_docker_tenant": "sandbox.containers.docker_boundary",
+    "docker_tenant": "sandbox.containers.docker_boundary",
+    "read_stdout": "sandbox.execution.exec_frames",
     "connect": "sandbox.containers.docker_boundary",
 }
 
@@ -280,6 +288,7 @@ __all__ = [
     "WorkspaceFile",
     "WriteBuffer",
     "WriteFailed",
+    "bind_docker_tenant",
     "build_if_stale",
     "build_lock",
     "build_workspace_tar",
@@ -291,6 +300,7 @@ __all__ = [
     "data_dir_from_env",
     "default_images_dir",
     "describe_pool",
+    "docker_tenant",
     "ensure_stand_in",
     "get_template",
     "host_memory_bytes",
@@ -303,6 +313,7 @@ __all__ = [
     "probe_preview",
     "proxy_caches",
     "proxy_container_name",
+    "read_stdout",
     "refuse",
     "registry_prefix",
     "room_for",

@@ -33,6 +33,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from app.api.errors import ApiError
 from app.api.ports import StorePort, UserRow
 from app.api.services import ApiServices, in_thread, services
+from sandbox import bind_docker_tenant
 
 SESSION_COOKIE = "kiln_session"
 # The name the cookie has where browsers keep Secure cookies: no page of another host (a
@@ -119,6 +120,7 @@ async def require_user(connection: HTTPConnection) -> UserRow:
             "unauthenticated",
             "sign in: send 'Authorization: Bearer <token>' or open the login link kiln printed",
         )
+    bind_docker_tenant(user.id)  # the request's Docker calls count against this user's share
     return user
 
 

@@ -100,7 +100,9 @@ async def restore_version(request: Request) -> Response:
         )
     given = access(request)
     sandbox_id = await _live_sandbox(request, chat.sandbox_id)
-    sync = ProjectSync(given.store, given.containers, chat.id, install=given.install)
+    sync = ProjectSync(
+        given.store, given.containers, chat.id, max_bytes=given.max_bytes, install=given.install
+    )
     try:
         source, version, installed = await sync.restore(sandbox_id, ref)
     except (ProjectError, SandboxError) as exc:

@@ -219,7 +219,12 @@ def build_app_for(stack: ServiceStack, stopping: anyio.Event) -> ASGIApp:
         stack.manager,
         settings=api_settings,
         health_checks=stack.health_checks(),
-        projects=ProjectAccess(stack.projects, stack.manager, manager_installer(stack.manager)),
+        projects=ProjectAccess(
+            stack.projects,
+            stack.manager,
+            manager_installer(stack.manager),
+            max_bytes=settings.project_max_bytes,
+        ),
         stopping=stopping,
     )
 

@@ -74,11 +74,17 @@ def is_source(path: str) -> bool:
 
 def check_size(files: Mapping[str, bytes], cap: int) -> None:
     """Refuse a version whose files add up to more than ``cap`` bytes, naming the largest."""
-    total = sum(len(content) for content in files.values())
-    if total <= cap:
-        return
-    largest = sorted(files, key=lambda path: len(files[path]), reverse=True)[:3]
-    named = ", ".join(f"{path!r} ({len(files[path])} bytes)" for path in largest)
-    raise ProjectTooLarge(
-        f"the project's files add up to {total} bytes, over the cap of {cap}; largest: {named}"
+    sizes = {path: len(content) for path, content in files.items()}
+    if sum(sizes.values()) > cap:
+        raise too_large(sizes, cap)
+
+
+def too_large(sizes: Mapping[str, int], cap: int) -> ProjectTooLarge:
+    """The refusal of files (``path -> size``) adding up to more than ``cap`` bytes, naming the
+    three largest."""
+    largest = sorted(sizes, key=lambda path: sizes[path], reverse=True)[:3]
+    named = ", ".join(f"{path!r} ({sizes[path]} bytes)" for path in largest)
+    return ProjectTooLarge(
+        f"the project's files add up to {sum(sizes.values())} bytes, over the cap of {cap}; "
+        f"largest: {named}"
     )

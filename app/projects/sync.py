@@ -11,27 +11,62 @@ a project file no version can keep (a symlink, a name that is not UTF-8) is told
 as a ``warning`` (``file_not_kept``), never dropped in silence. Lock files are recorded and
 restored with public ``resolved`` URLs only (:mod:`app.projects.lock_urls`): a version from
 before kiln's proxy announced them is repaired.
+
+Every read of the workspace is bounded by the project cap (:mod:`app.projects.workspace_io`);
+a restore into a workspace over it writes the version whole and removes the files it does not
+hold. One chat's syncs (a run's records, its restore on acquire, the API's restores) take turns
+(:func:`chat_turn`): twenty restores of one chat at once read and write one after the other,
+not twenty workspaces at once.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import anyio
 import anyio.to_thread
+from anyio.lowlevel import RunVar
 
 from app.projects.errors import ProjectError
 from app.projects.lock_urls import public_locks
-from app.projects.rules import check_size, shown_name
+from app.projects.rules import shown_name
 from app.projects.store import ProjectStore, Version, VersionInfo, VersionRef
-from app.projects.workspace_io import read_workspace, write_workspace
+from app.projects.workspace_io import (
+    DEFAULT_MAX_BYTES,
+    Snapshot,
+    read_workspace,
+    write_workspace,
+)
 from sandbox import RecordSink, SandboxError
 
 PACKAGE_JSON = "package.json"
 RESTORE_INSTALL = ("npm", "install")  # the queue adds kiln's npm flags
 FILE_NOT_KEPT = "file_not_kept"
+# chat id -> [its lock, how many hold or wait for it]: per event loop, dropped when unused.
+_CHAT_TURNS: RunVar[dict[str, tuple[anyio.Lock, list[int]]]] = RunVar("kiln_chat_turns")
+
+
+@asynccontextmanager
+async def chat_turn(chat: str) -> AsyncIterator[None]:
+    """Hold ``chat``'s turn: one sync of a chat's workspace at a time (in this process)."""
+    try:
+        turns = _CHAT_TURNS.get()
+    except LookupError:
+        turns = {}
+        _CHAT_TURNS.set(turns)
+    lock, users = turns.setdefault(chat, (anyio.Lock(), [0]))
+    users[0] += 1
+    try:
+        async with lock:
+            yield
+    finally:
+        users[0] -= 1
+        if not users[0]:
+            del turns[chat]
 
 
 class Containers(Protocol):
@@ -59,6 +94,7 @@ class ProjectAccess:
     store: ProjectStore
     containers: Containers | None = None
     install: Installer | None = None  # after a restore that changed package.json
+    max_bytes: int = DEFAULT_MAX_BYTES  # what a read of a workspace takes at most
 
 
 class ProjectSync:
@@ -70,12 +106,12 @@ class ProjectSync:
         containers: Containers | None,
         chat: str,
         *,
-        max_bytes: int | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
         install: Installer | None = None,
     ) -> None:
-        """``max_bytes`` caps what :meth:`record` takes (``None``: no cap, for a reader);
-        ``install`` runs after a restore that changed ``package.json``; without
-        ``containers`` nothing is read from or written to a sandbox."""
+        """``max_bytes`` caps what a read of the workspace takes (:meth:`record` refuses a
+        project over it); ``install`` runs after a restore that changed ``package.json``;
+        without ``containers`` nothing is read from or written to a sandbox."""
         self.store, self.chat = store, chat
         self._containers, self._install = containers, install
         self._max_bytes = max_bytes
@@ -100,17 +136,16 @@ class ProjectSync:
         """Commit what the sandbox's workspace holds as a version, if it changed; a project
         over the size cap is reported (``project_too_large``), never raised."""
         try:
-            container = await self._container(sandbox_id)
-            snapshot = await read_workspace(container)
-            await self._say_skipped(snapshot.skipped, on_record)
-            files = public_locks(snapshot.files)
-            if self._max_bytes is not None:
-                check_size(files, self._max_bytes)
-            version: Version | None = await self._in_thread(
-                self.store.commit, self.chat, files, info
-            )
-            if version is not None:
-                await write_workspace(container, {}, marker=version.id)
+            async with chat_turn(self.chat):
+                container = await self._container(sandbox_id)
+                snapshot = await read_workspace(container, self._max_bytes)
+                await self._say_skipped(snapshot.skipped, on_record)
+                files = public_locks(snapshot.files)
+                version: Version | None = await self._in_thread(
+                    self.store.commit, self.chat, files, info
+                )
+                if version is not None:
+                    await write_workspace(container, {}, marker=version.id)
         except (ProjectError, SandboxError) as exc:
             await on_record("error", _error_record(exc))
             return None
@@ -141,7 +176,8 @@ class ProjectSync:
         nothing to do (or it failed: reported as an ``error`` record, the run goes on with what
         the sandbox has)."""
         try:
-            return await self._restore_latest(sandbox_id, on_record)
+            async with chat_turn(self.chat):
+                return await self._restore_latest(sandbox_id, on_record)
         except (ProjectError, SandboxError) as exc:
             await on_record("error", _error_record(exc))
             return None
@@ -151,18 +187,17 @@ class ProjectSync:
         if latest is None:
             return None
         container = await self._container(sandbox_id)
-        snapshot = await read_workspace(container)
+        snapshot = await read_workspace(container, self._max_bytes, whole=False)
         if snapshot.marker == latest.id:
             return None
-        current = snapshot.files
         files = public_locks(await self._in_thread(self.store.files, self.chat, latest.number))
-        if current == files:
+        if snapshot.complete and snapshot.files == files:
             await write_workspace(container, {}, marker=latest.id)
             return None
         start = {"phase": "started", "version": latest.number, "files": len(files)}
         await on_record("restore", start)
-        await _write_difference(container, current, files, latest.id)
-        installed = await self._install_if_changed(sandbox_id, current, files, on_record)
+        await _write_difference(container, snapshot, files, latest.id)
+        installed = await self._install_if_changed(sandbox_id, snapshot, files, on_record)
         done = {**start, "phase": "done", "installed": installed}
         await on_record("restore", done)
         return latest
@@ -170,14 +205,19 @@ class ProjectSync:
     async def _install_if_changed(
         self,
         sandbox_id: str,
-        current: Mapping[str, bytes],
+        snapshot: Snapshot,
         files: Mapping[str, bytes],
         on_record: RecordSink,
     ) -> bool | None:
-        """Install the dependencies if ``package.json`` changed; ``None``: nothing to do."""
-        if self._install is None or current.get(PACKAGE_JSON) == files.get(PACKAGE_JSON):
+        """Install the dependencies if ``package.json`` changed (or the workspace was too large
+        to read it); ``None``: nothing to do."""
+        if self._install is None:
             return None
-        return await self._install(sandbox_id, on_record)
+        if snapshot.complete:
+            changed = snapshot.files.get(PACKAGE_JSON) != files.get(PACKAGE_JSON)
+        else:
+            changed = PACKAGE_JSON in files or PACKAGE_JSON in snapshot.sizes
+        return await self._install(sandbox_id, on_record) if changed else None
 
     async def restore(
         self, sandbox_id: str | None, ref: VersionRef, on_record: RecordSink = _ignore
@@ -186,14 +226,16 @@ class ProjectSync:
         write it into the sandbox, if the chat has one, installing the dependencies when
         ``package.json`` changed; ``(version restored, new version, installed)`` (``installed``
         is ``None`` when no install was needed)."""
-        source, version = await self._in_thread(restore_version, self.store, self.chat, ref)
-        installed = None
-        if sandbox_id is not None and self._containers is not None:
-            files = public_locks(await self._in_thread(self.store.files, self.chat, version.number))
-            container = await self._container(sandbox_id)
-            current = (await read_workspace(container)).files
-            await _write_difference(container, current, files, version.id)
-            installed = await self._install_if_changed(sandbox_id, current, files, on_record)
+        async with chat_turn(self.chat):
+            source, version = await self._in_thread(restore_version, self.store, self.chat, ref)
+            installed = None
+            if sandbox_id is not None and self._containers is not None:
+                stored = await self._in_thread(self.store.files, self.chat, version.number)
+                files = public_locks(stored)
+                container = await self._container(sandbox_id)
+                snapshot = await read_workspace(container, self._max_bytes, whole=False)
+                await _write_difference(container, snapshot, files, version.id)
+                installed = await self._install_if_changed(sandbox_id, snapshot, files, on_record)
         return source, version, installed
 
 
@@ -209,11 +251,17 @@ def restore_version(store: ProjectStore, chat: str, ref: VersionRef) -> tuple[Ve
 
 
 async def _write_difference(
-    container: Any, current: Mapping[str, bytes], files: Mapping[str, bytes], version: str
+    container: Any, snapshot: Snapshot, files: Mapping[str, bytes], version: str
 ) -> None:
-    """Turn the workspace's project files ``current`` into ``files`` of ``version``."""
-    changed = {path: data for path, data in files.items() if current.get(path) != data}
-    removed = [path for path in current if path not in files]
+    """Turn the workspace's project files (``snapshot``) into ``files`` of ``version``: only
+    the files that differ, or all of them when the snapshot holds no contents."""
+    current = snapshot.files
+    changed = {
+        path: data
+        for path, data in files.items()
+        if not snapshot.complete or current.get(path) != data
+    }
+    removed = [path for path in snapshot.sizes if path not in files]
     await write_workspace(container, changed, removed, marker=version)
 
 

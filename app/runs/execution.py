@@ -49,7 +49,7 @@ from app.runs.failures import Failure, failure_of, unfinished_reason
 from app.runs.history import chat_history, reply_text
 from app.runs.queue import Delivery, RunQueue
 from app.store import FAILED, Chat, Message, Run, Store
-from sandbox import DEFAULT_TEMPLATE, preview_url
+from sandbox import DEFAULT_TEMPLATE, docker_tenant, preview_url
 
 log = logging.getLogger(__name__)
 
@@ -125,14 +125,16 @@ class RunExecution:
         )
         async with writer:
             self._writer = writer
-            async with anyio.create_task_group() as watchers:
-                await watchers.start(self._listen_for_cancel)
-                watchers.start_soon(self._heartbeat)
-                watchers.start_soon(self._poll_row)
-                outcome = await self._outcome()
-                watchers.cancel_scope.cancel()
-            if not self._abandoned:
-                await self._finish(outcome)
+            # The run's Docker calls count against its user's share of the threads.
+            with docker_tenant(self._run.user_id):
+                async with anyio.create_task_group() as watchers:
+                    await watchers.start(self._listen_for_cancel)
+                    watchers.start_soon(self._heartbeat)
+                    watchers.start_soon(self._poll_row)
+                    outcome = await self._outcome()
+                    watchers.cancel_scope.cancel()
+                if not self._abandoned:
+                    await self._finish(outcome)
         return not self._abandoned or self._ended_elsewhere
 
     async def _outcome(self) -> Outcome:

@@ -14,12 +14,20 @@ long). Each call therefore also has a deadline by its kind (:func:`call_deadline
 :attr:`CallTimeouts.change`; builds, execs, archives and anything not named keep only their own
 limits. A call past its deadline is ``DockerUnavailable``; its thread is abandoned and ends at
 the client's timeout.
+
+Threads are shared fairly: a call made for a user (:func:`docker_tenant`: the API binds the
+request's user, a worker the run's) takes a token of that user's share (:data:`TENANT_THREADS`)
+and of the users' pool (:data:`TENANTS_THREADS`) before one of the :data:`DOCKER_THREADS`. One
+user's twenty restores or huge workspace wait for each other, never for another user's calls,
+and kiln's own calls (``/healthz``, the reaper) always find a thread.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
@@ -45,6 +53,14 @@ T = TypeVar("T")
 # reads (anyio's default limiter) never wait for Docker.
 DOCKER_THREADS = 20
 _DOCKER_THREADS: RunVar[anyio.CapacityLimiter] = RunVar("kiln_docker_threads")
+TENANT_THREADS = 5  # one user's share of them
+TENANTS_THREADS = 16  # every user's calls together: the rest is kiln's own (health, reaper)
+_TENANT: ContextVar[str | None] = ContextVar("kiln_docker_tenant", default=None)
+# tenant -> [its limiter, calls holding or waiting for it]; dropped when unused. Per loop.
+_TENANT_SHARES: RunVar[dict[str, tuple[anyio.CapacityLimiter, list[int]]]] = RunVar(
+    "kiln_docker_tenant_shares"
+)
+_TENANTS_POOL: RunVar[anyio.CapacityLimiter] = RunVar("kiln_docker_tenants_pool")
 CLIENT_TIMEOUT_SECONDS = 120.0  # the SDK client's own, per request: builds and execs need it
 
 # The SDK's method names (``fn.__name__``) by kind. Anything else (build, exec_run, exec_start,
@@ -113,27 +129,72 @@ async def call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     holds each call for the client's whole timeout, and those threads must neither take the
     ones the store's reads need (every API request) nor hold up a stop, a deadline or
     ``/healthz``. The abandoned thread ends by itself at the client's timeout. A call past
-    its deadline (:func:`call_deadline`) raises ``DockerUnavailable``."""
+    its deadline (:func:`call_deadline`) raises ``DockerUnavailable``; waiting for the user's
+    own share (see the module docstring) does not count against it."""
     deadline = call_deadline(fn, _timeouts)
-    with anyio.move_on_after(deadline if deadline is not None else float("inf")):
-        return await anyio.to_thread.run_sync(
-            functools.partial(run_wrapped, fn, *args, **kwargs),
-            abandon_on_cancel=True,
-            limiter=docker_threads(),
-        )
+    async with _tenant_share(_TENANT.get()):
+        with anyio.move_on_after(deadline if deadline is not None else float("inf")):
+            return await anyio.to_thread.run_sync(
+                functools.partial(run_wrapped, fn, *args, **kwargs),
+                abandon_on_cancel=True,
+                limiter=docker_threads(),
+            )
     name = getattr(fn, "__qualname__", repr(fn))
     raise DockerUnavailable(f"docker: engine did not answer {name} within {deadline:g} s")
+
+
+@contextmanager
+def docker_tenant(tenant: str | None) -> Iterator[None]:
+    """Count the Docker calls of this task (and of the tasks it starts) against ``tenant``'s
+    share of the threads (``None``: kiln's own calls)."""
+    token = _TENANT.set(tenant)
+    try:
+        yield
+    finally:
+        _TENANT.reset(token)
+
+
+def bind_docker_tenant(tenant: str | None) -> None:
+    """:func:`docker_tenant` for the rest of the current task (an API request's handler)."""
+    _TENANT.set(tenant)
+
+
+@asynccontextmanager
+async def _tenant_share(tenant: str | None) -> AsyncIterator[None]:
+    """Hold a token of ``tenant``'s share and of the users' pool (nothing for kiln's own)."""
+    if tenant is None:
+        yield
+        return
+    shares = _run_var(_TENANT_SHARES, dict)
+    limiter, users = shares.setdefault(tenant, (anyio.CapacityLimiter(TENANT_THREADS), [0]))
+    users[0] += 1
+    try:
+        async with limiter, _run_var(_TENANTS_POOL, _tenants_pool):
+            yield
+    finally:
+        users[0] -= 1
+        if not users[0]:
+            del shares[tenant]
+
+
+def _tenants_pool() -> anyio.CapacityLimiter:
+    return anyio.CapacityLimiter(TENANTS_THREADS)
+
+
+def _run_var(var: RunVar[T], make: Callable[[], T]) -> T:
+    """``var``'s value in this event loop, made on first use."""
+    try:
+        return var.get()
+    except LookupError:
+        value = make()
+        var.set(value)
+        return value
 
 
 def docker_threads() -> anyio.CapacityLimiter:
     """The event loop's limiter of threads blocked in the Docker SDK (one per loop, as anyio's
     own default limiter)."""
-    try:
-        return _DOCKER_THREADS.get()
-    except LookupError:
-        limiter = anyio.CapacityLimiter(DOCKER_THREADS)
-        _DOCKER_THREADS.set(limiter)
-        return limiter
+    return _run_var(_DOCKER_THREADS, functools.partial(anyio.CapacityLimiter, DOCKER_THREADS))
 
 
 def run_wrapped(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

@@ -149,7 +149,9 @@ async def exec_streaming(
     """Run ``argv`` in the container as the sandbox user; stream its output lines to the sink."""
     oom_before = await oom_kills(client, container_id)
     mark = new_mark()
-    exec_id = await _create(client, container_id, marked_argv(timeout_argv(argv, timeout), mark))
+    exec_id = await create_exec(
+        client, container_id, marked_argv(timeout_argv(argv, timeout), mark)
+    )
     stream = await call(client.api.exec_start, exec_id, stream=True, demux=False)
     output = CappedOutput(output_cap, on_output)
     try:
@@ -187,7 +189,7 @@ async def kill_leftovers(client: docker.DockerClient, container_id: str, mark: i
     kill = functools.partial(host_kill_leftovers, container_id, mark)
     if await anyio.to_thread.run_sync(kill):
         return
-    exec_id = await _create(client, container_id, ["sh", "-c", KILL_LEFTOVERS, "sh", str(mark)])
+    exec_id = await create_exec(client, container_id, ["sh", "-c", KILL_LEFTOVERS, "sh", str(mark)])
     await call(client.api.exec_start, exec_id)
 
 
@@ -197,12 +199,13 @@ async def oom_kills(client: docker.DockerClient, container_id: str) -> int | Non
     counted = host_oom_kills(container_id)
     if counted is not None:
         return counted
-    exec_id = await _create(client, container_id, list(OOM_COUNTER_ARGV))
+    exec_id = await create_exec(client, container_id, list(OOM_COUNTER_ARGV))
     output = await call(client.api.exec_start, exec_id)
     return parse_oom_kills(output)
 
 
-async def _create(client: docker.DockerClient, container_id: str, argv: list[str]) -> str:
+async def create_exec(client: docker.DockerClient, container_id: str, argv: list[str]) -> str:
+    """An exec of ``argv`` as the sandbox user in the workspace; its id."""
     response = await call(
         client.api.exec_create,
         container_id,

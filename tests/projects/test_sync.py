@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import io
 import json
+import struct
 import tarfile
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from app.projects.git_store import GitProjectStore
+from app.projects.rules import is_source
 from app.projects.store import VersionInfo
 from app.projects.sync import ProjectSync
-from app.projects.workspace_io import MARKER
+from app.projects.workspace_io import ARCHIVE_SCRIPT, LISTING_SCRIPT, MARKER
 from sandbox import SandboxUnavailable
 
 pytestmark = pytest.mark.anyio
@@ -28,32 +31,81 @@ PROJECT = {
 }
 
 
-class FakeContainer:
-    """A workspace in memory that answers ``tar``, ``rm`` and ``put_archive`` like a sandbox."""
+def framed(stdout: bytes) -> bytes:
+    """``stdout`` as Docker's multiplexed exec stream (frames of up to 32 KiB)."""
+    step = 32768
+    chunks = [stdout[i : i + step] for i in range(0, len(stdout), step)]
+    return b"".join(struct.pack(">BxxxL", 1, len(chunk)) + chunk for chunk in chunks)
 
-    name = "fake"
+
+class FakeApi:
+    """The exec calls of Docker's low-level API, answering the workspace's listing and
+    archive from a :class:`FakeContainer`."""
+
+    def __init__(self, container: FakeContainer) -> None:
+        self.container = container
+        self.scripts: dict[str, str] = {}
+
+    def exec_create(self, container_id: str, argv: list[str], **options: Any) -> dict[str, str]:
+        exec_id = f"exec{len(self.scripts)}"
+        self.scripts[exec_id] = argv[argv.index("-c") + 1]
+        return {"Id": exec_id}
+
+    def exec_start(self, exec_id: str, socket: bool = False) -> Any:
+        script = self.scripts[exec_id]
+        stdout = self.container.listing() if script == LISTING_SCRIPT else self.container.tar()
+        assert script in (LISTING_SCRIPT, ARCHIVE_SCRIPT), script
+        response = SimpleNamespace(
+            raw=SimpleNamespace(_fp=SimpleNamespace(fp=io.BytesIO(framed(stdout)))),
+            close=lambda: None,
+        )
+        return SimpleNamespace(_response=response)
+
+    def exec_inspect(self, exec_id: str) -> dict[str, int]:
+        return {"ExitCode": 0}
+
+
+class FakeContainer:
+    """A workspace in memory that answers the listing, ``tar``, ``rm`` and ``put_archive`` like
+    a sandbox."""
+
+    name = id = "fake"
 
     def __init__(self, files: dict[str, bytes], links: dict[str, str] | None = None) -> None:
         self.files = dict(files)
         self.files["node_modules/react/index.js"] = b"react"  # never part of a project
         self.links = links or {}  # symbolic links: path -> target
+        self.client = SimpleNamespace(api=FakeApi(self))
 
-    def exec_run(self, argv: list[str], demux: bool = False, user: str = "") -> Any:
-        if argv[0] == "rm":
-            for path in argv[3:]:
-                self.files.pop(path.removeprefix("/workspace/"), None)
-            return 0, (b"", b"")
+    def exec_run(self, argv: list[str], user: str = "") -> Any:
+        assert argv[0] == "rm", argv
+        for path in argv[3:]:
+            self.files.pop(path.removeprefix("/workspace/"), None)
+        return 0, b""
+
+    def listing(self) -> bytes:
+        marker = self.files.get(MARKER, b"")
+        sources = [(p, len(c)) for p, c in self.files.items() if is_source(p)]
+        sources += [(p, len(target)) for p, target in self.links.items()]
+        return (
+            marker
+            + b"\0"
+            + b"".join(f"{n} {p}".encode("utf-8", "surrogateescape") + b"\0" for p, n in sources)
+        )
+
+    def tar(self) -> bytes:
         out = io.BytesIO()
         with tarfile.open(fileobj=out, mode="w") as tar:
             for path, content in self.files.items():
-                info = tarfile.TarInfo(f"./{path}")
-                info.size = len(content)
-                tar.addfile(info, io.BytesIO(content))
+                if is_source(path):
+                    info = tarfile.TarInfo(f"./{path}")
+                    info.size = len(content)
+                    tar.addfile(info, io.BytesIO(content))
             for path, target in self.links.items():
                 info = tarfile.TarInfo(f"./{path}")
                 info.type, info.linkname = tarfile.SYMTYPE, target
                 tar.addfile(info)
-        return 0, (out.getvalue(), b"")
+        return out.getvalue()
 
     def put_archive(self, path: str, data: bytes) -> bool:
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:

@@ -15,7 +15,9 @@ import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
+import anyio
 import docker
 import redis
 
@@ -171,3 +173,34 @@ async def manager_on(
     finally:
         await sweep_instance(manager.client, settings.instance, manager.registry, manager.disk)
         await manager.aclose()
+
+
+@contextlib.contextmanager
+def bare_sandbox_container(image: str = "kiln/sandbox-vanilla") -> Iterator[Any]:
+    """A container of a sandbox image (its user, its ``/workspace``) that only sleeps: no
+    network, no manager; removed after."""
+    client = docker.from_env()
+    name = f"test-bare-{secrets.token_hex(3)}"
+    created = client.containers.run(
+        image,
+        ["sleep", "infinity"],
+        entrypoint=[],
+        name=name,
+        detach=True,
+        labels={LABEL: name},
+        network_mode="none",
+        init=True,  # reaps what a test kills, as a sandbox's supervisor does
+    )
+    try:
+        yield created
+    finally:
+        created.remove(force=True)
+        client.close()
+
+
+async def wait_until_gone(container: Any, words: str, limit: float = 5.0) -> None:
+    """Wait (at most ``limit`` seconds) until no process of ``container`` has ``words`` in its
+    command line."""
+    with anyio.fail_after(limit):
+        while any(words in " ".join(row[7:]) for row in container.top()["Processes"]):
+            await anyio.sleep(0.1)

@@ -13,10 +13,13 @@ import requests.exceptions
 
 from sandbox.containers.docker_boundary import (
     DOCKER_THREADS,
+    TENANT_THREADS,
+    TENANTS_THREADS,
     CallTimeouts,
     call,
     call_deadline,
     call_timeouts,
+    docker_tenant,
     docker_threads,
     run_wrapped,
     set_call_timeouts,
@@ -137,6 +140,40 @@ async def test_a_hung_call_takes_a_docker_thread_and_its_caller_can_give_up() ->
                 tasks.cancel_scope.cancel()  # returns although the thread still waits
         assert not release.is_set()
         assert docker_threads().total_tokens == DOCKER_THREADS
+    finally:
+        release.set()
+        safety.cancel()
+
+
+async def _call_as(tenant: str | None, fn: object) -> None:
+    with docker_tenant(tenant):
+        await call(fn)  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_one_user_takes_at_most_a_share_of_the_docker_threads() -> None:
+    """Twenty hung calls of one user hold a share of the threads; another user's calls and
+    kiln's own (``/healthz``) are answered meanwhile; users together leave kiln a few."""
+    release = threading.Event()
+    safety = threading.Timer(HUNG_CALL_LIMIT_SECONDS * 2, release.set)  # never hang the suite
+    safety.start()
+    try:
+        with anyio.fail_after(HUNG_CALL_LIMIT_SECONDS):
+            async with anyio.create_task_group() as tasks:
+                for _ in range(20):
+                    tasks.start_soon(_call_as, "greedy", release.wait)
+                while docker_threads().borrowed_tokens < TENANT_THREADS:
+                    await anyio.sleep(0.01)
+                await _call_as("other", lambda: None)  # answered while greedy's calls wait
+                await _call_as(None, lambda: None)
+                assert docker_threads().borrowed_tokens == TENANT_THREADS
+                for n in range(TENANTS_THREADS):  # every user busy: kiln's own still go through
+                    tasks.start_soon(_call_as, f"user{n}", release.wait)
+                while docker_threads().borrowed_tokens < TENANTS_THREADS:
+                    await anyio.sleep(0.01)
+                await _call_as(None, lambda: None)
+                assert docker_threads().borrowed_tokens == TENANTS_THREADS < DOCKER_THREADS
+                release.set()
     finally:
         release.set()
         safety.cancel()
