@@ -29,7 +29,7 @@ from sandbox.containers.provisioning import remove_volume
 from tests.api.harness import Person, SseFrame, add_person, sse_frames
 from tests.api.stack import SLOW_PREFIX, LiveService, copy_recordings, live_service
 from tests.projects.test_restore_end_to_end import run_to_end
-from tests.sandbox.docker_support import leftovers, remove_npm_proxy, settings_for, sweep
+from tests.sandbox.docker_support import leftovers_but_claim, remove_npm_proxy, settings_for, sweep
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.slow, pytest.mark.npm]
 
@@ -56,7 +56,7 @@ def instance(redis_url: str) -> Iterator[str]:
     yield name
     client = docker.from_env()
     try:
-        left = leftovers(client, name)
+        left = leftovers_but_claim(client, name)
         sweep(client, name, huge_redis_url(redis_url))
     finally:
         client.close()
