@@ -346,6 +346,8 @@ class SandboxSession:
             await self._on_record("install_start", {"packages": list(packages)})
             result = await self.ports.install(packages, self._output)
             record = {"packages": list(result.packages), "exit_code": result.result.exit_code}
+            if result.already_installed:
+                record["already_installed"] = True
             self.log.installs.append(record)
             await self._on_record("install", record)
             if not result.ok:

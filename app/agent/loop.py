@@ -15,6 +15,7 @@ written is still flushed before the run ends, with status ``cancelled``.
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,6 +82,8 @@ _RECORD_TYPES = {
     "warning": "warning",
     "error": "error",
 }
+NO_CHANGES = "No changes: the answer wrote the same files again"
+_VERSION_RECORDS = ("version", "version_unchanged")
 _BUILDS_AFTER = {StopReason.CODE_WRITTEN, StopReason.DONE, StopReason.MAX_TURNS}
 _FAILED = {StopReason.ERROR, StopReason.CONTEXT_LIMIT_EXCEEDED, StopReason.NO_OUTPUT}
 EMPTY_ANSWER = "(no answer)"  # providers refuse empty assistant messages
@@ -118,6 +121,9 @@ class RunResult:
     dev_url: str | None
     usage: dict[str, Any]
     errors: list[dict[str, Any]]
+    # the run recorded no new version, only versions that changed nothing: its answer wrote
+    # the same files again (a replayed demo answer does)
+    unchanged: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -154,6 +160,7 @@ class AgentRun:
         self._recorder = TurnRecorder(0)
         self._output: list[str] = []
         self._errors: list[dict[str, Any]] = []
+        self._versions: Counter[str] = Counter()  # version records this run, by kind
         self._postgen: PostGenReport | None = None
         self._active: anyio.CancelScope | None = None
         self._mode, self._template = settings.mode, settings.template
@@ -507,6 +514,10 @@ class AgentRun:
 
     async def _on_record(self, kind: str, record: Mapping[str, Any]) -> None:
         """A sandbox session record: shown to the user, and fed to the turn's facts."""
+        if kind in _VERSION_RECORDS:
+            self._versions[kind] += 1
+            if kind == "version_unchanged":
+                return  # told once, in the run's result (``unchanged``)
         if kind == "output":
             self._output.append(record["line"])
             self._recorder.command_output(record["line"])
@@ -552,6 +563,7 @@ class AgentRun:
             dev_url=self._workspace.dev_url,
             usage=self._tracker.to_dict(),
             errors=self._errors,
+            unchanged=bool(self._versions["version_unchanged"] and not self._versions["version"]),
         )
 
 

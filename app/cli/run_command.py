@@ -4,7 +4,7 @@ Progress (thinking, files as they fill, installs, commands, turn decisions) goes
 ``--json`` one object goes to stdout at the end::
 
     {status, stop_reason, turns, files, packages, commands: [{argv, exit_code}],
-     build: {ok, errors}, sandbox_id, dev_url, usage, errors}
+     build: {ok, errors}, sandbox_id, dev_url, usage, errors, unchanged}
 
 The provider comes from ``--provider``/``--model`` and the standard key variables
 (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``, ``GEMINI_API_KEY``); with no key the replay provider
@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 
 from app.agent.budgets import Budgets
-from app.agent.loop import AgentRun, Emit, RunResult, RunSettings
+from app.agent.loop import NO_CHANGES, AgentRun, Emit, RunResult, RunSettings
 from app.agent.web_tools import web_tools_from_env
 from app.agent.workspace import SandboxWorkspace
 from app.cli.commands import COMMANDS
@@ -85,6 +85,8 @@ def handle_run(args: argparse.Namespace) -> int:
         print(json.dumps(cli_summary(result)))
     else:
         print(f"{result.status} ({result.stop_reason}) after {result.turns} turn(s)")
+        if result.unchanged:
+            print(NO_CHANGES)
         if result.dev_url:
             print(f"preview: {result.dev_url}")
     return EXIT_OK if result.status == "completed" else EXIT_FAILED

@@ -151,6 +151,8 @@ class ProjectSync:
             return None
         if version is not None:
             await on_record("version", version.to_dict())
+        else:  # the workspace holds what the latest version holds
+            await on_record("version_unchanged", {})
         return version
 
     async def _say_skipped(self, skipped: Mapping[str, str], on_record: RecordSink) -> None:

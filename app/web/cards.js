@@ -43,9 +43,10 @@ export class StepCard {
     this.summary.textContent = `Output (${this.lines} line${this.lines === 1 ? "" : "s"})`;
   }
 
-  finish(exitCode) {
+  finish(exitCode, alreadyInstalled = false) {
     const ok = exitCode === 0;
-    this.setState(ok ? "ok" : "failed", ok ? "exit 0" : `failed, exit ${exitCode ?? "?"}`);
+    const label = alreadyInstalled ? "already installed" : ok ? "exit 0" : `failed, exit ${exitCode ?? "?"}`;
+    this.setState(ok ? "ok" : "failed", label);
   }
 
   refuse() {

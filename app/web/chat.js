@@ -175,7 +175,7 @@ export class RunView {
   }
 
   finishedStep(card, event) {
-    if (card) card.finish(event.exit_code);
+    if (card) card.finish(event.exit_code, Boolean(event.already_installed));
     if (this.running === card) this.running = null;
   }
 
@@ -186,7 +186,9 @@ export class RunView {
     const quiet = ["cancelled", "error"].includes(event.stop_reason);
     const reason = event.stop_reason && !quiet ? ` · ${describeStop(event.stop_reason)}` : "";
     this.footer.dataset.state = status;
-    this.footer.replaceChildren(h("span", { class: "run-state" }, describeStatus(status)), reason);
+    const unchanged = this.unchanged && status === "completed";
+    const state = unchanged ? "No changes: the answer wrote the same files again" : describeStatus(status);
+    this.footer.replaceChildren(h("span", { class: "run-state" }, state), unchanged ? "" : reason);
     const error = typeof event.error === "string" ? event.error : event.error?.message;
     if (status === "failed" && presentable(error) && !this.shown.has(error.trim())) {
       this.footer.append(h("p", { class: "run-error" }, error));
@@ -386,6 +388,9 @@ const HANDLERS = {
     if (event.reason !== "cancelled") this.held.forEach((held) => this.append(problemCard(held)));
     this.held = [];
     this.append(turnEndMarker(event));
+  },
+  session_complete(event) {
+    this.unchanged = Boolean(event.unchanged);
   },
   run_finished(event) {
     this.finish(event);

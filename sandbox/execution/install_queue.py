@@ -35,6 +35,13 @@ from sandbox.execution import command_policy
 from sandbox.execution.command_policy import CommandKind
 from sandbox.execution.exec_stream import ExecResult, OutputSink
 from sandbox.execution.install_stall import STALL_SECONDS, run_watched
+from sandbox.execution.installed_check import (
+    LS_ARGV,
+    LS_TIMEOUT_SECONDS,
+    already_installed,
+    installed_versions,
+    split_spec,
+)
 
 Runner = Callable[[Sequence[str], float, OutputSink | None], Awaitable[ExecResult]]
 RegistryResolver = Callable[[], Awaitable[str]]
@@ -50,6 +57,7 @@ class InstallResult:
 
     packages: tuple[str, ...]
     result: ExecResult
+    already_installed: bool = False  # every package was installed already: npm did not run
 
     @property
     def ok(self) -> bool:
@@ -104,8 +112,7 @@ def npm_argv(argv: Sequence[str], registry: str) -> list[str]:
 
 def package_name(spec: str) -> str:
     """The name of a validated spec: ``zod@^3`` -> ``zod``, ``@a/b@1`` -> ``@a/b``."""
-    name, at, _ = spec[1:].partition("@")
-    return spec[0] + name if at else spec
+    return split_spec(spec)[0]
 
 
 def rebuild_argv(packages: Sequence[str], registry: str) -> list[str] | None:
@@ -152,8 +159,35 @@ class InstallQueue:
     async def install(
         self, specs: Sequence[str], on_output: OutputSink | None = None
     ) -> InstallResult:
-        """Validate ``specs``, then install and save them once earlier installs are done."""
-        return await self.run_npm(install_argv(validate_specs(specs)), on_output)
+        """Validate ``specs``, then install and save them once earlier installs are done;
+        skipped (in words on ``on_output``) when all are installed already."""
+        packages = validate_specs(specs)
+        self._enter()
+        try:
+            async with self._lock:
+                skipped = await self._skip_if_installed(packages, on_output)
+        finally:
+            self._leave()
+        if skipped is not None:
+            return skipped
+        return await self.run_npm(install_argv(packages), on_output)
+
+    async def _skip_if_installed(
+        self, packages: tuple[str, ...], on_output: OutputSink | None
+    ) -> InstallResult | None:
+        """An install that did not run because ``node_modules`` already has ``packages``."""
+        listed = await self._runner(LS_ARGV, LS_TIMEOUT_SECONDS, None)
+        versions = installed_versions(listed)
+        found = already_installed(packages, versions) if versions is not None else ()
+        if not found:
+            return None
+        words = f"already installed: {', '.join(found)} (npm install skipped)"
+        if on_output is not None:
+            await on_output(words)
+        result = ExecResult(
+            tuple(install_argv(packages)), 0, words, truncated=False, timed_out=False
+        )
+        return InstallResult(packages=packages, result=result, already_installed=True)
 
     async def run_npm(
         self, argv: Sequence[str], on_output: OutputSink | None = None

@@ -113,8 +113,12 @@ class FakeWorkspace:
         project: ExistingProject | None = None,
         *,
         hold_commands: bool = False,
+        version_kinds: tuple[str, ...] = (),
     ) -> None:
-        """``hold_commands``: the target's commands end only once a version was recorded."""
+        """``hold_commands``: the target's commands end only once a version was recorded;
+        ``version_kinds``: what each recording of a version tells, in order (as ProjectSync
+        does: ``version`` or ``version_unchanged``); nothing once they are used up."""
+        self._version_kinds = list(version_kinds)
         self.project = project
         self.version_recorded = anyio.Event()
         self._hold_commands = hold_commands
@@ -147,6 +151,8 @@ class FakeWorkspace:
 
     async def record_version(self, turn: int, note: str = "") -> None:
         self.versions_recorded.append((turn, note))
+        if self._version_kinds and self.target_ is not None:
+            await self.target_._on_record(self._version_kinds.pop(0), {"turn": turn})
         self.version_recorded.set()
 
     async def existing_project(self) -> ExistingProject | None:

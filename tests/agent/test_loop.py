@@ -106,6 +106,26 @@ async def test_a_turns_version_is_recorded_while_its_commands_still_run() -> Non
     assert workspace.versions_recorded == [(1, ""), (1, "post-generation fixes")]
 
 
+@pytest.mark.parametrize(
+    ("kinds", "unchanged"),
+    [
+        pytest.param(("version_unchanged", "version_unchanged"), True, id="same-files-again"),
+        pytest.param(("version", "version_unchanged"), False, id="changed-then-fixes-nothing"),
+        pytest.param(("version_unchanged", "version"), False, id="fixes-changed"),
+        pytest.param((), False, id="no-project"),
+    ],
+)
+async def test_a_run_that_recorded_no_new_version_says_it_changed_nothing(
+    kinds: tuple[str, ...], unchanged: bool
+) -> None:
+    workspace, events = FakeWorkspace(version_kinds=kinds), Collector()
+    result = await run(RECORDINGS / "todo-vite-react.txt", workspace=workspace, emit=events)
+    assert result.status == "completed"
+    assert result.unchanged is unchanged
+    assert events.of_type("session_complete")[0]["unchanged"] is unchanged
+    assert not events.of_type("version_unchanged")  # said once, in the result
+
+
 async def test_files_reach_the_sandbox_while_the_answer_streams() -> None:
     """Each file event is handed to the sandbox before the next one is parsed."""
     workspace, events = FakeWorkspace(), Collector()

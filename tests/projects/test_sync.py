@@ -171,7 +171,7 @@ async def test_a_turn_is_recorded_once(projects: GitProjectStore) -> None:
     assert first is not None
     assert projects.files("chat1", 1) == PROJECT
     assert await sync.record("s1", VersionInfo("run1", 2), records) is None
-    assert records.kinds() == ["version"]
+    assert records.kinds() == ["version", "version_unchanged"]  # the loop says "no changes"
     assert records.seen[0][1]["summary"] == "3 added, 0 changed, 0 removed"
 
 

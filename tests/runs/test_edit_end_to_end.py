@@ -121,3 +121,29 @@ async def test_a_second_run_edits_the_first_runs_app_in_place(live: LiveService)
     assert "src/App.jsx" in {item["path"] for item in context["included"]}
     assert [e["path"] for e in events if e.get("type") == "file_written"] == ["src/App.jsx"]
     assert not [e for e in events if e.get("type") == "error"]
+
+
+async def test_a_replayed_follow_up_skips_the_install_and_says_nothing_changed(
+    live: LiveService,
+) -> None:
+    """The demo's follow-up: the same answer again installs nothing and records no version."""
+    bob = add_person(live.stack.store, f"bob-{secrets.token_hex(3)}", live.url)
+    try:
+        chat = await bob.client.post("/api/chats", json={"title": "todos"})
+        chat_id = chat.json()["chat"]["id"]
+        _first, first_events = await run_to_end(bob, chat_id, "todo", content="make a todo app")
+        _again, events = await run_to_end(bob, chat_id, "todo", content="now make it blue")
+    finally:
+        await bob.client.aclose()
+    first_install = next(e for e in first_events if e.get("type") == "install_finished")
+    assert "already_installed" not in first_install
+    assert (
+        next(e for e in first_events if e.get("type") == "session_complete")["unchanged"] is False
+    )
+    install = next(e for e in events if e.get("type") == "install_finished")
+    assert (install["packages"], install["exit_code"]) == (["zustand"], 0)
+    assert install["already_installed"] is True
+    said = [e["line"] for e in events if e.get("type") == "output"]
+    assert any(line.startswith("already installed: zustand@") for line in said), said
+    assert not [e for e in events if e.get("type") == "version"]
+    assert next(e for e in events if e.get("type") == "session_complete")["unchanged"] is True

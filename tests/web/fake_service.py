@@ -93,6 +93,7 @@ class FakeService:
     refusal: tuple[int, str, str] | None = None  # (status, code, message): messages refused
     post_delay: float = 0.0  # seconds a message takes to be accepted (a slow server)
     message_limit: int = 32_000  # GET /api/me's limits.message_chars
+    replayed: bool = False  # runs replay an answer already applied: installs skipped, no change
     login_token: str = field(default_factory=lambda: secrets.token_hex(8))
     chats: dict[str, dict[str, Any]] = field(default_factory=dict)
     messages: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -154,7 +155,8 @@ class FakeService:
         await self.emit(run, {"type": f"{kind}_started", **fields})
         for line in (f"{kind} line one", f"{kind} line two"):
             await self.emit(run, {"type": "output", "line": line})
-        await self.emit(run, {"type": f"{kind}_finished", **fields, "exit_code": 0})
+        skipped = {"already_installed": True} if self.replayed and kind == "install" else {}
+        await self.emit(run, {"type": f"{kind}_finished", **fields, "exit_code": 0, **skipped})
 
     async def finish(self, run: FakeRun) -> None:
         """The end of a run: turn decision, checks, summary and the terminal event."""
@@ -166,7 +168,8 @@ class FakeService:
         if not cancelled:
             build = {"ok": True, "exit_code": 0, "output": ""}
             await self.emit(run, {"type": "postgen", "fixes": [], "findings": [], "build": build})
-        await self.emit(run, {"type": "session_complete", "status": run.status})
+        complete = {"type": "session_complete", "status": run.status, "unchanged": self.replayed}
+        await self.emit(run, complete)
         final = {"type": "run_finished", "status": run.status, "stop_reason": run.stop_reason}
         await self.emit(run, final)
 

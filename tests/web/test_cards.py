@@ -1,6 +1,7 @@
 """Cards of a run that ends early, against the stand-in service: a cancel closes every card
 still waiting or running (an install card stayed "running…" forever), and a run another worker
-took over says where attempt 2 began, live and after a reload."""
+took over says where attempt 2 began, live and after a reload; a replayed answer says its install
+was skipped and that it changed nothing."""
 
 from __future__ import annotations
 
@@ -52,3 +53,17 @@ def test_a_run_taken_over_by_another_worker_says_so(page: Page, fake_service: Fa
     page.reload()
     page.locator(".run-footer[data-state='completed']").wait_for()
     expect(page.get_by_role("note")).to_have_text("The worker restarted; the run started over.")
+
+
+def test_a_replayed_answer_says_it_installed_and_changed_nothing(
+    page: Page, fake_service: FakeService
+) -> None:
+    fake_service.replayed = True
+    sign_in(page, f"{fake_base_url(fake_service)}/login?token={fake_service.login_token}")
+    send_message(page, "now make it blue")
+    footer = page.locator(".run-footer[data-state='completed']")
+    expect(footer).to_have_text("No changes: the answer wrote the same files again")
+    expect(page.locator(".card.step.install .card-status")).to_have_text("already installed")
+    screenshot(page, "replayed-no-changes")
+    page.reload()
+    expect(footer).to_have_text("No changes: the answer wrote the same files again")

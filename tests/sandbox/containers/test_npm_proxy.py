@@ -309,3 +309,26 @@ async def test_a_running_proxy_is_adopted_and_another_upstream_gets_a_fresh_cach
     other = replace(proxied, npm_registry="http://127.0.0.1:9/")
     await ensure_proxy(docker_client, other)
     assert (await _marker(docker_client, own_instance.instance))[1] != 0  # a fresh cache
+
+
+REPIN = (
+    "const fs = require('fs'); const p = JSON.parse(fs.readFileSync('package.json'));"
+    " p.dependencies.zustand = '4.5.0'; fs.writeFileSync('package.json', JSON.stringify(p));"
+)
+
+
+@pytest.mark.docker
+@pytest.mark.npm
+async def test_an_install_of_what_is_installed_is_skipped_unless_package_json_differs(
+    manager: SandboxManager, sandboxes: list[Sandbox], docker_client: docker.DockerClient
+) -> None:
+    """Again: skipped in words; after an answer pins another version in package.json: runs."""
+    sandbox = await _sandbox(manager, sandboxes)
+    await _install(manager, sandbox)
+    again = await manager.install(sandbox.id, [VERSION])
+    assert again.already_installed, again.result.output
+    assert again.result.output == "already installed: zustand@5.0.0 (npm install skipped)"
+    await _node(docker_client, sandbox.container_id, REPIN)  # node_modules no longer matches
+    repinned = await manager.install(sandbox.id, [VERSION])
+    assert repinned.ok, repinned.result.output
+    assert not repinned.already_installed

@@ -4,6 +4,7 @@ resolved (the proxy made sure of) before every install."""
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Sequence
 
 import anyio
@@ -20,6 +21,7 @@ from sandbox.execution.install_queue import (
     package_name,
     validate_specs,
 )
+from sandbox.execution.installed_check import LS_ARGV
 
 pytestmark = pytest.mark.anyio
 
@@ -34,10 +36,16 @@ class FakeSandbox:
         self.most_running = 0
         self.fail_with: BaseException | None = None
         self.hang = False
+        self.listed = 0  # `npm ls` runs (the already-installed check), not in ``log``
+        self.tree = ""  # what `npm ls` prints; empty: it fails (nothing installed)
 
     async def runner(
         self, argv: Sequence[str], timeout: float, on_output: OutputSink | None
     ) -> ExecResult:
+        if tuple(argv) == LS_ARGV:
+            self.listed += 1
+            code = 0 if self.tree else 1
+            return ExecResult(tuple(argv), code, self.tree, truncated=False, timed_out=False)
         self.running += 1
         self.most_running = max(self.most_running, self.running)
         self.argvs.append(tuple(argv))
@@ -260,3 +268,45 @@ def test_npm_argv_sends_every_lock_host_to_the_proxy_and_cuts_off_stalls() -> No
     timeout = next(int(a.split("=")[1]) for a in argv if a.startswith("--fetch-timeout="))
     retries = next(int(a.split("=")[1]) for a in argv if a.startswith("--fetch-retries="))
     assert timeout * (retries + 1) <= 60_000
+
+
+TREE = json.dumps(
+    {"name": "app", "dependencies": {"zustand": {"version": "5.0.8"}, "react": {"version": "19"}}}
+)
+
+
+@pytest.mark.parametrize(
+    ("specs", "tree", "skipped"),
+    [
+        pytest.param(["zustand"], TREE, True, id="installed"),
+        pytest.param(["zustand@5.0.8", "react"], TREE, True, id="installed-at-that-version"),
+        pytest.param(["zustand@^4"], TREE, False, id="other-version-asked"),
+        pytest.param(["zustand", "zod"], TREE, False, id="one-missing"),
+        pytest.param(["zustand"], "", False, id="tree-does-not-match-package-json"),
+    ],
+)
+async def test_an_install_of_installed_packages_is_skipped_in_words(
+    fake: FakeSandbox, queue: InstallQueue, specs: list[str], tree: str, skipped: bool
+) -> None:
+    fake.tree = tree
+    lines: list[str] = []
+
+    async def sink(line: str) -> None:
+        lines.append(line)
+
+    installed = await queue.install(specs, sink)
+    assert installed.ok
+    assert fake.listed == 1
+    assert installed.already_installed is skipped
+    assert (fake.log == []) is skipped  # npm install did not run
+    if skipped:
+        assert lines == [installed.result.output]
+        assert lines[0].startswith("already installed: zustand@5.0.8")
+    assert queue.idle
+
+
+async def test_a_bare_npm_install_is_never_skipped(fake: FakeSandbox, queue: InstallQueue) -> None:
+    fake.tree = TREE
+    await queue.run_npm(["npm", "install"])
+    assert fake.listed == 0
+    assert fake.log == ["resolve", "run "]
