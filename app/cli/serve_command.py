@@ -55,6 +55,7 @@ from app.service.stack import ServiceStack, open_stack
 from app.service.stop_deadline import StopDeadline
 from app.tokens import check_tokenizer
 from sandbox import ImageBuilder, ImageBuildSettings, SandboxError
+from sandbox.preview.hmr_hold import redis_hold
 
 log = logging.getLogger(__name__)
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
@@ -221,6 +222,7 @@ def build_app_for(stack: ServiceStack, stopping: anyio.Event) -> ASGIApp:
         health_checks=stack.health_checks(),
         projects=ProjectAccess(stack.projects, stack.manager, manager_installer(stack.manager)),
         stopping=stopping,
+        preview_hold=redis_hold(stack.redis),
     )
 
 
