@@ -11,7 +11,7 @@ import pytest
 import redis.asyncio
 from anyio.streams.memory import MemoryObjectReceiveStream
 from starlette.types import Message
-from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.client import ClientConnection, connect
 
 from sandbox.preview.hmr_hold import (
     FULL_RELOAD,
@@ -23,6 +23,22 @@ from sandbox.preview.hmr_hold import (
     release_preview,
 )
 from sandbox.preview.upstream import pump_websocket
+from tests.sandbox.preview import test_proxy as proxy_tests
+from tests.sandbox.preview.test_proxy import (
+    VITE_HMR,
+    ServeProxy,
+    ViteSandbox,
+    browser,
+    next_hmr_message,
+    wait_for_dev_server,
+    write_into,
+    ws_connect,
+)
+
+# The real vite-react sandbox and the proxies of the proxy's own tests.
+proxy_errors = proxy_tests.proxy_errors
+serve_proxy = proxy_tests.serve_proxy
+vite_sandbox = proxy_tests.vite_sandbox
 
 DEADLINE_SECONDS = 10.0
 
@@ -148,3 +164,54 @@ async def test_a_crashed_worker_cannot_hold_for_good(redis_url: str) -> None:
                 await anyio.sleep(0.05)
     finally:
         await client.aclose()
+
+
+BROKEN_APP = """import Missing from "./Missing.jsx"
+export default function App() {
+  return <Missing />
+}
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_real_vite_sandbox_through_the_proxy_is_held_then_reloaded(
+    vite_sandbox: ViteSandbox, serve_proxy: ServeProxy, redis_url: str
+) -> None:
+    """A module importing one not written yet, while held: the browser's HMR socket gets none of
+    Vite's messages about it (a direct socket to the dev server shows Vite sent them), only one
+    full reload at release."""
+    # The proxy runs in its own thread and loop: it reads the flag with a client of its own.
+    proxy_redis = redis.Redis.from_url(redis_url)
+
+    def hold_of(sandbox_id: str) -> HmrHold:
+        key = hold_key(sandbox_id)
+        return HmrHold(lambda: anyio.to_thread.run_sync(lambda: bool(proxy_redis.exists(key))))
+
+    proxy = serve_proxy({"abc": vite_sandbox.base_url}, hold=hold_of)
+    client = redis.asyncio.Redis.from_url(redis_url)
+    try:
+        async with browser(proxy) as http:
+            await wait_for_dev_server(http)
+            for module in ("/src/main.jsx", "/src/App.jsx"):
+                assert (await http.get(module, headers={"accept": "*/*"})).status_code == 200
+        await hold_preview(client, "abc")
+        direct_uri = vite_sandbox.base_url.replace("http:", "ws:") + "/"
+        async with (
+            ws_connect(proxy, "/") as held,
+            connect(direct_uri, subprotocols=[VITE_HMR], proxy=None) as direct,
+        ):
+            await next_hmr_message(direct, {"connected"})
+            await anyio.to_thread.run_sync(
+                write_into, vite_sandbox.container, "src/App.jsx", BROKEN_APP
+            )
+            sent = await next_hmr_message(direct, {"update", "full-reload", "error"})
+            assert sent["type"] in {"update", "full-reload", "error"}  # Vite did tell
+            await release_preview(client, "abc")
+            first = await next_hmr_message(held, {"connected", "update", "full-reload", "error"})
+        assert first == json.loads(FULL_RELOAD)
+    finally:
+        await client.delete(hold_key("abc"))
+        await client.aclose()
+        proxy_redis.close()
