@@ -102,6 +102,12 @@ if TYPE_CHECKING:
     from sandbox.nested_exits import (
         NestedExits,
     )
+    from sandbox.preview.hmr_hold import (
+        HmrHold,
+        hold_preview,
+        redis_hold,
+        release_preview,
+    )
     from sandbox.preview.proxy import (
         SANDBOX_ID,
         WS_NOT_FOUND,
@@ -215,6 +221,10 @@ _EXPORTS: dict[str, str] = {
     "strip_wrapping_fence": "sandbox.writes.fences",
     "build_workspace_tar": "sandbox.writes.flush",
     "PreviewProxy": "sandbox.preview.proxy",
+    "HmrHold": "sandbox.preview.hmr_hold",
+    "hold_preview": "sandbox.preview.hmr_hold",
+    "redis_hold": "sandbox.preview.hmr_hold",
+    "release_preview": "sandbox.preview.hmr_hold",
     "Readiness": "sandbox.preview.readiness",
     "probe_preview": "sandbox.preview.readiness",
     "Refusal": "sandbox.preview.proxy",
@@ -248,6 +258,7 @@ __all__ = [
     "ContextFile",
     "EnvReader",
     "FileTooLarge",
+    "HmrHold",
     "HostMemory",
     "ImageBuildFailed",
     "ImageBuildSettings",
@@ -293,6 +304,7 @@ __all__ = [
     "describe_pool",
     "ensure_stand_in",
     "get_template",
+    "hold_preview",
     "host_memory_bytes",
     "host_name",
     "manager_ports",
@@ -303,8 +315,10 @@ __all__ = [
     "probe_preview",
     "proxy_caches",
     "proxy_container_name",
+    "redis_hold",
     "refuse",
     "registry_prefix",
+    "release_preview",
     "room_for",
     "sandbox_disk",
     "size_bytes",

@@ -43,8 +43,7 @@ from app.api.preview_access import (
 from app.api.services import ApiServices, ApiSettings, HealthCheck
 from app.api.stream_limits import StreamLimits
 from app.projects.sync import ProjectAccess
-from sandbox import PreviewProxy
-from sandbox.preview.hmr_hold import HmrHold
+from sandbox import HmrHold, PreviewProxy
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 PLACEHOLDER_PAGE = """<!doctype html>

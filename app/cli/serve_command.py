@@ -54,8 +54,7 @@ from app.service.http_server import KilnServer, server_config
 from app.service.stack import ServiceStack, open_stack
 from app.service.stop_deadline import StopDeadline
 from app.tokens import check_tokenizer
-from sandbox import ImageBuilder, ImageBuildSettings, SandboxError
-from sandbox.preview.hmr_hold import redis_hold
+from sandbox import ImageBuilder, ImageBuildSettings, SandboxError, redis_hold
 
 log = logging.getLogger(__name__)
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2

@@ -49,8 +49,13 @@ from app.runs.failures import Failure, failure_of, unfinished_reason
 from app.runs.history import chat_history, reply_text
 from app.runs.queue import Delivery, RunQueue
 from app.store import FAILED, Chat, Message, Run, Store
-from sandbox import DEFAULT_TEMPLATE, SandboxUnavailable, preview_url
-from sandbox.preview.hmr_hold import hold_preview, release_preview
+from sandbox import (
+    DEFAULT_TEMPLATE,
+    SandboxUnavailable,
+    hold_preview,
+    preview_url,
+    release_preview,
+)
 
 log = logging.getLogger(__name__)
 
