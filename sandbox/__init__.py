@@ -107,6 +107,12 @@ if TYPE_CHECKING:
     from sandbox.nested_exits import (
         NestedExits,
     )
+    from sandbox.preview.hmr_hold import (
+        HmrHold,
+        hold_preview,
+        redis_hold,
+        release_preview,
+    )
     from sandbox.preview.proxy import (
         SANDBOX_ID,
         WS_NOT_FOUND,
@@ -220,6 +226,10 @@ _EXPORTS: dict[str, str] = {
     "strip_wrapping_fence": "sandbox.writes.fences",
     "build_workspace_tar": "sandbox.writes.flush",
     "PreviewProxy": "sandbox.preview.proxy",
+    "HmrHold": "sandbox.preview.hmr_hold",
+    "hold_preview": "sandbox.preview.hmr_hold",
+    "redis_hold": "sandbox.preview.hmr_hold",
+    "release_preview": "sandbox.preview.hmr_hold",
     "Readiness": "sandbox.preview.readiness",
     "probe_preview": "sandbox.preview.readiness",
     "Refusal": "sandbox.preview.proxy",
@@ -256,6 +266,7 @@ __all__ = [
     "ContextFile",
     "EnvReader",
     "FileTooLarge",
+    "HmrHold",
     "HostMemory",
     "ImageBuildFailed",
     "ImageBuildSettings",
@@ -303,6 +314,7 @@ __all__ = [
     "docker_tenant",
     "ensure_stand_in",
     "get_template",
+    "hold_preview",
     "host_memory_bytes",
     "host_name",
     "manager_ports",
@@ -314,8 +326,10 @@ __all__ = [
     "proxy_caches",
     "proxy_container_name",
     "read_stdout",
+    "redis_hold",
     "refuse",
     "registry_prefix",
+    "release_preview",
     "room_for",
     "sandbox_disk",
     "size_bytes",

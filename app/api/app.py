@@ -43,7 +43,7 @@ from app.api.preview_access import (
 from app.api.services import ApiServices, ApiSettings, HealthCheck
 from app.api.stream_limits import StreamLimits
 from app.projects.sync import ProjectAccess
-from sandbox import PreviewProxy
+from sandbox import HmrHold, PreviewProxy
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 PLACEHOLDER_PAGE = """<!doctype html>
@@ -85,13 +85,15 @@ def build_app(
     lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None,
     projects: ProjectAccess | None = None,
     stopping: anyio.Event | None = None,
+    preview_hold: Callable[[str], HmrHold] | None = None,
 ) -> ASGIApp:
     """The whole ASGI app (see the module docstring).
 
     ``lifespan`` (an async context manager factory taking the Starlette app) is run by the
     server at start-up and shutdown; ``kiln serve`` manages its services outside of it.
     ``projects`` serves the versions API (without it, those routes answer 503). Event
-    streams end once ``stopping`` is set (the server is stopping).
+    streams end once ``stopping`` is set (the server is stopping). ``preview_hold`` holds a
+    preview's hot updates while a run writes (:mod:`sandbox.preview.hmr_hold`).
     """
     api_settings = settings or ApiSettings()
     found = ApiServices(
@@ -128,6 +130,7 @@ def build_app(
         authorize=marked_authorize,
         app=api,
         private_cookies=PRIVATE_COOKIES,
+        hold=preview_hold,
     )
     gate = PreviewGate(proxy, found)
     return RequestContext(FramingHeaders(CanonicalHost(gate, found.settings), found.settings))

@@ -54,7 +54,7 @@ from app.service.http_server import KilnServer, server_config
 from app.service.stack import ServiceStack, open_stack
 from app.service.stop_deadline import StopDeadline
 from app.tokens import check_tokenizer
-from sandbox import ImageBuilder, ImageBuildSettings, SandboxError
+from sandbox import ImageBuilder, ImageBuildSettings, SandboxError, redis_hold
 
 log = logging.getLogger(__name__)
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
@@ -226,6 +226,7 @@ def build_app_for(stack: ServiceStack, stopping: anyio.Event) -> ASGIApp:
             max_bytes=settings.project_max_bytes,
         ),
         stopping=stopping,
+        preview_hold=redis_hold(stack.redis),
     )
 
 

@@ -49,11 +49,22 @@ from app.runs.failures import Failure, failure_of, unfinished_reason
 from app.runs.history import chat_history, reply_text
 from app.runs.queue import Delivery, RunQueue
 from app.store import FAILED, Chat, Message, Run, Store
-from sandbox import DEFAULT_TEMPLATE, docker_tenant, preview_url
+from sandbox import (
+    DEFAULT_TEMPLATE,
+    SandboxUnavailable,
+    docker_tenant,
+    hold_preview,
+    preview_url,
+    release_preview,
+)
 
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
+# Events that change the app's files or packages: the preview's hot updates are held (the
+# TTL renewed) until the turn ends, so a whole file importing one not yet written (or a package
+# still installing) never shows the dev server's error overlay in the frame.
+HOLDING_EVENTS = frozenset({"sandbox_ready", "file_start", "file_end", "install_started"})
 
 
 @dataclass(frozen=True)
@@ -111,6 +122,7 @@ class RunExecution:
         self._writer: RunEventWriter | None = None
         self._texts: dict[int, list[str]] = {}
         self._sandbox_id: str | None = None
+        self._holding = False  # the preview's hot updates are held (sandbox.preview.hmr_hold)
 
     async def execute(self) -> bool:
         """Run the loop to its end; whether to acknowledge the entry (not if another worker
@@ -225,8 +237,35 @@ class RunExecution:
             self._texts.setdefault(int(event.get("turn") or 0), []).append(event["content"])
         elif kind == "sandbox_ready":
             event = await self._sandbox_ready(str(event["sandbox_id"]), event)
+        if kind in HOLDING_EVENTS:
+            await self._hold_preview()
         assert self._writer is not None
         await self._writer.emit(event)
+        if kind == "turn_end":  # its files are whole and its installs done: a complete state
+            await self._release_preview()
+
+    async def _hold_preview(self) -> None:
+        """Hold the preview's hot updates while files change (again: each file renews the TTL)."""
+        if self._sandbox_id is None:
+            return
+        try:
+            await hold_preview(self._ctx.redis, self._sandbox_id)
+        except SandboxUnavailable:
+            log.warning("the preview of %r is not held: redis failed", self._sandbox_id)
+            return
+        self._holding = True
+
+    async def _release_preview(self) -> None:
+        """Release the hold and say ``preview_ready``: the frame may load the complete state."""
+        if not self._holding or self._sandbox_id is None:
+            return
+        self._holding = False
+        try:
+            await release_preview(self._ctx.redis, self._sandbox_id)
+        except SandboxUnavailable:  # the hold's TTL ends it
+            log.warning("the preview of %r was not released: redis failed", self._sandbox_id)
+        assert self._writer is not None
+        await self._writer.emit({"type": "preview_ready", "sandbox_id": self._sandbox_id})
 
     async def _emit_failure(self, failure: Failure) -> None:
         """The fatal ``error`` event of a crashed run (if even that cannot be written, the
@@ -273,6 +312,7 @@ class RunExecution:
         if finished and self._sandbox_id:
             await anyio.to_thread.run_sync(store.set_chat_sandbox, run.chat_id, self._sandbox_id)
         if finished:
+            await self._release_preview()  # also after a cancel or a failure
             assert self._writer is not None
             await self._writer.emit(
                 run_finished_event(outcome.status, outcome.stop_reason, outcome.error)

@@ -280,12 +280,14 @@ function startLive(runId, view) {
   files.startRun();
   tabs.auto = true;
   preview.waiting();
+  preview.build();
 }
 
 function endLive(runId) {
   if (state.activeRun?.id !== runId) return;
   state.activeRun = null;
   setRunning(false);
+  preview.stopBuilding();
   api.getRun(runId).then((run) => {
     // The finished app: a preview opened mid-run loads again (setUrl loads a new one itself).
     if (!run.preview_url) preview.idle();
@@ -328,6 +330,7 @@ function handleEvent(view, event, live) {
   if (activity) announce(activity(event));
   if (path && event.type === "file_start") tabs.follow("files");
   if (event.type === "sandbox_ready" && event.sandbox_id) previewSandbox(event.sandbox_id, state.generation);
+  if (event.type === "preview_ready") preview.complete();
   if (event.type === "run_finished") announce(`Finished: ${describeStatus(event.status)}.`);
 }
 

@@ -12,7 +12,7 @@ import { eventsUrl } from "./api.js";
 export const EVENT_TYPES = [
   "run_started", "run_finished", "turn_start", "turn_end", "text",
   "thinking_start", "thinking_content", "thinking_end", "sandbox_start", "sandbox_end",
-  "sandbox_ready",
+  "sandbox_ready", "preview_ready",
   "file_start", "file_content", "file_end", "file_written", "install_start", "install_content",
   "install_end", "install_started", "install_finished", "command", "command_started",
   "command_finished", "output", "web_search", "url_scrape", "tool_result", "done", "warning",

@@ -6,6 +6,10 @@
 // as files land; it is loaded again when a run ends (the same element, a new `src`: whatever the
 // frame went through mid-run, the finished app shows) and on request.
 //
+// While a run writes files the panel says "Building…" and the frame is not (re)loaded: the
+// server holds the dev server's hot updates until the run's `preview_ready` (files whole,
+// installs done), so a half-built app and Vite's error overlay never show.
+//
 // The state shown comes from the sandbox's real readiness (`GET /api/sandboxes/{id}/preview`,
 // polled), never from the frame having loaded something: the frame also "loads" the proxy's
 // retrying page or an error page. A sandbox that is gone says so.
@@ -14,11 +18,12 @@ const WORDS = {
   empty: "The preview appears here once kiln has started your app.",
   waiting: "Waiting for the app's sandbox…",
   starting: "Starting the preview…",
+  building: "Building the app: it shows here once its files and packages are complete…",
   failed: "The preview could not be opened.",
   gone: "This preview's sandbox is gone. Send a message to build the app again.",
 };
 const LABELS = {
-  live: "Live", starting: "Starting", waiting: "Waiting", empty: "", failed: "Error", gone: "Gone",
+  live: "Live", building: "Building…", starting: "Starting", waiting: "Waiting", empty: "", failed: "Error", gone: "Gone",
 };
 // How often readiness is asked: often while the preview is not live, now and then once it is
 // (a dev server may crash, a sandbox may be reaped).
@@ -38,6 +43,7 @@ export class PreviewPanel {
     this.url = null;
     this.loads = 0;
     this.timer = null;
+    this.building = false;
     els.reload.addEventListener("click", () => this.reload());
     els.open.addEventListener("click", (event) => this.openTab(event));
     this.reset();
@@ -46,6 +52,7 @@ export class PreviewPanel {
   /** No preview (another chat). */
   reset() {
     this.url = null;
+    this.building = false;
     this.sandboxId = null;
     this.loads += 1;
     clearTimeout(this.timer);
@@ -61,6 +68,27 @@ export class PreviewPanel {
   /** A run is active but has no sandbox yet. */
   waiting() {
     if (!this.url) this.show("waiting");
+  }
+
+  /** A run writes files: say "Building…" and keep the frame as it is until `complete()`. */
+  build() {
+    this.building = true;
+    if (!this.url) return;
+    this.loads += 1; // the checks of the last load stop: the frame waits for the complete state
+    clearTimeout(this.timer);
+    this.show("building");
+  }
+
+  /** The run's files are whole and its installs done (`preview_ready`): load the frame. */
+  complete() {
+    if (!this.building) return;
+    this.building = false;
+    if (this.url && this.state !== "gone") this.load();
+  }
+
+  /** The run is over (complete or not): nothing is held any more. */
+  stopBuilding() {
+    this.building = false;
   }
 
   /** The run is over: without a preview, say so instead of waiting. */
@@ -93,6 +121,7 @@ export class PreviewPanel {
 
   async load() {
     const load = ++this.loads;
+    if (this.building) return this.build();
     if (this.state !== "live") this.show("starting");
     let src = this.url;
     try {
@@ -175,7 +204,7 @@ export class PreviewPanel {
     overlay.hidden = state === "live";
     const words = WORDS[state] || "";
     overlay.querySelector(".overlay-text").textContent = detail ? `${words} ${capitalized(detail)}.` : words;
-    overlay.classList.toggle("busy", state === "starting" || state === "waiting");
+    overlay.classList.toggle("busy", ["starting", "waiting", "building"].includes(state));
     label.textContent = LABELS[state];
     label.dataset.state = state;
   }

@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from sandbox.errors import SandboxUnavailable
+from sandbox.preview.hmr_hold import HmrHold
 from sandbox.preview.upstream import (
     WS_BAD_GATEWAY,
     open_websocket,
@@ -158,10 +159,12 @@ class PreviewProxy:
         private_cookies: Iterable[str] = DEFAULT_PRIVATE_COOKIES,
         client: httpx.AsyncClient | None = None,
         headers_timeout: float = DEFAULT_HEADERS_TIMEOUT,
+        hold: Callable[[str], HmrHold] | None = None,
     ) -> None:
         """Previews are ``<id>.preview.<public_host>``; ``app`` serves every other host;
         ``client`` defaults to one the proxy owns; ``headers_timeout`` bounds the wait for the
-        dev server's response headers (seconds)."""
+        dev server's response headers (seconds); ``hold`` gives a sandbox's
+        :class:`~sandbox.preview.hmr_hold.HmrHold` (hot updates held while a run writes)."""
         if not headers_timeout > 0:
             raise ValueError(f"headers_timeout must be positive, got {headers_timeout!r}")
         self.resolve = resolve
@@ -171,6 +174,7 @@ class PreviewProxy:
         self.timeout = timeout
         self.headers_timeout = headers_timeout
         self.private_cookies = frozenset(private_cookies)
+        self.hold = hold
         # trust_env=False: a proxy from the environment must never see sandbox traffic.
         self.client = client or httpx.AsyncClient(
             timeout=timeout, limits=LIMITS, trust_env=False, follow_redirects=False
@@ -295,7 +299,8 @@ class PreviewProxy:
             return
         try:
             await send({"type": "websocket.accept", "subprotocol": upstream.subprotocol})
-            await pump_websocket(receive, send, upstream)
+            hold = self.hold(sandbox_id) if self.hold is not None else None
+            await pump_websocket(receive, send, upstream, hold)
         finally:
             await upstream.close()
 

@@ -20,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 from websockets.asyncio.client import ClientConnection, connect
 
 from sandbox.errors import SandboxUnavailable
+from sandbox.preview.hmr_hold import HmrHold
 
 # RFC 9110 7.6.1: hop-by-hop headers are the proxy's business, never forwarded.
 HOP_BY_HOP = frozenset(
@@ -235,11 +236,26 @@ def sendable_close_code(code: int | None, fallback: int) -> int:
     return fallback if code in WS_UNSENDABLE else code
 
 
-async def pump_websocket(receive: Receive, send: Send, upstream: ClientConnection) -> None:
-    """Copy frames both ways until either side closes, then close the other side."""
+async def pump_websocket(
+    receive: Receive, send: Send, upstream: ClientConnection, hold: HmrHold | None = None
+) -> None:
+    """Copy frames both ways until either side closes, then close the other side.
+
+    With ``hold``, the dev server's messages are dropped while it is held and one full reload
+    goes to the browser when it is released (:mod:`sandbox.preview.hmr_hold`).
+    """
+
+    async def send_text(text: str) -> None:
+        with contextlib.suppress(OSError):  # the browser left: the pumps see it themselves
+            await send({"type": "websocket.send", "text": text})
+
+    if hold is not None:
+        await hold.refresh()  # before the first message: one sent mid-answer is never let out
     async with anyio.create_task_group() as tasks:
+        if hold is not None:
+            tasks.start_soon(hold.watch, send_text)
         tasks.start_soon(browser_to_upstream, receive, upstream, tasks.cancel_scope)
-        tasks.start_soon(upstream_to_browser, send, upstream, tasks.cancel_scope)
+        tasks.start_soon(upstream_to_browser, send, upstream, tasks.cancel_scope, hold)
 
 
 async def browser_to_upstream(
@@ -262,11 +278,14 @@ async def browser_to_upstream(
 
 
 async def upstream_to_browser(
-    send: Send, upstream: ClientConnection, done: anyio.CancelScope
+    send: Send, upstream: ClientConnection, done: anyio.CancelScope, hold: HmrHold | None = None
 ) -> None:
-    """Forward the dev server's messages; pass its close code on to the browser."""
+    """Forward the dev server's messages (none while ``hold`` holds them); pass its close code
+    on to the browser."""
     try:
         async for data in upstream:
+            if hold is not None and hold.held:
+                continue  # an update of a state not yet complete: the release reloads anyway
             kind = "text" if isinstance(data, str) else "bytes"
             await send({"type": "websocket.send", kind: data})
     except websockets.ConnectionClosedError:

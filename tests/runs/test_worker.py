@@ -38,6 +38,7 @@ from sandbox.errors import ImageMissing, SandboxCapacity, SandboxError
 from sandbox.images.templates import WORKSPACE
 from sandbox.lifecycle.manager import SandboxManager
 from sandbox.lifecycle.registry import SandboxRecord
+from sandbox.preview.hmr_hold import preview_held
 from sandbox.redis_boundary import wrap_redis_errors
 from sandbox.session_log import RecordSink
 from tests.agent.fakes import FakeTarget, FakeTools
@@ -117,6 +118,11 @@ async def test_a_run_completes_with_its_reply_and_events_in_order(
     assert types[-2:] == ["session_complete", "run_finished"]
     ready = next(event for event in events if event["type"] == "sandbox_ready")
     assert ready["preview_url"] == "http://fake1.preview.kiln.localhost:8000/"
+    # The preview is complete once, after the turn's files and installs, before the end.
+    assert types.count("preview_ready") == 1
+    assert types.index("turn_end") < types.index("preview_ready")
+    assert types.index("file_end") < types.index("preview_ready")
+    assert not await preview_held(client, "fake1")
     assert events[-1] == {
         "type": "run_finished",
         "status": "completed",
@@ -229,9 +235,13 @@ async def test_cancel_mid_stream_stops_within_a_second_and_keeps_partial_files(
             async for _seq, event in follower:
                 if event["type"] == "file_end":
                     break
+        held_mid_answer = await preview_held(client, "fake1")
         await service.cancel(run.user_id, run.id)
         cancelled_at = store.last_seq(run.id)
         events = await events_until_finished(store, client, run.id)
+    assert held_mid_answer
+    assert [e["type"] for e in events].count("preview_ready") == 1
+    assert not await preview_held(client, "fake1")  # a cancel releases the preview
     after_cancel = store.events_after(run.id, cancelled_at)
     streamed = sum(
         len(e.get("content", ""))
