@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Request, Route, expect
 
+from app.api.auth import HOST_SESSION_COOKIE, SESSION_COOKIE
 from app.config import SECRET_FILE, load_or_create_secret
 from app.store import Store
 from tests.web.conftest import DESKTOP, PageProblems, fake_base_url, screenshot, sign_in
@@ -23,6 +24,8 @@ from tests.web.fake_service import FakeService
 from tests.web.kiln_service import KilnService
 from tests.web.recording import choose_demo, page_fetch, send_message
 
+# The UI's cookie: __Host-kiln_session on *.localhost, kiln_session elsewhere.
+SESSION_COOKIES = (HOST_SESSION_COOKIE, SESSION_COOKIE)
 KEY = "sk-ant-" + "k1ln-test-key-0123456789abcdef"
 
 
@@ -93,7 +96,7 @@ def _signed_in(
     page.on("console", problems.console)
     page.on("pageerror", problems.page_error)
     sign_in(page, f"{kiln.base_url}/login?token={store.create_token(user_id, 'login', 60)}")
-    session = next(c["value"] for c in context.cookies() if c["name"] == "kiln_session")
+    session = next(c["value"] for c in context.cookies() if c["name"] in SESSION_COOKIES)
     return context, page, session
 
 
@@ -115,7 +118,7 @@ def test_sign_out_ends_this_session_and_sign_out_everywhere_every_one(
     third, last, last_session = _signed_in(browser, kiln, leaver, page_problems)
     try:
         _sign_out_with(page, "Sign out")
-        assert not [c for c in first.cookies() if c["name"] == "kiln_session"]
+        assert not [c for c in first.cookies() if c["name"] in SESSION_COOKIES]
         assert store.user_for_token(session, "session") is None
         assert store.user_for_token(other_session, "session") is not None  # only this one
 
