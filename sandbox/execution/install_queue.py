@@ -162,15 +162,17 @@ class InstallQueue:
         """Validate ``specs``, then install and save them once earlier installs are done;
         skipped (in words on ``on_output``) when all are installed already."""
         packages = validate_specs(specs)
+        # Queued from the check to the end of the install: a command waiting for the queue to
+        # be idle must not slip in between the two.
         self._enter()
         try:
             async with self._lock:
                 skipped = await self._skip_if_installed(packages, on_output)
+            if skipped is not None:
+                return skipped
+            return await self.run_npm(install_argv(packages), on_output)
         finally:
             self._leave()
-        if skipped is not None:
-            return skipped
-        return await self.run_npm(install_argv(packages), on_output)
 
     async def _skip_if_installed(
         self, packages: tuple[str, ...], on_output: OutputSink | None
