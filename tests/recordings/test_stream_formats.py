@@ -229,7 +229,9 @@ def test_jsonl_bare_strings_are_chunks_of_one_unnumbered_turn() -> None:
 
 
 def test_shared_multi_turn_recording_loads() -> None:
-    path = Path("/work/shared/recordings/search-then-build.jsonl")
+    # ../shared beside the checkout, as CI lays it (never this machine's absolute path)
+    shared = Path(__file__).resolve().parents[3] / "shared"
+    path = shared / "recordings" / "search-then-build.jsonl"
 
     turns = load_turns(path.read_bytes(), path.name)
 
