@@ -79,7 +79,7 @@ EVENT_TYPES: tuple[EventType, ...] = (
     _parsed("web_search", "The model searches the web"),
     _parsed("url_scrape", "The model reads a web page"),
     _parsed("done", "The model says it is done"),
-    EventType("sandbox_ready", (SESSION, WORKER), "The app's sandbox is up",
+    EventType("sandbox_ready", (LOOP, WORKER), "The app's sandbox is up",
               ("sandbox_id", "preview_url?")),
     EventType("file_written", (SESSION,), "A file reached the sandbox", ("path",), "file"),
     EventType("edit_applied", (SESSION,), "An edit reached the sandbox",
