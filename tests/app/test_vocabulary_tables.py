@@ -10,7 +10,7 @@ import pytest
 
 from app import vocabulary_tables
 from app.error_codes import BY_CODE
-from app.event_types import BY_NAME
+from app.event_types import BY_NAME, event_name_of_record
 from app.vocabulary_tables import CONTRACT, ROOT, WEB_MODULE, web_module, with_tables
 
 # Where each reader of the run's events names a type: (files, pattern whose group names one).
@@ -20,7 +20,16 @@ EVENT_USES: tuple[tuple[str, str], ...] = (
     ("app/web/chat.js", r"^  ([a-z_]+)\((?:event)?\) \{"),  # in HANDLERS: one method per type
     ("app/cli/run_progress.py", r"def _on_([a-z_]+)\("),
     ("tests/web/fake_service.py", r"\"type\": \"([a-z_]+)\"|\"([a-z_]+_(?:started|finished))\""),
+    # The emitters: the loop and the worker write events, the session and versions records.
+    ("app/agent/*.py", r"\"type\": \"([a-z_]+)\""),
+    ("app/runs/*.py", r"\"type\": \"([a-z_]+)\""),
 )
+RECORD_USES: tuple[tuple[str, str], ...] = (
+    ("sandbox/**/*.py", r"on_record\(\"([a-z_]+)\""),
+    ("app/projects/*.py", r"on_record\(\"([a-z_]+)\""),
+    ("app/agent/*.py", r"on_record\(\"([a-z_]+)\""),
+)
+QUIET_RECORDS = {"version_unchanged"}  # the loop keeps it as the run's ``unchanged``, unsaid
 HANDLERS = re.compile(r"^const HANDLERS = \{$.*?^\};$", re.MULTILINE | re.DOTALL)
 # Where the web UI names an error code.
 CODE_USES: tuple[tuple[str, str], ...] = (("app/web/*.js", r"\.code === \"([a-z_]+)\""),)
@@ -55,6 +64,10 @@ def problems(root: Path = ROOT) -> list[str]:
     for path, names in _names(root, EVENT_USES).items():
         if unknown := sorted(names - BY_NAME.keys()):
             found.append(f"{path} uses event types not declared in app/event_types.py: {unknown}")
+    for path, records in _names(root, RECORD_USES).items():
+        names = {event_name_of_record(record) for record in records - QUIET_RECORDS}
+        if unknown := sorted(names - BY_NAME.keys()):
+            found.append(f"{path} reports records of undeclared event types: {unknown}")
     for path, names in _names(root, CODE_USES).items():
         if unknown := sorted(names - BY_CODE.keys()):
             found.append(f"{path} uses error codes not declared in app/error_codes.py: {unknown}")
@@ -72,6 +85,11 @@ def test_each_reader_is_scanned() -> None:
         assert len(found[path]) >= 5, path
     assert {"install_started", "run_finished", "error"} <= found["tests/web/fake_service.py"]
     assert "command_refused" in _names(ROOT, CODE_USES)["app/web/chat.js"]
+    assert {"run_started", "preview_ready"} <= found["app/runs/execution.py"]
+    records = _names(ROOT, RECORD_USES)
+    in_sandbox = set().union(*(names for path, names in records.items() if "sandbox/" in path))
+    assert {"file", "install", "rollback"} <= in_sandbox
+    assert {"version", "restore"} <= records["app/projects/sync.py"]
 
 
 def test_a_removed_event_type_names_every_file_that_still_uses_it(
@@ -91,6 +109,7 @@ def test_a_removed_event_type_names_every_file_that_still_uses_it(
         "app/web/chat.js",
         "app/cli/run_progress.py",
         "tests/web/fake_service.py",
+        "app/agent/loop.py",
     ):
         assert path in said
     assert "['turn_end']" in said

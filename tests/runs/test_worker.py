@@ -650,11 +650,6 @@ class _FailingWorkspace(ReadyWorkspace):
             id="max-sandboxes",
         ),
         pytest.param(_docker_down(), "docker_unavailable", id="docker-down"),
-        pytest.param(
-            requests.exceptions.ConnectionError("docker.sock"),
-            "docker_unavailable",
-            id="docker-down-unwrapped",
-        ),
         pytest.param(_redis_down(), "redis_unavailable", id="redis-down"),
         pytest.param(
             QueueUnavailable("redis unreachable while reading"), "queue_unavailable", id="queue"
