@@ -11,6 +11,8 @@ import pytest
 from app import vocabulary_tables
 from app.error_codes import BY_CODE
 from app.event_types import BY_NAME, event_name_of_record
+from app.runs.events import CONTENT_TYPES, MERGED_TYPES, TERMINAL_EVENT
+from app.runs.execution import HOLDING_EVENTS
 from app.vocabulary_tables import CONTRACT, ROOT, WEB_MODULE, web_module, with_tables
 
 # Where each reader of the run's events names a type: (files, pattern whose group names one).
@@ -29,6 +31,11 @@ RECORD_USES: tuple[tuple[str, str], ...] = (
     ("app/projects/*.py", r"on_record\(\"([a-z_]+)\""),
     ("app/agent/*.py", r"on_record\(\"([a-z_]+)\""),
 )
+# Sets of types the runs machinery acts on, by the file that holds them.
+TYPE_SETS: dict[str, frozenset[str]] = {
+    "app/runs/events.py": CONTENT_TYPES | MERGED_TYPES | {TERMINAL_EVENT},
+    "app/runs/execution.py": HOLDING_EVENTS,
+}
 QUIET_RECORDS = {"version_unchanged"}  # the loop keeps it as the run's ``unchanged``, unsaid
 HANDLERS = re.compile(r"^const HANDLERS = \{$.*?^\};$", re.MULTILINE | re.DOTALL)
 # Where the web UI names an error code.
@@ -64,6 +71,11 @@ def problems(root: Path = ROOT) -> list[str]:
     for path, names in _names(root, EVENT_USES).items():
         if unknown := sorted(names - BY_NAME.keys()):
             found.append(f"{path} uses event types not declared in app/event_types.py: {unknown}")
+    for path, names in TYPE_SETS.items():
+        if unknown := sorted(names - BY_NAME.keys()):
+            found.append(
+                f"{path} acts on event types not declared in app/event_types.py: {unknown}"
+            )
     for path, records in _names(root, RECORD_USES).items():
         names = {event_name_of_record(record) for record in records - QUIET_RECORDS}
         if unknown := sorted(names - BY_NAME.keys()):
@@ -96,6 +108,7 @@ def test_a_removed_event_type_names_every_file_that_still_uses_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     declared = {name: event for name, event in BY_NAME.items() if name != "turn_end"}
+    declared.pop("file_start")  # also one the worker holds the preview on
     monkeypatch.setattr("tests.app.test_vocabulary_tables.BY_NAME", declared)
     monkeypatch.setattr(
         vocabulary_tables,
@@ -110,9 +123,11 @@ def test_a_removed_event_type_names_every_file_that_still_uses_it(
         "app/cli/run_progress.py",
         "tests/web/fake_service.py",
         "app/agent/loop.py",
+        "app/runs/execution.py",
     ):
         assert path in said
     assert "['turn_end']" in said
+    assert "app/runs/execution.py acts on event types not declared" in said
 
 
 def test_a_removed_error_code_names_the_ui_file_that_still_uses_it(
