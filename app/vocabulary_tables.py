@@ -4,7 +4,8 @@
 app/web/vocabulary.js (the web UI's list of event types and its titles per code) and as the two
 tables of docs/service-contract.md (between ``<!-- vocabulary:NAME -->`` markers). Run
 ``python -m app.vocabulary_tables`` after changing a declaration;
-tests/app/test_vocabulary_tables.py fails while a generated file is stale.
+tests/app/test_vocabulary_tables.py fails while a generated file is stale. It is a tool for a
+checkout (it writes beside the sources), not for an installed kiln.
 """
 
 from __future__ import annotations
