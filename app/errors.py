@@ -1,42 +1,63 @@
-"""kiln's exception tree, all layers drawn in one place, and the stable codes users see::
+"""kiln's exception trees, every class drawn in this one place with the stable code users see::
 
-    KilnError                         base of everything ``app`` raises (code in brackets)
-    ├── ProviderError                 an LLM provider failed, after retries [provider_error]
-    │   ├── AuthError                 the key was refused (401/403) [provider_auth]
-    │   ├── RateLimited               429; ``retry_after`` seconds when the provider said so
-    │   ├── Overloaded                529/503 "overloaded" [provider_overloaded]
-    │   ├── ContextTooLong            the request does not fit the model's window
-    │   ├── ProviderUnavailable       network failure, timeout, 5xx, a stream cut mid-way
-    │   └── ModelRefused              a model the provider does not serve, or a key of another
-    ├── BudgetExceeded                a token, turn or tool-call budget is spent
-    ├── AdmissionRefused              a run limit refused a new run (which one: ``limit``)
-    ├── ConfigError                   a setting is missing or malformed [config_error]
-    ├── StoreError                    app.store: the database failed [store_error]
-    │   └── StoreConflict             a write contradicts what is stored [conflict]
-    ├── RunNotFound, RunFinished,     app.runs.errors: the runs machinery
-    │   InvalidRunRequest, QueueUnavailable
-    ├── StreamFormatError             app.recordings: a recording kiln cannot read
-    ├── MaterializeError              app.recordings: a stream's files cannot be written out
-    ├── ProjectError                  app.projects.errors: a chat's versioned project
-    │   ├── ProjectTooLarge           a version over the size cap [project_too_large]
-    │   └── VersionNotFound           no such version of the chat's project [version_not_found]
-    └── ApiError                      app.api.errors: an HTTP error with its status
+    KilnError [internal_error]              base of everything ``app`` raises
+    ├── ProviderError [provider_error]      an LLM provider failed, after retries
+    │   ├── AuthError [provider_auth]       the key was refused (401/403)
+    │   ├── RateLimited [provider_rate_limited]  429; ``retry_after`` seconds when said
+    │   ├── Overloaded [provider_overloaded]     529/503 "overloaded"
+    │   ├── ContextTooLong [context_limit_exceeded]  the request does not fit the window
+    │   ├── ProviderUnavailable [provider_unavailable]  network, timeout, 5xx, a cut stream
+    │   └── ModelRefused [model_refused]    a model the provider does not serve
+    ├── BudgetExceeded [budget_exceeded]    a token, turn or tool-call budget is spent
+    ├── AdmissionRefused [admission_refused]  a run limit refused a run (which: ``limit``)
+    ├── ConfigError [config_error]          a setting is missing or malformed
+    ├── StoreError [store_error]            app.store: the database failed
+    │   ├── StoreConflict [conflict]        a write contradicts what is stored
+    │   └── StoreFull [disk_full]           the disk under the database is full
+    ├── RunNotFound [not_found]             app.runs.errors: no such run (or not yours)
+    ├── RunFinished [run_finished]          the run is over already
+    ├── InvalidRunRequest [invalid_request]  a run request kiln cannot take
+    ├── QueueUnavailable [queue_unavailable]  Redis, which queues runs, failed
+    ├── StreamFormatError [stream_format]   app.recordings: a recording kiln cannot read
+    ├── MaterializeError [materialize_failed]  app.recordings: its files cannot be written
+    ├── ProjectError [project_error]        app.projects.errors: a chat's versioned project
+    │   ├── ProjectTooLarge [project_too_large]  a version over the size cap
+    │   └── VersionNotFound [version_not_found]  no such version of the project
+    └── ApiError                            app.api.errors: an HTTP status and its own code
 
-    parser.errors.ParseError          own root: ``parser`` imports nothing from kiln
-    ├── UnsafePathError               [invalid_file_path]
-    │   └── ProtectedPathError        [protected_path]: into node_modules/ or .kiln/
-    └── InvalidPackageError           [invalid_package]
-    prompts.fitting.PromptBudgetError own root (ValueError): a prompt part cannot fit its budget
-    sandbox.errors.SandboxError       own root: ``sandbox`` never imports ``app``
-    ├── SandboxNotFound               [sandbox_not_found]: a 404, never an outage
-    ├── SandboxUnavailable            [sandbox_unavailable]: Docker or Redis down, a 503
-    ├── ImageBuildFailed, CommandRefused, InstallRefused, WriteFailed, SandboxConfigError
-    ├── InstanceClaimed               [instance_claimed]: the instance is another data dir's
-    └── DiskQuotaExceeded             [disk_quota_exceeded]: the sandbox's own disk is full
+    parser.errors.ParseError [parse_error]  own root: ``parser`` imports nothing from kiln
+    ├── UnsafePathError [invalid_file_path]  a path out of the project
+    │   └── ProtectedPathError [protected_path]  into node_modules/ or .kiln/
+    └── InvalidPackageError [invalid_package]  a package spec that does not validate
 
-Messages name the offending value (``{value!r}``). What a user sees is an ``error`` event with a
-stable ``code``, a human message and a ``severity``. One mechanism gives the code in every tree:
-the class attribute ``code``, read by :func:`error_code`.
+    prompts.fitting.PromptBudgetError [prompt_budget_exceeded]  own root: a prompt part too big
+
+    sandbox.errors.SandboxError [sandbox_error]  own root: ``sandbox`` never imports ``app``
+    ├── SandboxNotFound [sandbox_not_found]  a 404, never an outage
+    ├── SandboxUnavailable [sandbox_unavailable]  a 503: trying again later may work
+    │   ├── SandboxCapacity [sandbox_capacity]  as many sandboxes as the host may hold
+    │   ├── DockerUnavailable [docker_unavailable]  the Docker engine does not answer
+    │   ├── RedisUnavailable [redis_unavailable]  Redis does not answer (or failed)
+    │   ├── ImageMissing [image_missing]    a template's image is not built
+    │   └── DiskFull [disk_full]            Docker ran out of disk space
+    ├── ImageBuildFailed [image_build_failed]  building an image failed
+    ├── CommandRefused [command_refused]    outside the allow-list, or an unsafe argument
+    ├── InstallRefused [install_refused]    a package spec that does not validate
+    ├── WriteFailed [write_failed]          a file could not be written into the workspace
+    ├── DiskQuotaExceeded [disk_quota_exceeded]  the sandbox's own disk is full
+    ├── FileTooLarge [file_too_large]       a workspace file over the read limit
+    ├── SandboxConfigError [config_error]   a sandbox setting is missing or malformed
+    ├── InstanceClaimed [instance_claimed]  the instance is another data dir's
+    ├── ExecStreamBroken [exec_stream_broken]  sandbox.execution.exec_frames: a cut stream
+    └── ExecReadTimeout [exec_read_timeout]  a command's output stopped coming
+
+Docker, Redis and SQLite exceptions become these where kiln calls them, and nowhere else
+(``raise ... from exc``): sandbox/containers/docker_boundary.py, sandbox/redis_boundary.py,
+app/store/db.py, app/providers/http_errors.py. Messages name the offending value
+(``{value!r}``). What a user sees is an ``error`` event with a stable ``code``, a human message
+and a ``severity``. One mechanism gives the code in every tree: the class attribute ``code``,
+read by :func:`error_code`; each code's words are declared in :mod:`app.error_codes`.
+tests/app/test_errors.py holds this drawing to the classes.
 """
 
 from __future__ import annotations

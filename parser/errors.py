@@ -2,15 +2,10 @@
 
 Most problems in a stream are *reported*, as ``error`` events, never raised: a model's mistake must
 not stop the stream. Exceptions are for callers' mistakes and for the validators that other layers
-reuse (the sandbox re-checks paths and package specs with the same functions)::
-
-    ParseError(ValueError)          a caller misused the parser (unknown dialect, feed after misuse)
-    ├── UnsafePathError             a file path that would leave the workspace or is malformed
-    │   └── ProtectedPathError      a path into a folder kiln or npm manages (not to be written)
-    └── InvalidPackageError         a package spec outside the npm name/version grammar
+reuse (the sandbox re-checks paths and package specs with the same functions).
 
 ``parser`` imports nothing from the rest of kiln, so these do not derive from ``app``'s
-``KilnError``; ``app.errors`` draws them in the service's tree. Each class carries the stable
+``KilnError``; app/errors.py draws them, once, in the service's tree. Each class carries the stable
 ``code`` of the ``error`` event a user sees.
 """
 

@@ -1,26 +1,12 @@
-"""The sandbox layer's exceptions. Docker and Redis errors are wrapped here, at the boundary::
+"""The sandbox layer's exceptions. Docker and Redis errors are wrapped at the boundary
+(sandbox/containers/docker_boundary.py, sandbox/redis_boundary.py) into these.
 
-    SandboxError                    base; ``sandbox`` never imports ``app``, so this is its own root
-    ├── SandboxNotFound             a sandbox, container, volume or network that does not exist
-    ├── SandboxUnavailable          Docker or Redis unreachable, an image missing, a container
-    │   │                           that stopped: trying again later may work (a 503, not a 404)
-    │   ├── SandboxCapacity         the host holds as many sandboxes as it may (or Docker has
-    │   │                           no address pool left)
-    │   ├── DockerUnavailable       the Docker engine does not answer
-    │   ├── RedisUnavailable        Redis does not answer (or failed)
-    │   ├── ImageMissing            a template's image is not built
-    │   └── DiskFull                Docker ran out of disk space
-    ├── ImageBuildFailed            building a base or template image failed
-    ├── CommandRefused              a command outside the allow-list or with an unsafe argument
-    ├── InstallRefused              a package spec that does not validate
-    ├── WriteFailed                 a file could not be written into the workspace
-    ├── DiskQuotaExceeded           the sandbox's own disk quota is used up
-    ├── FileTooLarge                a workspace file over the read limit
-    ├── SandboxConfigError          a sandbox setting is missing or malformed
-    └── InstanceClaimed             ``KILN_INSTANCE`` belongs to another data directory
+``SandboxError`` is its own root (``sandbox`` never imports ``app``); ``SandboxUnavailable`` and
+its subclasses are outages where trying again later may work (a 503, not a 404). The tree is
+drawn once, with every class and its code, in app/errors.py's docstring.
 
 Messages name the offending value (``{value!r}``). Each class carries the stable ``code`` a user
-sees (the same mechanism as ``app.errors``); ``app.errors`` draws the whole tree.
+sees (the same mechanism as ``app.errors``).
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from app.agent.turn_recorder import TurnRecorder
 from app.agent.web_tools import ToolResult, WebTools
 from app.agent.workspace import EventTarget, Workspace, likely_to_build
 from app.errors import BudgetExceeded, ProviderError, error_code
+from app.event_types import event_name_of_record
 from app.postgen.pipeline import PostGenReport, post_generate, write_files
 from app.providers.base import Message, Provider, ProviderRequest
 from app.tokens import TokenCounter
@@ -71,17 +72,6 @@ _SANDBOX_EVENTS = (
     EditBlock,
     EditEnd,
 )
-_RECORD_TYPES = {
-    "file": "file_written",
-    "edit": "edit_applied",
-    "install_start": "install_started",
-    "install": "install_finished",
-    "command_start": "command_started",
-    "command": "command_finished",
-    "output": "output",
-    "warning": "warning",
-    "error": "error",
-}
 NO_CHANGES = "No changes: the answer wrote the same files again"
 _VERSION_RECORDS = ("version", "version_unchanged")
 _BUILDS_AFTER = {StopReason.CODE_WRITTEN, StopReason.DONE, StopReason.MAX_TURNS}
@@ -529,7 +519,7 @@ class AgentRun:
                 self._recorder.tool_results.append(
                     ToolResult("command", "refused", False, str(record.get("message", "")))
                 )
-        await self._emit({**record, "type": _RECORD_TYPES.get(kind, kind)})
+        await self._emit({**record, "type": event_name_of_record(kind)})
 
     def _take_output(self) -> str:
         text, self._output = "\n".join(self._output), []

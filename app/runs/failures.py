@@ -11,58 +11,25 @@ tasks raise), takes its stable ``code`` (:func:`app.errors.error_code`) and says
 - kiln's other errors say what went wrong in their message, which is shown;
 - anything else is a bug: ``internal_error`` and a sentence pointing at the server log.
 
-A Docker or Redis exception that escaped the boundaries unwrapped, and a full disk met by the
-store, are recognised by their type, so a missed wrapper still reads as the outage it is.
+Docker, Redis and SQLite exceptions are mapped once, where kiln calls them
+(sandbox/containers/docker_boundary.py, sandbox/redis_boundary.py, app/store/db.py): they arrive
+here as kiln's own, with their code. The one raw error recognised is a full disk (``ENOSPC``):
+any file write can meet it, there is no single boundary for it.
 """
 
 from __future__ import annotations
 
 import errno
-import sqlite3
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import docker.errors
-import redis.exceptions
-import requests.exceptions
-
 from app.agent.loop import RunResult
+from app.error_codes import ERROR_CODES, INTERNAL
 from app.errors import ROOTS, error_code
 
-INTERNAL = "internal_error"
-SENTENCES: dict[str, str] = {
-    "sandbox_capacity": (
-        "This server is running as many app sandboxes as it can right now. "
-        "Please send your message again in a few minutes."
-    ),
-    "docker_unavailable": (
-        "The service that runs app sandboxes (Docker) is not answering. "
-        "Please try again shortly; if it keeps happening, tell the operator."
-    ),
-    "redis_unavailable": (
-        "kiln lost its connection to Redis, which it needs to run your app. "
-        "Please try again shortly."
-    ),
-    "queue_unavailable": (
-        "kiln lost its connection to Redis, which it needs to run your app. "
-        "Please try again shortly."
-    ),
-    "image_missing": (
-        "The sandbox image for this kind of app is not installed on this server. "
-        "The operator needs to run `kiln images build`."
-    ),
-    "disk_full": (
-        "The server ran out of disk space while working on your app. "
-        "Please try again later; the operator has to free some space."
-    ),
-    "sandbox_unavailable": (
-        "The app's sandbox could not be started or reached. Please try again shortly."
-    ),
-    "sandbox_error": "The app's sandbox failed. Please try again; the server log has details.",
-    "store_error": "kiln could not save your run. Please try again; the server log has details.",
-    INTERNAL: "The run stopped because of an internal error. The server log has the details.",
-}
+# The codes whose run shows a fixed sentence (declared with their words in app.error_codes).
+SENTENCES: dict[str, str] = {e.code: e.sentence for e in ERROR_CODES if e.sentence}
 
 
 # A run that ended ``failed`` without a fatal error (its ``stop_reason`` is the code): why.
@@ -138,20 +105,10 @@ def _deciding(exc: BaseException) -> BaseException:
 
 
 def _outage(exc: BaseException) -> str | None:
-    """The code of an outage recognised by type along ``exc``'s causes (see the docstring)."""
+    """``disk_full`` when ``exc`` or one of its causes is the OS's full disk, else ``None``."""
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
             return "disk_full"
-        if isinstance(seen, sqlite3.OperationalError) and "disk is full" in str(seen):
-            return "disk_full"
-        if isinstance(seen, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
-            return "redis_unavailable"
-        if isinstance(seen, requests.exceptions.ConnectionError):
-            return "docker_unavailable"
-        if isinstance(seen, docker.errors.DockerException) and not isinstance(
-            seen, docker.errors.APIError
-        ):
-            return "docker_unavailable"
         seen = seen.__cause__
     return None

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from app.store.chats import ChatTables
 from app.store.crypto import SecretBox
-from app.store.db import Database, StoreConflict, StoreError
+from app.store.db import Database, StoreConflict, StoreError, StoreFull
 from app.store.models import (
     ACTIVE_STATUSES,
     CANCELLED,
@@ -52,6 +52,7 @@ __all__ = [
     "Store",
     "StoreConflict",
     "StoreError",
+    "StoreFull",
     "User",
     "new_id",
 ]

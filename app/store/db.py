@@ -42,6 +42,12 @@ class StoreConflict(StoreError):
     code = "conflict"
 
 
+class StoreFull(StoreError):
+    """The disk under the database is full (SQLite's ``SQLITE_FULL``)."""
+
+    code = "disk_full"
+
+
 class Database:
     """A SQLite file with per-thread connections and migrations applied at open."""
 
@@ -85,7 +91,8 @@ class Database:
             connection.execute("PRAGMA synchronous = NORMAL")
             connection.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the database {str(self.path)!r}: {exc}") from exc
+            error = _store_error_class(exc)
+            raise error(f"cannot open the database {str(self.path)!r}: {exc}") from exc
         return connection
 
     @contextlib.contextmanager
@@ -105,7 +112,8 @@ class Database:
             try:
                 yield connection
             except BaseException:
-                connection.execute("ROLLBACK")
+                if connection.in_transaction:  # SQLite already rolled back on a full disk
+                    connection.execute("ROLLBACK")
                 raise
             else:
                 connection.execute("COMMIT")
@@ -179,4 +187,10 @@ def _store_errors() -> Iterator[None]:
     except sqlite3.IntegrityError as exc:
         raise StoreConflict(f"the store refused a write: {exc}") from exc
     except sqlite3.Error as exc:
-        raise StoreError(f"the store failed: {exc}") from exc
+        raise _store_error_class(exc)(f"the store failed: {exc}") from exc
+
+
+def _store_error_class(exc: sqlite3.Error) -> type[StoreError]:
+    """:class:`StoreFull` when the disk is full, else :class:`StoreError`."""
+    full = getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+    return StoreFull if full or "disk is full" in str(exc) else StoreError

@@ -7,19 +7,11 @@
 // it drops anything at or below the last seq, so no text is ever shown twice.
 
 import { eventsUrl } from "./api.js";
+import { RUN_EVENT_TYPES } from "./vocabulary.js";
 
-// EventSource delivers a named event only to a listener for that name, so every type is listed.
-export const EVENT_TYPES = [
-  "run_started", "run_finished", "turn_start", "turn_end", "text",
-  "thinking_start", "thinking_content", "thinking_end", "sandbox_start", "sandbox_end",
-  "sandbox_ready", "preview_ready",
-  "file_start", "file_content", "file_end", "file_written", "install_start", "install_content",
-  "install_end", "install_started", "install_finished", "command", "command_started",
-  "command_finished", "output", "web_search", "url_scrape", "tool_result", "done", "warning",
-  "error", "postgen", "session_complete", "message", "restore", "version",
-  "context", "read", "edit_start", "edit_block", "edit_end", "edit_applied",
-  "rollback",
-];
+// EventSource delivers a named event only to a listener for that name, so every type is listed
+// ("message" is what app/api/sse.py names an event without a type).
+const EVENT_TYPES = [...RUN_EVENT_TYPES, "message"];
 
 const BACKOFF_MS = [250, 1000, 2000, 4000, 8000];
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.store.db import Database, StoreConflict, StoreError
+from app.store.db import Database, StoreConflict, StoreError, StoreFull
 from app.store.schema import MIGRATIONS
 
 EXTRA = "CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT NOT NULL)"
@@ -61,6 +61,16 @@ def test_connections_use_wal_busy_timeout_and_foreign_keys(tmp_path: Path) -> No
     assert connection.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     with pytest.raises(StoreConflict, match="FOREIGN KEY"), database.transaction() as db:
         db.execute("INSERT INTO chats (id, user_id, title, created) VALUES ('c', 'nobody', 't', 1)")
+    database.close()
+
+
+def test_a_full_disk_is_store_full_with_its_own_code(tmp_path: Path) -> None:
+    database = Database(tmp_path / "kiln.db", MIGRATIONS)
+    pages = database.connection().execute("PRAGMA page_count").fetchone()[0]
+    database.connection().execute(f"PRAGMA max_page_count = {pages}")  # SQLite's SQLITE_FULL
+    with pytest.raises(StoreFull, match="full") as raised, database.transaction() as db:
+        db.execute("INSERT INTO users (id, name, created) VALUES (?, 'ann', 1.0)", ("x" * 9000,))
+    assert raised.value.code == "disk_full"
     database.close()
 
 

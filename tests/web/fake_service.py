@@ -44,6 +44,11 @@ COOKIE = "kiln_session"
 SESSION = "fake-session"
 TEMPLATE_FILES = {"package.json": '{\n  "name": "app"\n}\n', "index.html": "<!doctype html>\n"}
 PREVIEW_PAGE = "<!doctype html><title>Todos</title><h1>Todos</h1><p>fake preview</p>"
+# The events a step (an install or a command) is reported with, as the sandbox session does.
+STEP_EVENTS = {
+    "install": ("install_started", "install_finished"),
+    "command": ("command_started", "command_finished"),
+}
 
 
 @dataclass
@@ -152,11 +157,12 @@ class FakeService:
 
     async def step(self, run: FakeRun, kind: str, fields: dict[str, Any]) -> None:
         """An install or a command: started, two output lines, finished with exit 0."""
-        await self.emit(run, {"type": f"{kind}_started", **fields})
+        started, finished = STEP_EVENTS[kind]
+        await self.emit(run, {"type": started, **fields})
         for line in (f"{kind} line one", f"{kind} line two"):
             await self.emit(run, {"type": "output", "line": line})
         skipped = {"already_installed": True} if self.replayed and kind == "install" else {}
-        await self.emit(run, {"type": f"{kind}_finished", **fields, "exit_code": 0, **skipped})
+        await self.emit(run, {"type": finished, **fields, "exit_code": 0, **skipped})
 
     async def finish(self, run: FakeRun) -> None:
         """The end of a run: turn decision, checks, summary and the terminal event."""

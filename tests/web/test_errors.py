@@ -7,6 +7,7 @@ import re
 
 from playwright.sync_api import Page, Route, expect
 
+from app.error_codes import BY_CODE
 from tests.web.conftest import PageProblems, fake_base_url, screenshot, sign_in
 from tests.web.fake_service import FakeService
 from tests.web.recording import send_message
@@ -28,6 +29,20 @@ def test_a_failed_run_explains_itself_without_a_traceback(
     expect(footer).to_contain_text("Failed")
     assert "Traceback" not in page.locator("body").inner_text()
     screenshot(page, "fake-failed-run")
+
+
+def test_every_declared_code_has_its_title_in_the_page(
+    page: Page, fake_service: FakeService
+) -> None:
+    """The titles come from app/error_codes.py (through the generated vocabulary.js): a code the
+    hand-written table lacked (``deadline_exceeded``) reads as its words, not "went wrong"."""
+    fake_service.failure = ("deadline_exceeded", "the run took longer than 1800 s")
+    sign_in(page, f"{fake_base_url(fake_service)}/login?token={fake_service.login_token}")
+    send_message(page, "make me a todo app")
+    problem = page.locator(".card.problem.fatal")
+    expect(problem).to_contain_text(BY_CODE["deadline_exceeded"].title)
+    titles = page.evaluate("import('/static/vocabulary.js').then((m) => m.ERROR_TITLES)")
+    assert titles == {code: error.title for code, error in BY_CODE.items()}
 
 
 def test_a_malformed_sign_in_link_is_refused_in_words(
