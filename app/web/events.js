@@ -18,7 +18,7 @@ export const EVENT_TYPES = [
   "command_finished", "output", "web_search", "url_scrape", "tool_result", "done", "warning",
   "error", "postgen", "session_complete", "message", "restore", "version",
   "context", "read", "edit_start", "edit_block", "edit_end", "edit_applied",
-  "rollback",
+  "rollback", "preview_error",
 ];
 
 const BACKOFF_MS = [250, 1000, 2000, 4000, 8000];

@@ -37,6 +37,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from parser import StreamParser
+from tests.web.fake_preview_errors import PreviewErrorLog, preview_errors
 
 WEB_DIR = Path(__file__).resolve().parents[2] / "app" / "web"
 DEMO = Path(__file__).resolve().parents[2] / "app" / "demos" / "todo-app.txt"
@@ -94,6 +95,9 @@ class FakeService:
     post_delay: float = 0.0  # seconds a message takes to be accepted (a slow server)
     message_limit: int = 32_000  # GET /api/me's limits.message_chars
     replayed: bool = False  # runs replay an answer already applied: installs skipped, no change
+    render: dict[str, Any] | None = None  # the postgen event's render check result
+    run_preview_errors: list[dict[str, Any]] = field(default_factory=list)  # before postgen
+    preview_errors: PreviewErrorLog = field(default_factory=PreviewErrorLog)
     login_token: str = field(default_factory=lambda: secrets.token_hex(8))
     chats: dict[str, dict[str, Any]] = field(default_factory=dict)
     messages: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -166,8 +170,11 @@ class FakeService:
         end = {"type": "turn_end", "turn": 1, "rule": run.stop_reason, "decision": "stop"}
         await self.emit(run, {**end, "reason": run.stop_reason})
         if not cancelled:
+            for error in self.run_preview_errors:
+                await self.emit(run, {"type": "preview_error", **error})
             build = {"ok": True, "exit_code": 0, "output": ""}
-            await self.emit(run, {"type": "postgen", "fixes": [], "findings": [], "build": build})
+            checks = {"type": "postgen", "fixes": [], "findings": [], "build": build}
+            await self.emit(run, {**checks, "render": self.render} if self.render else checks)
         complete = {"type": "session_complete", "status": run.status, "unchanged": self.replayed}
         await self.emit(run, complete)
         final = {"type": "run_finished", "status": run.status, "stop_reason": run.stop_reason}
@@ -215,6 +222,10 @@ def _authorized(request: Request) -> bool:
     return request.cookies.get(COOKIE) == SESSION
 
 
+def _owns(service: FakeService, request: Request, sandbox_id: str) -> bool:
+    return sandbox_id in service.files and _authorized(request)
+
+
 def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status)
 
@@ -240,6 +251,10 @@ def build_app(service: FakeService) -> ASGIApp:
             methods=["POST"],
         ),
         Route("/api/sandboxes/{id}/preview", partial(_preview_state, service)),
+        Route(
+            "/api/sandboxes/{id}/preview-errors",
+            partial(preview_errors, service.preview_errors, partial(_owns, service), _error),
+        ),
         Route("/", _index),
         Mount("/static", StaticFiles(directory=WEB_DIR)),
     ]

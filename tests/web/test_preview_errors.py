@@ -1,0 +1,141 @@
+"""What the preview's own page reports, in the preview panel (stand-in service, which serves
+issue 23's per-sandbox stream ``GET /api/sandboxes/{id}/preview-errors``): an error bar with
+"Fix it" that sends a follow-up carrying the errors, a bounded Console cleared on reload, errors
+always shown as text, a stream that resumes where it was cut, and the chat's current sandbox
+followed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from playwright.sync_api import Page, expect
+
+from tests.web.conftest import fake_base_url, screenshot, sign_in
+from tests.web.fake_service import FakeService
+from tests.web.recording import send_message
+
+HOSTILE = '<img src=x onerror="document.title=\'owned\'"><b>bold</b>'
+
+
+def preview_error(message: str, kind: str = "uncaught", **fields: Any) -> dict[str, Any]:
+    """A preview error of the contract's shape."""
+    error = {"kind": kind, "message": message, "stack": "", "source": None, "url": "", "count": 1}
+    return {**error, **fields}
+
+
+CLICK_ERROR = preview_error(
+    "Cannot read properties of undefined (reading 'name')",
+    source={"file": "src/App.jsx", "line": 12, "column": 5},
+    url="http://x.preview.localhost/todos",
+)
+
+
+def built_app(page: Page, service: FakeService, message: str = "make me a todo app") -> str:
+    """Send ``message``, wait for its run and for the preview's load at the run's end (which
+    clears the console); the id of the sandbox shown."""
+    with page.expect_response(lambda r: "preview-login" in r.url, timeout=60_000):
+        send_message(page, message)
+        footers = page.locator(".run-footer[data-state='completed']")
+        expect(footers).to_have_count(len(service.runs), timeout=60_000)
+    page.frame_locator("#preview-frame").get_by_role("heading", name="Todos").wait_for()
+    runs = sorted(service.runs.values(), key=lambda run: run.created)
+    sandbox_id = runs[-1].sandbox_id
+    assert sandbox_id is not None
+    return sandbox_id
+
+
+def open_app(page: Page, service: FakeService) -> str:
+    sign_in(page, f"{fake_base_url(service)}/login?token={service.login_token}")
+    return built_app(page, service)
+
+
+def test_fix_it_sends_the_error_as_a_follow_up(page: Page, fake_service: FakeService) -> None:
+    sandbox_id = open_app(page, fake_service)
+    fake_service.preview_errors.report(sandbox_id, CLICK_ERROR)
+    bar = page.get_by_role("status").filter(has=page.get_by_role("button", name="Fix it"))
+    expect(bar).to_contain_text("Cannot read properties of undefined (reading 'name')")
+    expect(bar).to_contain_text("src/App.jsx:12:5")
+    screenshot(page, "preview-error-bar")
+
+    bar.get_by_role("button", name="Fix it").click()
+    expect(bar).to_be_hidden()
+    expect(page.locator(".run-footer[data-state='completed']")).to_have_count(2, timeout=60_000)
+    chat_id = next(iter(fake_service.messages))
+    sent = fake_service.messages[chat_id][-1]["content"]
+    assert "Cannot read properties of undefined (reading 'name')" in sent
+    assert "at src/App.jsx:12:5" in sent
+    assert "page: http://x.preview.localhost/todos" in sent
+    expect(page.locator(".msg.user").last).to_contain_text("src/App.jsx:12:5")
+
+
+def test_a_console_line_is_no_error_and_html_stays_text(
+    page: Page, fake_service: FakeService
+) -> None:
+    sandbox_id = open_app(page, fake_service)
+    fake_service.preview_errors.report(sandbox_id, preview_error("loaded", kind="console_log"))
+    toggle = page.get_by_role("button", name="Console (1)")
+    toggle.click()
+    console = page.get_by_role("log", name="Preview console lines")
+    expect(console).to_contain_text("loaded")
+    expect(page.locator("#preview-error-bar")).to_be_hidden()  # a log line is no finding
+
+    fake_service.preview_errors.report(sandbox_id, preview_error(HOSTILE, kind="console_error"))
+    expect(page.locator("#preview-error-bar")).to_contain_text(HOSTILE)
+    expect(console).to_contain_text(HOSTILE)
+    expect(page.locator("#panel-preview img, #panel-preview b")).to_have_count(0)
+    assert page.title() != "owned"
+
+
+def test_ten_thousand_reports_keep_the_console_bounded(
+    page: Page, fake_service: FakeService
+) -> None:
+    sandbox_id = open_app(page, fake_service)
+    for n in range(10_000):
+        fake_service.preview_errors.report(sandbox_id, preview_error(f"spam {n}"))
+    toggle = page.get_by_role("button", name="Console (10000)")
+    expect(toggle).to_be_visible(timeout=60_000)
+    toggle.click()
+    lines = page.locator("#preview-console-lines .console-line")
+    expect(lines.last).to_contain_text("spam 9999")
+    assert lines.count() <= 500
+    expect(page.locator("#preview-error-bar")).to_contain_text("spam 9999")
+    # The page still answers: the composer takes a message.
+    page.get_by_label("Message").fill("still here")
+    expect(page.get_by_label("Message")).to_have_value("still here")
+
+
+def test_the_console_is_cleared_when_the_preview_reloads(
+    page: Page, fake_service: FakeService
+) -> None:
+    sandbox_id = open_app(page, fake_service)
+    fake_service.preview_errors.report(sandbox_id, preview_error("before the reload"))
+    page.get_by_role("button", name="Console (1)").click()
+    console = page.get_by_role("log", name="Preview console lines")
+    expect(console).to_contain_text("before the reload")
+    page.get_by_role("button", name="Reload").click()
+    expect(console).not_to_contain_text("before the reload")
+    expect(page.locator("#preview-error-bar")).to_be_hidden()
+    expect(page.get_by_role("button", name="Console", exact=True)).to_be_visible()
+
+
+def test_a_cut_stream_resumes_without_duplicates(page: Page, fake_service: FakeService) -> None:
+    fake_service.preview_errors.cut_every = 2
+    sandbox_id = open_app(page, fake_service)
+    for n in range(5):
+        fake_service.preview_errors.report(sandbox_id, preview_error(f"error {n}"))
+    page.get_by_role("button", name="Console (5)").click()
+    lines = page.locator("#preview-console-lines .console-line")
+    expect(lines.last).to_contain_text("error 4")
+    expect(lines).to_have_count(5)
+    assert {"2", "4"} <= set(fake_service.preview_errors.resumed_from)
+
+
+def test_the_panel_follows_the_chats_new_sandbox(page: Page, fake_service: FakeService) -> None:
+    first = open_app(page, fake_service)
+    second = built_app(page, fake_service, "make it blue")  # the stand-in: a new sandbox a run
+    assert second != first
+    fake_service.preview_errors.report(first, preview_error("from the old sandbox"))
+    fake_service.preview_errors.report(second, preview_error("from the new sandbox"))
+    expect(page.locator("#preview-error-bar")).to_contain_text("from the new sandbox")
+    page.get_by_role("button", name="Console (1)").click()
+    expect(page.locator("#preview-console-lines")).not_to_contain_text("old sandbox")
