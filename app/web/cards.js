@@ -300,7 +300,7 @@ function renderSummary(render) {
 function renderDetails(render) {
   const errors = render.errors || [];
   if (render.skipped || (!errors.length && !render.blank && !render.screenshot)) return null;
-  const item = (e) => h("li", {}, `${describeKind(e.kind)}: ${headline(e)}${e.count > 1 ? ` (×${e.count})` : ""}`,
+  const item = (e) => h("li", {}, `${describeKind(e.kind)}: ${headline(e)}${e.count > 1 ? ` (${e.count} times)` : ""}`,
     where(e) ? h("code", {}, ` ${where(e)}`) : null);
   const items = errors.slice(0, RENDER_ERRORS_SHOWN).map(item);
   if (render.blank && !errors.some((e) => e.kind === "blank_page")) items.push(h("li", {}, "The page stayed blank: the app's root element was empty."));
@@ -338,7 +338,7 @@ export class PreviewErrorsCard {
     this.count += 1;
     this.title.textContent = `The app ${this.count === 1 ? "threw an error" : `threw ${this.count} errors`} in the browser`;
     const at = where(event);
-    this.list.append(h("li", {}, `${describeKind(event.kind)}: ${headline(event)}${event.count > 1 ? ` (×${event.count})` : ""}`,
+    this.list.append(h("li", {}, `${describeKind(event.kind)}: ${headline(event)}${event.count > 1 ? ` (${event.count} times)` : ""}`,
       at ? h("code", {}, ` ${at}`) : null));
     if (this.list.childElementCount > PREVIEW_ERRORS_SHOWN) this.list.firstElementChild.remove();
   }

@@ -116,7 +116,7 @@ export class PreviewConsole {
 /** One Console line: kind, message (with a count when merged), where, and the page's URL. */
 function consoleLine(error) {
   const at = where(error);
-  const count = error.count > 1 ? ` ×${error.count}` : "";
+  const count = error.count > 1 ? ` (${error.count} times)` : "";
   const level = isFinding(error) ? "bad" : error.kind === "console_warn" ? "warn" : "info";
   return h(
     "div",

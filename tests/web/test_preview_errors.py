@@ -14,7 +14,7 @@ from tests.web.conftest import fake_base_url, screenshot, sign_in
 from tests.web.fake_service import FakeService
 from tests.web.recording import send_message
 
-HOSTILE = '<img src=x onerror="document.title=\'owned\'"><b>bold</b>'
+HOSTILE = "<img src=x onerror=\"document.title='owned'\"><b>bold</b>"
 
 
 def preview_error(message: str, kind: str = "uncaught", **fields: Any) -> dict[str, Any]:
