@@ -179,7 +179,7 @@ class ProgressPrinter:
     def _render(self, render: dict[str, Any]) -> None:
         """The render check's result, then the errors not already printed as they came."""
         if render.get("skipped"):
-            reason = _CONTROL.sub("?", str(render["skipped"]))
+            reason = _CONTROL.sub("?", str(render.get("message") or render["skipped"]))
             self.line(f"  render check skipped: {reason}")
             return
         errors = [e for e in render.get("errors") or [] if isinstance(e, dict)]

@@ -4,7 +4,7 @@
 // per-turn markers that say why the loop went on or stopped.
 
 import { h } from "./dom.js";
-import { describeContinue, describeRunError, describeStop } from "./errors.js";
+import { describeCode, describeContinue, describeRunError, describeStop, presentable } from "./errors.js";
 import { describeKind, headline, where } from "./previewerrors.js";
 
 const OUTPUT_LINES = 400; // per card; the log panel keeps more
@@ -287,7 +287,7 @@ const renderOk = (render) => !render || Boolean(render.skipped) || (render.ok &&
 
 /** "app renders", "app throws 2 errors", "page blank", "render check skipped (reason)". */
 function renderSummary(render) {
-  if (render.skipped) return `render check skipped (${render.skipped})`;
+  if (render.skipped) return "render check skipped";
   const errors = (render.errors || []).filter((e) => e.kind !== "blank_page").length;
   const parts = [];
   if (errors) parts.push(`app throws ${plural(errors, "error")}`);
@@ -299,7 +299,8 @@ function renderSummary(render) {
 /** The render check's findings (message, file:line) and its screenshot, folded. */
 function renderDetails(render) {
   const errors = render.errors || [];
-  if (render.skipped || (!errors.length && !render.blank && !render.screenshot)) return null;
+  if (render.skipped) return skippedDetails(render);
+  if (!errors.length && !render.blank && !render.screenshot) return null;
   const item = (e) => h("li", {}, `${describeKind(e.kind)}: ${headline(e)}${e.count > 1 ? ` (${e.count} times)` : ""}`,
     where(e) ? h("code", {}, ` ${where(e)}`) : null);
   const items = errors.slice(0, RENDER_ERRORS_SHOWN).map(item);
@@ -315,6 +316,13 @@ function renderDetails(render) {
     items.length ? h("ul", { class: "render-findings" }, items) : null,
     shot ? h("a", { href: shot, target: "_blank", rel: "noopener" }, h("img", { class: "render-screenshot", src: shot, alt: "The app as the render check saw it", loading: "lazy" })) : null,
   );
+}
+
+/** Why the render check did not run: the words of its code, and its message. */
+function skippedDetails(render) {
+  const words = describeCode(render.skipped) || "The render check did not run";
+  const message = presentable(render.message) ? render.message.trim() : "";
+  return h("p", { class: "card-text render-skipped" }, message ? `${words}: ${message}` : words);
 }
 
 const PREVIEW_ERRORS_SHOWN = 20;

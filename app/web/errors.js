@@ -52,6 +52,12 @@ const ERROR_TITLES = {
   file_not_kept: "A file cannot be kept in the project's versions",
   protected_path: "A file kiln or npm manages was not changed",
   internal_error: "Something went wrong inside kiln",
+  // issue 23: the render check (a `postgen` event's `render.skipped`) and the preview's reports
+  render_check_disabled: "The render check is turned off",
+  render_check_image_missing: "The render check's browser image is not installed",
+  render_check_timeout: "The app did not finish loading in time for the render check",
+  render_check_failed: "The render check could not open the app",
+  preview_errors_unavailable: "The preview's error reports are not kept on this server",
 };
 
 const STATUS_WORDS = {
@@ -79,6 +85,9 @@ export function describeApiError(status, code, serverMessage) {
   if (code === "file" && status === 404) return "That file is no longer in the workspace.";
   return STATUS_WORDS[status] || STATUS_WORDS[status >= 500 ? 500 : 0] || `Request failed (${status}).`;
 }
+
+/** The words for an error `code` (a short sentence), or "" for a code without words. */
+export const describeCode = (code) => ERROR_TITLES[code] || "";
 
 /** `{title, detail}` for an `error` or `warning` event. */
 export function describeRunError(event) {

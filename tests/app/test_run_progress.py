@@ -110,7 +110,13 @@ def _postgen(render: dict[str, object]) -> dict[str, object]:
             id="blank",
         ),
         pytest.param(
-            {"ok": True, "skipped": "KILN_RENDER_CHECK is off", "errors": [], "blank": False},
+            {
+                "ok": True,
+                "skipped": "render_check_disabled",
+                "message": "KILN_RENDER_CHECK is off",
+                "errors": [],
+                "blank": False,
+            },
             ["  render check skipped: KILN_RENDER_CHECK is off"],
             id="skipped",
         ),

@@ -94,8 +94,14 @@ RENDER_CASES = [
         id="blank",
     ),
     pytest.param(
-        {"ok": True, "skipped": "the render check is off", "errors": [], "blank": False},
-        "Checks: build passed, render check skipped (the render check is off)",
+        {
+            "ok": True,
+            "skipped": "render_check_disabled",
+            "message": "KILN_RENDER_CHECK is off",
+            "errors": [],
+            "blank": False,
+        },
+        "Checks: build passed, render check skipped",
         [],
         id="skipped",
     ),
@@ -125,6 +131,9 @@ def test_the_checks_card_says_what_the_render_check_found(
     expect(card).to_have_attribute("data-state", "ok" if ok else "failed")
     for text in details:
         expect(card.locator("details.render")).to_contain_text(text)
+    if render.get("skipped"):
+        words = "The render check is turned off: KILN_RENDER_CHECK is off"
+        expect(card.locator(".render-skipped")).to_have_text(words)
     thrown = page.locator(".card.preview-errors")
     expect(thrown).to_have_count(1 if render["errors"] else 0)
     if render["errors"]:
