@@ -44,7 +44,10 @@ const preview = new PreviewPanel({
   address: $("preview-address"), reload: $("preview-reload"), open: $("preview-open"),
 }, api.previewLogin, api.previewState, {
   follow: (sandboxId) => previewErrors.follow(sandboxId),
-  reloaded: () => previewConsole.clear(),
+  reloaded: () => {
+    previewConsole.clear();
+    previewErrors.retry();
+  },
 });
 const versions = new VersionsPanel({
   list: $("versions-list"), status: $("versions-status"), title: $("diff-title"), diff: $("diff-view"), count: $("versions-count"),

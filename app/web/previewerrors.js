@@ -65,6 +65,9 @@ export function fixMessage(errors, limit = FIX_MESSAGE_CHARS) {
 }
 
 const BACKOFF_MS = [500, 1000, 2000, 4000, 8000];
+// Refused this many times in a row (a sandbox gone, a server that keeps no reports): stop until
+// the preview loads again (`retry()`) rather than ask for ever.
+const MAX_FAILURES = 8;
 const SEEN_IDS = 2000; // stream ids remembered to drop an event delivered twice
 
 /** Follows one sandbox's preview errors; `follow(null)` stops. Reconnects resume after the last
@@ -99,6 +102,13 @@ export class PreviewErrorStream {
     this.source = null;
   }
 
+  /** The preview loaded again: a stream that gave up asks once more. */
+  retry() {
+    if (!this.sandboxId || this.source) return;
+    this.failures = 0;
+    this.open();
+  }
+
   open() {
     const sandboxId = this.sandboxId;
     const source = new EventSource(previewErrorsUrl(sandboxId, this.lastId));
@@ -109,8 +119,12 @@ export class PreviewErrorStream {
     // ended it (a 404 for a sandbox gone, an outage): open anew later, while still following.
     source.onerror = () => {
       if (source.readyState !== EventSource.CLOSED || source !== this.source) return;
-      const delay = BACKOFF_MS[Math.min(this.failures, BACKOFF_MS.length - 1)];
       this.failures += 1;
+      if (this.failures >= MAX_FAILURES) {
+        this.source = null;
+        return;
+      }
+      const delay = BACKOFF_MS[Math.min(this.failures - 1, BACKOFF_MS.length - 1)];
       this.timer = setTimeout(() => { if (source === this.source) this.open(); }, delay);
     };
   }

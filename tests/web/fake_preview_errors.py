@@ -29,6 +29,7 @@ class PreviewErrorLog:
     reports: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     cut_every: int = 0  # close a connection after this many events (0: never)
     resumed_from: list[str] = field(default_factory=list)  # each connection's Last-Event-ID
+    unavailable: int = 0  # refuse this many connections with a 503 first
 
     def report(self, sandbox_id: str, error: dict[str, Any]) -> None:
         """What the preview's page reported (a whole error dict of the contract)."""
@@ -61,6 +62,9 @@ async def preview_errors(
     sandbox = request.path_params["id"]
     if not known(request, sandbox):
         return error(404, "sandbox_not_found", f"no sandbox {sandbox!r}")
+    if log.unavailable > 0:
+        log.unavailable -= 1
+        return error(503, "preview_errors_unavailable", "preview errors are not kept here")
     raw = request.headers.get("last-event-id") or request.query_params.get("after") or ""
     log.resumed_from.append(raw)
     after = int(raw) if raw.isdigit() else 0

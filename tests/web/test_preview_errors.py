@@ -6,11 +6,12 @@ followed."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from playwright.sync_api import Page, expect
 
-from tests.web.conftest import fake_base_url, screenshot, sign_in
+from tests.web.conftest import PageProblems, fake_base_url, screenshot, sign_in
 from tests.web.fake_service import FakeService
 from tests.web.recording import send_message
 
@@ -139,3 +140,15 @@ def test_the_panel_follows_the_chats_new_sandbox(page: Page, fake_service: FakeS
     expect(page.locator("#preview-error-bar")).to_contain_text("from the new sandbox")
     page.get_by_role("button", name="Console (1)").click()
     expect(page.locator("#preview-console-lines")).not_to_contain_text("old sandbox")
+
+
+def test_a_refused_stream_is_opened_again(
+    page: Page, fake_service: FakeService, page_problems: PageProblems
+) -> None:
+    """An HTTP error ends an EventSource for good: the panel opens the stream anew, later."""
+    page_problems.allow.append(re.compile(r"status of 503"))
+    fake_service.preview_errors.unavailable = 3
+    sandbox_id = open_app(page, fake_service)
+    fake_service.preview_errors.report(sandbox_id, preview_error("after the outage"))
+    expect(page.locator("#preview-error-bar")).to_contain_text("after the outage")
+    assert fake_service.preview_errors.unavailable == 0
