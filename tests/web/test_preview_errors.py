@@ -2,7 +2,7 @@
 issue 23's per-sandbox stream ``GET /api/sandboxes/{id}/preview-errors``): an error bar with
 "Fix it" that sends a follow-up carrying the errors, a bounded Console cleared on reload, errors
 always shown as text, a stream that resumes where it was cut, and the chat's current sandbox
-followed."""
+followed; and against a real ``kiln serve``, a click that throws in the app reaches "Fix it"."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from playwright.sync_api import Page, expect
 
-from tests.web.conftest import PageProblems, fake_base_url, screenshot, sign_in
+from tests.web.conftest import RUN_LIMIT_MS, PageProblems, fake_base_url, screenshot, sign_in
 from tests.web.fake_service import FakeService
 from tests.web.recording import send_message
 
@@ -152,3 +152,40 @@ def test_a_refused_stream_is_opened_again(
     fake_service.preview_errors.report(sandbox_id, preview_error("after the outage"))
     expect(page.locator("#preview-error-bar")).to_contain_text("after the outage")
     assert fake_service.preview_errors.unavailable == 0
+
+
+def test_a_click_that_throws_in_the_real_preview_reaches_fix_it(
+    kiln_page: Page, page_problems: PageProblems
+) -> None:
+    """Against a real ``kiln serve``: a handler of the app in the pane throws on a click; the
+    preview's reporter, kiln's stream and the panel bring it to the error bar, and "Fix it"
+    sends it as the chat's next message."""
+    page = kiln_page
+    page_problems.allow.append(re.compile(r"reading 'name'"))  # the app's error, not kiln's
+    send_message(page, "make me a todo app")
+    page.locator(".run-footer[data-state='completed']").wait_for(timeout=RUN_LIMIT_MS)
+    app = page.frame_locator("#preview-frame")
+    app.get_by_role("heading", name="Todos").wait_for()
+    expect(page.locator("#preview-state")).to_have_text("Live")
+    frame = next(f for f in page.frames if ".preview." in f.url)
+    frame.evaluate(BREAKING_BUTTON)
+    app.get_by_role("button", name="Break").click()
+
+    bar = page.locator("#preview-error-bar")
+    expect(bar).to_contain_text("Cannot read properties of null (reading 'name')")
+    screenshot(page, "preview-error-bar-real")
+    bar.get_by_role("button", name="Fix it").click()
+    expect(bar).to_be_hidden()
+    sent = page.locator(".msg.user").last
+    expect(sent).to_contain_text("Cannot read properties of null (reading 'name')")
+    expect(sent).to_contain_text("page: http")
+    page.locator(".run-footer[data-state='completed']").nth(1).wait_for(timeout=RUN_LIMIT_MS)
+
+
+# A button whose click handler reads a property of null, the way a generated app's would.
+BREAKING_BUTTON = """() => {
+  const button = document.createElement("button");
+  button.textContent = "Break";
+  button.addEventListener("click", () => { const user = null; return user.name; });
+  document.body.append(button);
+}"""
