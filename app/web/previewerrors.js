@@ -69,6 +69,12 @@ const BACKOFF_MS = [500, 1000, 2000, 4000, 8000];
 // the preview loads again (`retry()`) rather than ask for ever.
 const MAX_FAILURES = 8;
 const SEEN_IDS = 2000; // stream ids remembered to drop an event delivered twice
+// A stream opened afresh replays what the sandbox kept (up to a day): the pages of earlier
+// visits, whose errors may be long fixed. Those stamped this long before the stream was opened
+// are dropped (kiln's stream ids are `<ms>-<n>`); the slack covers the app's own first reports,
+// sent while the stream was still connecting, and clocks a little apart.
+const HISTORY_SLACK_MS = 5 * 60_000;
+const STAMPED_ID = /^(\d{10,})-\d+$/;
 
 /** Follows one sandbox's preview errors; `follow(null)` stops. Reconnects resume after the last
  * event seen: the browser's own reconnect sends `Last-Event-ID`; a stream opened anew (after an
@@ -93,6 +99,7 @@ export class PreviewErrorStream {
     this.lastId = "";
     this.seen.clear();
     this.failures = 0;
+    this.since = Date.now() - HISTORY_SLACK_MS;
     if (sandboxId) this.open();
   }
 
@@ -136,6 +143,7 @@ export class PreviewErrorStream {
       this.seen.add(id);
       if (this.seen.size > SEEN_IDS) this.seen.delete(this.seen.values().next().value);
       this.lastId = id;
+      if (Number(STAMPED_ID.exec(id)?.[1] ?? Infinity) < this.since) return; // an old visit's
     }
     let error;
     try {

@@ -259,14 +259,15 @@ def build_app(service: FakeService) -> ASGIApp:
         Mount("/static", StaticFiles(directory=WEB_DIR)),
     ]
     api = Starlette(routes=routes)
-    return _PreviewHosts(api)
+    return _PreviewHosts(api, service.preview_errors)
 
 
 class _PreviewHosts:
     """Answers ``<id>.preview.localhost`` itself; anything else goes to the API app."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, preview_errors: PreviewErrorLog) -> None:
         self.app = app
+        self.preview_errors = preview_errors
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         host = dict(scope.get("headers", [])).get(b"host", b"").decode()
@@ -275,6 +276,7 @@ class _PreviewHosts:
             return
         response: Response
         if scope["path"] == "/__kiln/login":
+            self.preview_errors.frame_loads += 1
             response = RedirectResponse("/", 303)
             response.set_cookie(COOKIE, SESSION, samesite="none", secure=True)
         else:

@@ -128,7 +128,8 @@ def test_a_cut_stream_resumes_without_duplicates(page: Page, fake_service: FakeS
     lines = page.locator("#preview-console-lines .console-line")
     expect(lines.last).to_contain_text("error 4")
     expect(lines).to_have_count(5)
-    assert {"2", "4"} <= set(fake_service.preview_errors.resumed_from)
+    resumed = {raw.rpartition("-")[2] for raw in fake_service.preview_errors.resumed_from}
+    assert {"2", "4"} <= resumed
 
 
 def test_the_panel_follows_the_chats_new_sandbox(page: Page, fake_service: FakeService) -> None:
@@ -189,3 +190,20 @@ BREAKING_BUTTON = """() => {
   button.addEventListener("click", () => { const user = null; return user.name; });
   document.body.append(button);
 }"""
+
+
+def test_an_earlier_visits_errors_are_not_shown_again(
+    page: Page, fake_service: FakeService
+) -> None:
+    """The stream replays what the sandbox kept (kiln keeps a day): opening the chat again
+    shows what its page says now, not an error of an hour ago that may be long fixed."""
+    sandbox_id = open_app(page, fake_service)
+    fake_service.preview_errors.report(sandbox_id, preview_error("an hour ago"), age=3600)
+    fake_service.preview_errors.report(sandbox_id, preview_error("just now"))
+    # The replay comes after the frame's load cleared the panel (else that clear could hide it).
+    fake_service.preview_errors.after_frame_load = True
+    page.reload()
+    bar = page.locator("#preview-error-bar")
+    expect(bar).to_contain_text("just now")
+    page.get_by_role("button", name="Console (1)").click()
+    expect(page.locator("#preview-console-lines")).not_to_contain_text("an hour ago")
