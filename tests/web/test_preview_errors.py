@@ -52,6 +52,8 @@ def open_app(page: Page, service: FakeService) -> str:
 
 def test_fix_it_sends_the_error_as_a_follow_up(page: Page, fake_service: FakeService) -> None:
     sandbox_id = open_app(page, fake_service)
+    huge = preview_error("x" * 1_000_000, kind="unhandled_rejection")  # a hostile page's
+    fake_service.preview_errors.report(sandbox_id, huge)
     fake_service.preview_errors.report(sandbox_id, CLICK_ERROR)
     bar = page.get_by_role("status").filter(has=page.get_by_role("button", name="Fix it"))
     expect(bar).to_contain_text("Cannot read properties of undefined (reading 'name')")
@@ -66,6 +68,8 @@ def test_fix_it_sends_the_error_as_a_follow_up(page: Page, fake_service: FakeSer
     assert "Cannot read properties of undefined (reading 'name')" in sent
     assert "at src/App.jsx:12:5" in sent
     assert "page: http://x.preview.localhost/todos" in sent
+    assert "Unhandled promise rejection: xxx" in sent
+    assert len(sent) <= 4000  # the huge message cut to a few hundred characters
     expect(page.locator(".msg.user").last).to_contain_text("src/App.jsx:12:5")
 
 
