@@ -109,6 +109,13 @@ ERROR_CODES: tuple[ErrorCode, ...] = (
     ErrorCode("deadline_exceeded", "The run took longer than it may"),
     ErrorCode("stream_format", "A recording kiln cannot read"),
     ErrorCode("materialize_failed", "A recording's files could not be written out"),
+    ErrorCode("render_check_disabled", "The render check is turned off"),
+    ErrorCode("render_check_image_missing", "The render check's browser image is not installed"),
+    ErrorCode("render_check_timeout",
+              "The app did not finish loading in time for the render check"),
+    ErrorCode("render_check_failed", "The render check could not open the app"),
+    ErrorCode("preview_errors_unavailable",
+              "The preview's error reports are not kept on this server"),
     ErrorCode(INTERNAL, "Something went wrong inside kiln",
               "The run stopped because of an internal error. The server log has the details."),
 )  # fmt: skip

@@ -3,10 +3,16 @@
 An install can take minutes on a slow registry while npm prints nothing: :meth:`keep_alive`
 then says it still runs (``installing zustand… 20 s``) whenever no line was printed for
 :data:`HEARTBEAT_SECONDS`, so a quiet terminal never looks like a hung one.
+
+What the app's page said in a browser (issue 23: ``preview_error`` events, the ``postgen``
+event's ``render`` check) is printed one line per error: its kind, the first line of its
+message and where (``src/App.jsx:12:5``). That text comes from the app's own page, so its
+control characters are replaced: a message cannot drive the terminal with escape sequences.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -15,6 +21,30 @@ import anyio
 
 HEARTBEAT_SECONDS = 10.0  # the longest silence while an install runs
 TICK_SECONDS = 1.0  # how often keep_alive looks
+PREVIEW_MESSAGE_CHARS = 300  # of a preview error's message on its one line
+RENDER_ERRORS_SHOWN = 10  # the render check's errors listed; the rest are counted
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def describe_preview_error(error: dict[str, Any]) -> str:
+    """One line for a preview error: ``[uncaught] message (src/App.jsx:12:5) (2 times)``."""
+    first = str(error.get("message") or "").split("\n", 1)[0].strip()
+    if len(first) > PREVIEW_MESSAGE_CHARS:
+        first = first[: PREVIEW_MESSAGE_CHARS - 1] + "…"
+    text = f"[{error.get('kind', 'error')}] {first}"
+    source = error.get("source")
+    if isinstance(source, dict) and source.get("file"):
+        where = ":".join(str(source[k]) for k in ("file", "line", "column") if source.get(k))
+        text += f" ({where})"
+    count = error.get("count")
+    if isinstance(count, int) and count > 1:
+        text += f" ({count} times)"
+    return _CONTROL.sub("?", text)
+
+
+def _preview_key(error: dict[str, Any]) -> str:
+    """What makes two reports the same error (the contract's dedup key)."""
+    return repr((error.get("kind"), error.get("message"), error.get("source")))
 
 
 class ProgressPrinter:
@@ -33,6 +63,7 @@ class ProgressPrinter:
         self._heartbeat = heartbeat
         self._last_line = clock()
         self._installs: dict[str, float] = {}  # packages of each running install: its start
+        self._preview_seen: set[str] = set()  # preview errors printed: the check's not again
 
     def tick(self) -> None:
         """Say which installs still run when nothing was printed for the heartbeat period."""
@@ -137,3 +168,33 @@ class ProgressPrinter:
         build = event.get("build")
         if build is not None:
             self.line(f"  build {'passed' if build['ok'] else 'failed'}")
+        render = event.get("render")
+        if render is not None:
+            self._render(render)
+
+    def _on_preview_error(self, event: dict[str, Any]) -> None:
+        self._preview_seen.add(_preview_key(event))
+        self.line(f"  ! preview error {describe_preview_error(event)}")
+
+    def _render(self, render: dict[str, Any]) -> None:
+        """The render check's result, then the errors not already printed as they came."""
+        if render.get("skipped"):
+            reason = _CONTROL.sub("?", str(render.get("message") or render["skipped"]))
+            self.line(f"  render check skipped: {reason}")
+            return
+        errors = [e for e in render.get("errors") or [] if isinstance(e, dict)]
+        found = [f"app throws {len(errors)} error{'s' if len(errors) != 1 else ''}"]
+        found = found if errors else []
+        if render.get("blank"):
+            found.append("page blank")
+        verdict = ", ".join(found) or ("app renders" if render.get("ok") else "failed")
+        seconds = render.get("seconds")
+        took = f" ({seconds:.1f} s)" if isinstance(seconds, int | float) else ""
+        self.line(f"  render check: {verdict}{took}")
+        fresh = [e for e in errors if _preview_key(e) not in self._preview_seen]
+        for error in fresh[:RENDER_ERRORS_SHOWN]:
+            self.line(f"    {describe_preview_error(error)}")
+        if len(fresh) > RENDER_ERRORS_SHOWN:
+            self.line(f"    … and {len(fresh) - RENDER_ERRORS_SHOWN} more")
+        if render.get("screenshot"):
+            self.line(f"    screenshot: {_CONTROL.sub('?', str(render['screenshot']))}")

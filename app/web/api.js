@@ -123,3 +123,7 @@ export const previewState = (sandboxId) => request("GET", `/api/sandboxes/${enc(
 
 /** The SSE URL of a run's events after sequence number `after`. */
 export const eventsUrl = (runId, after) => `/api/runs/${enc(runId)}/events?after=${after}`;
+
+/** The SSE URL of a sandbox's preview errors, after stream id `after` (when there is one). */
+export const previewErrorsUrl = (sandboxId, after) =>
+  `/api/sandboxes/${enc(sandboxId)}/preview-errors${after ? `?after=${enc(after)}` : ""}`;

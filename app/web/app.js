@@ -13,6 +13,8 @@ import { FilesPanel } from "./files.js";
 import { Tabs, showView, wireNarrowLayout } from "./layout.js";
 import { LogPanel } from "./logpanel.js";
 import { PreviewPanel } from "./preview.js";
+import { PreviewConsole } from "./previewconsole.js";
+import { PreviewErrorStream } from "./previewerrors.js";
 import { PROVIDERS, Settings } from "./settings.js";
 import { renderChatList } from "./sidebar.js";
 import { VersionsPanel } from "./versions.js";
@@ -32,10 +34,21 @@ const state = {
 const chat = new ChatView($("messages"), (path) => openFile(path), $("jump-new"));
 const files = new FilesPanel({ tree: $("file-tree"), path: $("code-path"), code: $("code-view"), count: $("files-count") });
 const log = new LogPanel({ view: $("log-view"), badge: $("log-count") });
+const previewConsole = new PreviewConsole({
+  bar: $("preview-error-bar"), barText: $("preview-error-text"), fix: $("preview-fix"), dismiss: $("preview-error-dismiss"),
+  toggle: $("preview-console-toggle"), view: $("preview-console"), lines: $("preview-console-lines"), clear: $("preview-console-clear"),
+}, (content) => send(content), () => state.me?.limits?.message_chars || 4000);
+const previewErrors = new PreviewErrorStream((error) => previewConsole.add(error));
 const preview = new PreviewPanel({
   frame: $("preview-frame"), overlay: $("preview-overlay"), state: $("preview-state"),
   address: $("preview-address"), reload: $("preview-reload"), open: $("preview-open"),
-}, api.previewLogin, api.previewState);
+}, api.previewLogin, api.previewState, {
+  follow: (sandboxId) => previewErrors.follow(sandboxId),
+  reloaded: () => {
+    previewConsole.clear();
+    previewErrors.retry();
+  },
+});
 const versions = new VersionsPanel({
   list: $("versions-list"), status: $("versions-status"), title: $("diff-title"), diff: $("diff-view"), count: $("versions-count"),
 }, () => afterRestore());
@@ -350,6 +363,7 @@ function setRunning(running) {
   $("cancel-button").hidden = !running;
   $("cancel-button").disabled = false;
   composer.setRunning(running);
+  previewConsole.setRunning(running);
   document.body.classList.toggle("running", running);
 }
 

@@ -4,7 +4,8 @@
 // per-turn markers that say why the loop went on or stopped.
 
 import { h } from "./dom.js";
-import { describeContinue, describeRunError, describeStop } from "./errors.js";
+import { describeCode, describeContinue, describeRunError, describeStop, presentable } from "./errors.js";
+import { describeKind, headline, where } from "./previewerrors.js";
 
 const OUTPUT_LINES = 400; // per card; the log panel keeps more
 
@@ -251,14 +252,17 @@ export function problemCard(event) {
   );
 }
 
-/** The checks after generation: fixes applied, findings left, the build. */
+/** The checks after generation: fixes applied, findings left, the build, and what the render
+ * check saw when it opened the app in a browser (`render`). */
 export function postgenCard(event) {
   const findings = event.findings || [];
   const fixes = event.fixes || [];
   const build = event.build;
-  const ok = findings.length === 0 && (!build || build.ok);
+  const render = event.render;
+  const ok = findings.length === 0 && (!build || build.ok) && renderOk(render);
   const parts = [];
   if (build) parts.push(build.ok ? "build passed" : `build failed (exit ${build.exit_code})`);
+  if (render) parts.push(renderSummary(render));
   if (findings.length) parts.push(`${findings.length} problem${findings.length === 1 ? "" : "s"} found`);
   if (fixes.length) parts.push(`${fixes.length} fix${fixes.length === 1 ? "" : "es"} applied`);
   const items = [
@@ -272,7 +276,80 @@ export function postgenCard(event) {
       h("span", { class: "card-title" }, `Checks: ${parts.join(", ") || "nothing to check"}`)),
     items.length ? h("details", { class: "card-details" }, h("summary", {}, "Details"), h("ul", {}, items)) : null,
     build && !build.ok && build.output ? h("details", { class: "card-details" }, h("summary", {}, "Build output"), h("pre", { class: "card-output" }, build.output)) : null,
+    render ? renderDetails(render) : null,
   );
+}
+
+const RENDER_ERRORS_SHOWN = 20;
+
+/** Whether the render check found the app working (a skipped check found nothing wrong). */
+const renderOk = (render) => !render || Boolean(render.skipped) || (render.ok && !render.blank && !(render.errors || []).length);
+
+/** "app renders", "app throws 2 errors", "page blank", "render check skipped (reason)". */
+function renderSummary(render) {
+  if (render.skipped) return "render check skipped";
+  const errors = (render.errors || []).filter((e) => e.kind !== "blank_page").length;
+  const parts = [];
+  if (errors) parts.push(`app throws ${plural(errors, "error")}`);
+  if (render.blank) parts.push("page blank");
+  if (!parts.length) parts.push(render.ok ? "app renders" : "render check failed");
+  return parts.join(", ");
+}
+
+/** The render check's findings (message, file:line) and its screenshot, folded. */
+function renderDetails(render) {
+  const errors = render.errors || [];
+  if (render.skipped) return skippedDetails(render);
+  if (!errors.length && !render.blank && !render.screenshot) return null;
+  const item = (e) => h("li", {}, `${describeKind(e.kind)}: ${headline(e)}${e.count > 1 ? ` (${e.count} times)` : ""}`,
+    where(e) ? h("code", {}, ` ${where(e)}`) : null);
+  const items = errors.slice(0, RENDER_ERRORS_SHOWN).map(item);
+  if (render.blank && !errors.some((e) => e.kind === "blank_page")) items.push(h("li", {}, "The page stayed blank: the app's root element was empty."));
+  if (errors.length > RENDER_ERRORS_SHOWN) items.push(h("li", {}, `…and ${errors.length - RENDER_ERRORS_SHOWN} more`));
+  // Only a path of kiln's own origin: the screenshot's URL never comes from the app's page.
+  const shot = typeof render.screenshot === "string" && /^\/[^/\\]/.test(render.screenshot) ? render.screenshot : null;
+  const seconds = Number.isFinite(render.seconds) ? ` (${render.seconds.toFixed(1)} s)` : "";
+  return h(
+    "details",
+    { class: "card-details render", open: errors.length || render.blank ? true : null },
+    h("summary", {}, `Render check${seconds}`),
+    items.length ? h("ul", { class: "render-findings" }, items) : null,
+    shot ? h("a", { href: shot, target: "_blank", rel: "noopener" }, h("img", { class: "render-screenshot", src: shot, alt: "The app as the render check saw it", loading: "lazy" })) : null,
+  );
+}
+
+/** Why the render check did not run: the words of its code, and its message. */
+function skippedDetails(render) {
+  const words = describeCode(render.skipped) || "The render check did not run";
+  const message = presentable(render.message) ? render.message.trim() : "";
+  return h("p", { class: "card-text render-skipped" }, message ? `${words}: ${message}` : words);
+}
+
+const PREVIEW_ERRORS_SHOWN = 20;
+
+/** The errors the app threw in the browser during a run (`preview_error` events): one card per
+ * run, newest kept, bounded. */
+export class PreviewErrorsCard {
+  constructor() {
+    this.count = 0;
+    this.title = h("span", { class: "card-title" });
+    this.list = h("ul", { class: "preview-error-list" });
+    this.el = h(
+      "div",
+      { class: "card preview-errors", dataset: { state: "failed" } },
+      h("div", { class: "card-head" }, h("span", { class: "card-icon", "aria-hidden": "true" }, "⚠"), this.title),
+      this.list,
+    );
+  }
+
+  add(event) {
+    this.count += 1;
+    this.title.textContent = `The app ${this.count === 1 ? "threw an error" : `threw ${this.count} errors`} in the browser`;
+    const at = where(event);
+    this.list.append(h("li", {}, `${describeKind(event.kind)}: ${headline(event)}${event.count > 1 ? ` (${event.count} times)` : ""}`,
+      at ? h("code", {}, ` ${at}`) : null));
+    if (this.list.childElementCount > PREVIEW_ERRORS_SHOWN) this.list.firstElementChild.remove();
+  }
 }
 
 /** The marker at the start of a turn (with what kiln asked, for turns after the first). */

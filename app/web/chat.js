@@ -3,7 +3,7 @@
 // turn markers, and the run's final state with its tokens in and out.
 
 import { getRun } from "./api.js";
-import { EditCard, FilesCard, StepCard, ToolCard, contextCard, postgenCard, problemCard, restartNotice, turnEndMarker, turnStartMarker } from "./cards.js";
+import { EditCard, FilesCard, PreviewErrorsCard, StepCard, ToolCard, contextCard, postgenCard, problemCard, restartNotice, turnEndMarker, turnStartMarker } from "./cards.js";
 import { h, nearBottom } from "./dom.js";
 import { describeStatus, describeStop, presentable } from "./errors.js";
 import { renderProse } from "./prose.js";
@@ -379,6 +379,13 @@ const HANDLERS = {
   },
   postgen(event) {
     this.append(postgenCard(event));
+  },
+  preview_error(event) {
+    if (!this.previewErrors) {
+      this.previewErrors = new PreviewErrorsCard();
+      this.append(this.previewErrors.el);
+    }
+    this.previewErrors.add(event);
   },
   turn_start(event) {
     this.append(turnStartMarker(event));

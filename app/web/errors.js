@@ -30,6 +30,9 @@ export function describeApiError(status, code, serverMessage) {
   return STATUS_WORDS[status] || STATUS_WORDS[status >= 500 ? 500 : 0] || `Request failed (${status}).`;
 }
 
+/** The words for an error `code` (a short sentence), or "" for a code without words. */
+export const describeCode = (code) => ERROR_TITLES[code] || "";
+
 /** `{title, detail}` for an `error` or `warning` event. */
 export function describeRunError(event) {
   const title = ERROR_TITLES[event.code] || (event.type === "warning" ? "Warning" : "Something went wrong");

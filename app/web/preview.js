@@ -13,6 +13,10 @@
 // The state shown comes from the sandbox's real readiness (`GET /api/sandboxes/{id}/preview`,
 // polled), never from the frame having loaded something: the frame also "loads" the proxy's
 // retrying page or an error page. A sandbox that is gone says so.
+//
+// What the app's page reports (errors, console lines, failed requests) is followed per sandbox
+// by a `watcher` (app.js wires PreviewErrorStream to PreviewConsole): it is told which sandbox
+// the panel shows, and that the frame loads again (its old page's reports are gone).
 
 const WORDS = {
   empty: "The preview appears here once kiln has started your app.",
@@ -35,9 +39,11 @@ export class PreviewPanel {
    *          address: HTMLElement, reload: HTMLButtonElement, open: HTMLAnchorElement}} els
    * @param {(sandboxId: string) => Promise<string>} signIn  a one-time sign-in URL
    * @param {(sandboxId: string) => Promise<{state: string, code: string, message: string}>} readiness
+   * @param {{follow: (sandboxId: string | null) => void, reloaded: () => void}} watcher
    */
-  constructor(els, signIn, readiness) {
+  constructor(els, signIn, readiness, watcher = { follow() {}, reloaded() {} }) {
     this.els = els;
+    this.watcher = watcher;
     this.signIn = signIn;
     this.readiness = readiness;
     this.url = null;
@@ -54,6 +60,7 @@ export class PreviewPanel {
     this.url = null;
     this.building = false;
     this.sandboxId = null;
+    this.watcher.follow(null);
     this.loads += 1;
     clearTimeout(this.timer);
     this.els.frame.removeAttribute("src");
@@ -101,6 +108,7 @@ export class PreviewPanel {
     if (!url || url === this.url) return false;
     this.url = url;
     this.sandboxId = sandboxId;
+    this.watcher.follow(sandboxId || null);
     this.els.address.textContent = url;
     this.els.open.href = url;
     this.els.open.removeAttribute("aria-disabled");
@@ -135,6 +143,7 @@ export class PreviewPanel {
     // frame, and setting the attribute navigates even when the value is unchanged.
     this.els.frame.hidden = false;
     this.els.frame.src = src;
+    this.watcher.reloaded();
     this.checks = 0;
     this.check(load);
     return undefined;
@@ -171,6 +180,7 @@ export class PreviewPanel {
 
   gone() {
     clearTimeout(this.timer);
+    this.watcher.follow(null);
     this.els.frame.removeAttribute("src");
     this.els.frame.hidden = true;
     this.els.reload.disabled = true;

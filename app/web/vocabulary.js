@@ -41,6 +41,7 @@ export const RUN_EVENT_TYPES = [
   "restore",
   "turn_end",
   "postgen",
+  "preview_error",
   "rollback",
   "session_complete",
   "preview_ready",
@@ -113,5 +114,10 @@ export const ERROR_TITLES = {
   deadline_exceeded: "The run took longer than it may",
   stream_format: "A recording kiln cannot read",
   materialize_failed: "A recording's files could not be written out",
+  render_check_disabled: "The render check is turned off",
+  render_check_image_missing: "The render check's browser image is not installed",
+  render_check_timeout: "The app did not finish loading in time for the render check",
+  render_check_failed: "The render check could not open the app",
+  preview_errors_unavailable: "The preview's error reports are not kept on this server",
   internal_error: "Something went wrong inside kiln",
 };

@@ -73,3 +73,93 @@ async def test_keep_alive_ticks_until_cancelled() -> None:
             while "installing zustand…" not in out.getvalue():
                 await anyio.sleep(0.01)
         tasks.cancel_scope.cancel()
+
+
+THROWS = {
+    "kind": "uncaught",
+    "message": "Cannot read properties of undefined (reading 'name')\n    at App (App.jsx:12:5)",
+    "stack": "",
+    "source": {"file": "src/App.jsx", "line": 12, "column": 5},
+    "url": "http://x.preview.localhost/",
+    "count": 2,
+}
+FAILED_FETCH = {**THROWS, "kind": "network", "message": "GET /api/items 500", "source": None}
+BUILD = {"ok": True, "exit_code": 0, "output": ""}
+
+
+def _postgen(render: dict[str, object]) -> dict[str, object]:
+    checks = {"fixes": [], "findings": [], "build": BUILD, "render": render}
+    return {"type": "postgen", **checks}
+
+
+@pytest.mark.parametrize(
+    ("render", "expected"),
+    [
+        pytest.param(
+            {"ok": False, "skipped": None, "errors": [THROWS], "blank": False, "seconds": 2.25},
+            [
+                "  render check: app throws 1 error (2.2 s)",
+                "    [uncaught] Cannot read properties of undefined (reading 'name')"
+                " (src/App.jsx:12:5) (2 times)",
+            ],
+            id="throws",
+        ),
+        pytest.param(
+            {"ok": False, "skipped": None, "errors": [], "blank": True, "seconds": 1.0},
+            ["  render check: page blank (1.0 s)"],
+            id="blank",
+        ),
+        pytest.param(
+            {
+                "ok": True,
+                "skipped": "render_check_disabled",
+                "message": "KILN_RENDER_CHECK is off",
+                "errors": [],
+                "blank": False,
+            },
+            ["  render check skipped: KILN_RENDER_CHECK is off"],
+            id="skipped",
+        ),
+        pytest.param(
+            {
+                "ok": True,
+                "skipped": None,
+                "errors": [],
+                "blank": False,
+                "seconds": 0.5,
+                "screenshot": "/api/runs/r1/screenshot",
+            },
+            ["  render check: app renders (0.5 s)", "    screenshot: /api/runs/r1/screenshot"],
+            id="renders",
+        ),
+    ],
+)
+async def test_the_render_check_is_printed(render: dict[str, object], expected: list[str]) -> None:
+    printer, out, _ = _printer()
+    await printer.show(_postgen(render))
+    assert out.getvalue().splitlines()[1:] == expected  # after "build passed"
+
+
+async def test_preview_errors_are_printed_once_each() -> None:
+    """A ``preview_error`` event is printed as it comes; the check's list does not repeat it."""
+    printer, out, _ = _printer()
+    await printer.show({"type": "preview_error", **THROWS})
+    await printer.show({"type": "preview_error", **FAILED_FETCH})
+    await printer.show(
+        _postgen({"ok": False, "skipped": None, "errors": [THROWS, FAILED_FETCH], "blank": False})
+    )
+    assert out.getvalue().splitlines() == [
+        "  ! preview error [uncaught] Cannot read properties of undefined (reading 'name')"
+        " (src/App.jsx:12:5) (2 times)",
+        "  ! preview error [network] GET /api/items 500 (2 times)",
+        "  build passed",
+        "  render check: app throws 2 errors",
+    ]
+
+
+async def test_a_page_cannot_drive_the_terminal() -> None:
+    printer, out, _ = _printer()
+    hostile = {**FAILED_FETCH, "message": "\x1b]0;owned\x07\x1b[2Jgone", "count": 1}
+    await printer.show({"type": "preview_error", **hostile})
+    assert out.getvalue() == "  ! preview error [network] ?]0;owned??[2Jgone\n"
+    assert "\x1b" not in out.getvalue()

@@ -37,6 +37,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from parser import StreamParser
+from tests.web.fake_preview_errors import PreviewErrorLog, preview_errors
 
 WEB_DIR = Path(__file__).resolve().parents[2] / "app" / "web"
 DEMO = Path(__file__).resolve().parents[2] / "app" / "demos" / "todo-app.txt"
@@ -99,6 +100,9 @@ class FakeService:
     post_delay: float = 0.0  # seconds a message takes to be accepted (a slow server)
     message_limit: int = 32_000  # GET /api/me's limits.message_chars
     replayed: bool = False  # runs replay an answer already applied: installs skipped, no change
+    render: dict[str, Any] | None = None  # the postgen event's render check result
+    run_preview_errors: list[dict[str, Any]] = field(default_factory=list)  # before postgen
+    preview_errors: PreviewErrorLog = field(default_factory=PreviewErrorLog)
     login_token: str = field(default_factory=lambda: secrets.token_hex(8))
     chats: dict[str, dict[str, Any]] = field(default_factory=dict)
     messages: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -172,8 +176,11 @@ class FakeService:
         end = {"type": "turn_end", "turn": 1, "rule": run.stop_reason, "decision": "stop"}
         await self.emit(run, {**end, "reason": run.stop_reason})
         if not cancelled:
+            for error in self.run_preview_errors:
+                await self.emit(run, {"type": "preview_error", **error})
             build = {"ok": True, "exit_code": 0, "output": ""}
-            await self.emit(run, {"type": "postgen", "fixes": [], "findings": [], "build": build})
+            checks = {"type": "postgen", "fixes": [], "findings": [], "build": build}
+            await self.emit(run, {**checks, "render": self.render} if self.render else checks)
         complete = {"type": "session_complete", "status": run.status, "unchanged": self.replayed}
         await self.emit(run, complete)
         final = {"type": "run_finished", "status": run.status, "stop_reason": run.stop_reason}
@@ -221,6 +228,10 @@ def _authorized(request: Request) -> bool:
     return request.cookies.get(COOKIE) == SESSION
 
 
+def _owns(service: FakeService, request: Request, sandbox_id: str) -> bool:
+    return sandbox_id in service.files and _authorized(request)
+
+
 def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status)
 
@@ -246,18 +257,23 @@ def build_app(service: FakeService) -> ASGIApp:
             methods=["POST"],
         ),
         Route("/api/sandboxes/{id}/preview", partial(_preview_state, service)),
+        Route(
+            "/api/sandboxes/{id}/preview-errors",
+            partial(preview_errors, service.preview_errors, partial(_owns, service), _error),
+        ),
         Route("/", _index),
         Mount("/static", StaticFiles(directory=WEB_DIR)),
     ]
     api = Starlette(routes=routes)
-    return _PreviewHosts(api)
+    return _PreviewHosts(api, service.preview_errors)
 
 
 class _PreviewHosts:
     """Answers ``<id>.preview.localhost`` itself; anything else goes to the API app."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, preview_errors: PreviewErrorLog) -> None:
         self.app = app
+        self.preview_errors = preview_errors
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         host = dict(scope.get("headers", [])).get(b"host", b"").decode()
@@ -266,6 +282,7 @@ class _PreviewHosts:
             return
         response: Response
         if scope["path"] == "/__kiln/login":
+            self.preview_errors.frame_loads += 1
             response = RedirectResponse("/", 303)
             response.set_cookie(COOKIE, SESSION, samesite="none", secure=True)
         else:
