@@ -168,7 +168,10 @@ def normalize_report(raw: object, *, origin: str) -> PreviewError | None:
     become project paths. Without a usable ``source``, the first stack frame on ``origin``
     is the source (its generated position: :mod:`sandbox.preview.source_map` maps it).
     """
-    if not isinstance(raw, dict) or raw.get("kind") not in KINDS:
+    if not isinstance(raw, dict):
+        return None
+    kind = raw.get("kind")
+    if not isinstance(kind, str) or kind not in KINDS:
         return None
     message = plain_text(raw.get("message"), MAX_MESSAGE).strip()
     stack = plain_text(raw.get("stack"), MAX_STACK)
@@ -177,7 +180,7 @@ def normalize_report(raw: object, *, origin: str) -> PreviewError | None:
     source = source_of(raw.get("source"), origin) or first_frame(stack, origin)
     count = whole_number(raw.get("count"), 1, MAX_COUNT) or 1
     url = plain_text(raw.get("url"), MAX_URL)
-    return PreviewError(str(raw["kind"]), message, stack, source, url, count)
+    return PreviewError(kind, message, stack, source, url, count)
 
 
 def merge(errors: Iterable[PreviewError]) -> list[PreviewError]:
