@@ -1,0 +1,287 @@
+"""The error reporter in a real Chromium: a page served through the preview proxy reports its
+failed fetch, failed module loads and uncaught errors (mapped to the original file:line) into
+its sandbox's Redis stream; a hostile page is capped and attributed to its own sandbox only.
+
+The last test runs a real vite-react sandbox (Docker): a render error in ``src/App.jsx``
+arrives mapped through the source map Vite serves to the line of the original JSX.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+import redis
+import redis.asyncio
+from playwright.sync_api import BrowserContext
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from sandbox.preview.error_ingest import PreviewErrorIngest
+from sandbox.preview.error_reports import MAX_MESSAGE
+from sandbox.preview.error_stream import PreviewErrorStream, errors_key
+from sandbox.preview.proxy import PreviewProxy
+from tests.sandbox.preview import test_proxy as proxy_tests
+from tests.sandbox.preview.test_proxy import ViteSandbox, write_into
+from tests.servers import UvicornThread, wait_until
+
+vite_sandbox = proxy_tests.vite_sandbox
+LIMIT_SECONDS = 30.0  # deadline guards, not speed assertions
+# Generated line 3 of /src/app.js comes from line 12, column 5 of App.jsx (0-based: 11, 4).
+SOURCE_MAP = {"version": 3, "sources": ["App.jsx"], "names": [], "mappings": ";;AAWI"}
+APP_MODULE = (
+    "// a module as a dev server serves it, with its inline source map\n"
+    "function render() {\n"
+    '  throw new Error("render failed")\n'
+    "}\n"
+    "setTimeout(render)\n"
+    "//# sourceMappingURL=data:application/json;base64,"
+    + base64.b64encode(json.dumps(SOURCE_MAP).encode()).decode()
+    + "\n"
+)
+PAGE = """<!doctype html><html><head><title>app</title>
+<script type="module" src="/src/app.js"></script>
+<script type="module" src="/src/gone.js"></script>
+<script type="module">
+fetch("/api/broken", {method: "POST"}).catch(() => {});
+import("/src/missing.js");
+console.log("hello from the app");
+</script></head><body><div id="root"></div></body></html>"""
+HOSTILE = """<!doctype html><html><head><title>hostile</title></head><body><script>
+const huge = "<img src=x onerror=alert(1)>" + "m".repeat(1024 * 1024);
+const started = Date.now();
+let n = 0;
+function burst() {
+  // ~10,000 errors a second (distinct), a few of them a megabyte long, HTML in them.
+  for (let i = 0; i < 1000; i++) console.error("<b>flood</b> " + (n++));
+  for (let i = 0; i < 3; i++) console.error(huge + (n++));
+  for (let i = 0; i < 100; i++) setTimeout(() => { throw new Error("<i>thrown</i> " + (n++)); });
+  for (let i = 0; i < 5; i++) {
+    fetch("/__kiln/preview-errors", {method: "POST", headers: {"content-type": "application/json"},
+      body: JSON.stringify({sandbox: "OTHER", reports: [{kind: "uncaught", message: "forged",
+        sandbox: "OTHER",
+        source: {file: "http://OTHER.preview.localhost/src/App.jsx", line: 1}}]})});
+  }
+  if (Date.now() - started < 1500) setTimeout(burst, 100);
+  else document.title = "done " + n;
+}
+burst();
+</script></body></html>"""
+
+
+async def page(request: Request) -> Response:
+    return HTMLResponse(PAGE)
+
+
+async def hostile(request: Request) -> Response:
+    other = request.headers.get("x-other", "OTHER")
+    return HTMLResponse(HOSTILE.replace("OTHER", other))
+
+
+async def app_module(request: Request) -> Response:
+    return PlainTextResponse(APP_MODULE, media_type="text/javascript")
+
+
+async def broken(request: Request) -> Response:
+    return JSONResponse({"error": "down"}, 500)
+
+
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"ok": True})
+
+
+DEV_SERVER = Starlette(
+    routes=[
+        Route("/", page),
+        Route("/hostile", hostile),
+        Route("/src/app.js", app_module),
+        Route("/api/broken", broken, methods=["POST"]),
+    ]
+)
+
+ServeProxy = Callable[[dict[str, str]], UvicornThread]
+
+
+@pytest.fixture
+def serve_proxy(redis_url: str) -> Iterator[ServeProxy]:
+    """Proxies with the reporter on (each in its own thread and loop, with its own client)."""
+    started: list[UvicornThread] = []
+
+    def start(routes: dict[str, str]) -> UvicornThread:
+        async def resolve(sandbox_id: str) -> str | None:
+            return routes.get(sandbox_id)
+
+        client = redis.asyncio.Redis.from_url(redis_url)
+        stream = PreviewErrorStream(client)
+
+        @contextlib.asynccontextmanager
+        async def lifespan(app: Starlette) -> AsyncIterator[None]:
+            yield
+            await client.aclose()  # in the proxy's own loop, where its connections live
+
+        inner = Starlette(routes=[Route("/healthz", healthz)], lifespan=lifespan)
+        proxy = PreviewProxy(
+            resolve, public_host="localhost", app=inner, reports=PreviewErrorIngest(stream)
+        )
+        server = UvicornThread(proxy).__enter__()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.__exit__(None, None, None)
+
+
+@pytest.fixture
+def dev_server() -> Iterator[UvicornThread]:
+    with UvicornThread(DEV_SERVER) as server:
+        yield server
+
+
+@pytest.fixture
+def stored(redis_url: str) -> Iterator[Callable[[str], list[dict[str, Any]]]]:
+    client = redis.Redis.from_url(redis_url)
+
+    def read(sandbox_id: str) -> list[dict[str, Any]]:
+        rows = client.xrange(errors_key(sandbox_id))
+        return [json.loads(fields[b"e"]) for _, fields in rows]
+
+    yield read
+    client.close()
+
+
+def new_id() -> str:
+    return f"r{uuid.uuid4().hex[:10]}"
+
+
+def find(errors: list[dict[str, Any]], kind: str, text: str) -> dict[str, Any] | None:
+    return next((e for e in errors if e["kind"] == kind and text in e["message"]), None)
+
+
+def test_a_page_reports_its_failures_with_urls_and_mapped_sources(
+    context: BrowserContext,
+    dev_server: UvicornThread,
+    serve_proxy: ServeProxy,
+    stored: Callable[[str], list[dict[str, Any]]],
+) -> None:
+    sandbox_id = new_id()
+    proxy = serve_proxy({sandbox_id: dev_server.url})
+    origin = f"http://{sandbox_id}.preview.localhost:{proxy.port}"
+    tab = context.new_page()
+    tab.goto(f"{origin}/")
+
+    def everything_arrived() -> bool:
+        errors = stored(sandbox_id)
+        wanted = [
+            ("network", "/api/broken"),
+            ("module_load", "/src/missing.js"),
+            ("module_load", "/src/gone.js"),
+            ("uncaught", "render failed"),
+            ("console_log", "hello from the app"),
+        ]
+        return all(find(errors, kind, text) for kind, text in wanted)
+
+    wait_until(everything_arrived, "the page's reports", LIMIT_SECONDS, interval=0.1)
+    errors = stored(sandbox_id)
+    fetch = find(errors, "network", "/api/broken")
+    assert fetch is not None
+    assert "POST" in fetch["message"]
+    assert "500" in fetch["message"]
+    assert fetch["url"] == f"{origin}/"
+    uncaught = find(errors, "uncaught", "render failed")
+    assert uncaught is not None
+    assert uncaught["source"] == {"file": "src/App.jsx", "line": 12, "column": 5}
+    assert "/src/app.js" in uncaught["stack"]
+    tab.close()
+
+
+def test_a_hostile_page_is_capped_and_stays_in_its_own_sandbox(
+    context: BrowserContext,
+    dev_server: UvicornThread,
+    serve_proxy: ServeProxy,
+    stored: Callable[[str], list[dict[str, Any]]],
+) -> None:
+    sandbox_id, other = new_id(), new_id()
+    proxy = serve_proxy({sandbox_id: dev_server.url, other: dev_server.url})
+    origin = f"http://{sandbox_id}.preview.localhost:{proxy.port}"
+    tab = context.new_page()
+    tab.set_extra_http_headers({"x-other": other})
+    tab.goto(f"{origin}/hostile", wait_until="commit")
+    health: list[int] = []
+    with httpx.Client(base_url=proxy.url, trust_env=False, timeout=LIMIT_SECONDS) as service:
+
+        def flood_over() -> bool:
+            health.append(service.get("/healthz").status_code)
+            return tab.title().startswith("done")
+
+        wait_until(flood_over, "the flood to end", LIMIT_SECONDS, interval=0.05)
+    flooded = int(tab.title().split()[1])
+    assert flooded >= 1000
+    wait_until(lambda: len(stored(sandbox_id)) > 0, "the flood's reports", LIMIT_SECONDS)
+    tab.close()
+    assert set(health) == {200}
+    errors = stored(sandbox_id)
+    assert len(errors) < flooded / 10  # capped: the page's queue and rate, then the proxy's
+    assert all(len(e["message"]) <= MAX_MESSAGE for e in errors)
+    console = [e for e in errors if e["kind"] == "console_error"]
+    assert console
+    assert any(e["message"].startswith("<b>flood</b>") for e in console)  # text, as sent
+    huge = [e for e in console if e["message"].startswith("<img src=x onerror=alert(1)>")]
+    assert all(len(e["message"]) == MAX_MESSAGE for e in huge)
+    assert stored(other) == []
+    forged = find(errors, "uncaught", "forged")
+    if forged is not None:  # stored as its own page's, pointing nowhere else
+        assert forged["source"] is None
+
+
+BROKEN_RENDER = """export default function App() {
+  const items = null
+  return <ul>{items.map((item) => <li>{item}</li>)}</ul>
+}
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_real_vite_render_error_is_mapped_to_its_jsx_line(
+    context: BrowserContext,
+    vite_sandbox: ViteSandbox,
+    serve_proxy: ServeProxy,
+    stored: Callable[[str], list[dict[str, Any]]],
+) -> None:
+    sandbox_id = new_id()
+    write_into(vite_sandbox.container, "src/App.jsx", BROKEN_RENDER)
+    proxy = serve_proxy({sandbox_id: vite_sandbox.base_url})
+    origin = f"http://{sandbox_id}.preview.localhost:{proxy.port}"
+    tab = context.new_page()
+    with httpx.Client(trust_env=False, timeout=LIMIT_SECONDS) as client:
+
+        def dev_server_up() -> bool:
+            try:
+                return client.get(f"{vite_sandbox.base_url}/").status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_until(dev_server_up, "the dev server", 180, interval=0.5)
+    tab.goto(f"{origin}/")
+
+    def render_error() -> dict[str, Any] | None:
+        found = [e for e in stored(sandbox_id) if e["kind"] == "uncaught"]
+        return found[0] if found else None
+
+    wait_until(lambda: render_error() is not None, "the render error", 120, interval=0.2)
+    error = render_error()
+    assert error is not None
+    assert "map" in error["message"]
+    assert error["source"] is not None
+    assert error["source"]["file"] == "src/App.jsx"
+    assert error["source"]["line"] == 3
+    tab.close()
