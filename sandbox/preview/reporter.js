@@ -131,11 +131,12 @@
     try {
       var target = event.target;
       if (target && target !== window && target.tagName) {
-        // A script, stylesheet or module that failed to load (capture phase only).
-        var url = target.src || target.href || "";
+        // A script, stylesheet or module preload that failed to load (seen in capture phase
+        // only); a missing image is the app's business, not an error of the preview.
         var tag = String(target.tagName).toLowerCase();
-        var kind = tag === "script" || (tag === "link" && /modulepreload/.test(target.rel || ""))
-          ? "module_load" : "network";
+        if (tag !== "script" && tag !== "link") return;
+        var url = target.src || target.href || "";
+        var kind = tag === "script" || /modulepreload/.test(target.rel || "") ? "module_load" : "network";
         report(kind, "failed to load " + tag + " " + url, "", null);
         return;
       }
