@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import io
 import json
 import uuid
+import zipfile
 from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 import redis
@@ -25,6 +30,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from app.projects.git_store import GitProjectStore
+from app.projects.store import VersionInfo
+from app.projects.sync import ProjectSync
 from sandbox.images.templates import SANDBOX_UID, WORKSPACE
 from sandbox.preview.error_ingest import PreviewErrorIngest
 from sandbox.preview.error_reports import MAX_MESSAGE
@@ -157,7 +165,7 @@ def stored(redis_url: str) -> Iterator[Callable[[str], list[dict[str, Any]]]]:
     client = redis.Redis.from_url(redis_url)
 
     def read(sandbox_id: str) -> list[dict[str, Any]]:
-        rows = client.xrange(errors_key(sandbox_id))
+        rows: list[tuple[bytes, dict[bytes, bytes]]] = client.xrange(errors_key(sandbox_id))  # type: ignore[assignment]
         return [json.loads(fields[b"e"]) for _, fields in rows]
 
     yield read
@@ -266,6 +274,7 @@ def test_a_real_vite_render_error_is_mapped_to_its_jsx_line(
     vite_sandbox: ViteSandbox,
     serve_proxy: ServeProxy,
     stored: Callable[[str], list[dict[str, Any]]],
+    tmp_path: Path,
 ) -> None:
     sandbox_id = new_id()
     write_into(vite_sandbox.container, "src/App.jsx", BROKEN_RENDER)
@@ -306,3 +315,28 @@ def test_a_real_vite_render_error_is_mapped_to_its_jsx_line(
     assert found.exit_code == 1, found.output.decode(errors="replace")  # 1: no match, no error
     listing = container.exec_run(["ls", f"{WORKSPACE}/dist"], user=str(SANDBOX_UID))
     assert b"index.html" in listing.output
+    # A version of the workspace as a run records one, and its zip as the API serves it.
+    files, archive = record_version(container, tmp_path)
+    assert "index.html" in files
+    assert not [path for path, data in files.items() if b"__kiln" in data]
+    with zipfile.ZipFile(io.BytesIO(archive)) as zipped:
+        assert not [n for n in zipped.namelist() if b"__kiln" in zipped.read(n)]
+
+
+def record_version(container: Any, folder: Path) -> tuple[dict[str, bytes], bytes]:
+    """Record ``container``'s workspace as version 1 of a chat: its files and its zip."""
+
+    class Containers:
+        async def container_for(self, sandbox_id: str) -> Any:
+            return container
+
+    projects = GitProjectStore(folder / "projects")
+
+    async def record() -> None:
+        sync = ProjectSync(projects, Containers(), "chat")
+        assert await sync.record("sandbox", VersionInfo("run", 1)) is not None
+
+    # Playwright's sync API holds this thread's event loop: record in a thread of its own.
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(anyio.run, record).result()
+    return projects.files("chat", 1), projects.archive("chat", 1)
