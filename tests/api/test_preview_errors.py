@@ -149,3 +149,16 @@ async def test_a_bad_resume_point_is_a_400(errors_api: ErrorsApi, value: str) ->
     )
     assert response.status_code == 400
     assert "Last-Event-ID" in response.json()["error"]["message"]
+
+
+async def test_the_owners_page_gets_the_reporter_through_the_gate(errors_api: ErrorsApi) -> None:
+    host = f"{MINE}.preview.localhost:8000"
+    navigate = {"host": host, "sec-fetch-mode": "navigate", "accept": "text/html"}
+    page = await errors_api.alice.client.get("/", headers=navigate)
+    assert page.status_code == 200
+    assert page.text == '<head><script src="/__kiln/reporter.js"></script></head>'
+    script = await errors_api.alice.client.get("/__kiln/reporter.js", headers={"host": host})
+    assert script.status_code == 200
+    assert b"__kilnReport" in script.content
+    stranger = await errors_api.bob.client.get("/__kiln/reporter.js", headers={"host": host})
+    assert stranger.status_code == 404
