@@ -260,6 +260,10 @@ def test_a_hostile_page_is_capped_and_stays_in_its_own_sandbox(
         assert forged["source"] is None
 
 
+SYNTAX_ERROR = """export default function App() {
+  return <ul><li>unclosed</ul>
+}
+"""
 BROKEN_RENDER = """export default function App() {
   const items = null
   return <ul>{items.map((item) => <li>{item}</li>)}</ul>
@@ -321,6 +325,22 @@ def test_a_real_vite_render_error_is_mapped_to_its_jsx_line(
     assert not [path for path, data in files.items() if b"__kiln" in data]
     with zipfile.ZipFile(io.BytesIO(archive)) as zipped:
         assert not [n for n in zipped.namelist() if b"__kiln" in zipped.read(n)]
+    # A compile error: Vite's overlay, reported as a vite_error at the file Vite names.
+    write_into(container, "src/App.jsx", SYNTAX_ERROR)
+    tab = context.new_page()
+    tab.goto(f"{origin}/")
+
+    def overlay_error() -> dict[str, Any] | None:
+        found = [e for e in stored(sandbox_id) if e["kind"] == "vite_error"]
+        return found[0] if found else None
+
+    wait_until(lambda: overlay_error() is not None, "Vite's overlay error", 120, interval=0.2)
+    overlay = overlay_error()
+    assert overlay is not None
+    assert overlay["source"] is not None
+    assert overlay["source"]["file"] == "src/App.jsx"
+    assert overlay["source"]["line"] == 2
+    tab.close()
 
 
 def record_version(container: Any, folder: Path) -> tuple[dict[str, bytes], bytes]:
