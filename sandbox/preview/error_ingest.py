@@ -118,6 +118,8 @@ class PreviewErrorIngest:
         origin = public_origin(scope)
         kept: list[PreviewError] = []
         for error in merge(e for e in (normalize_report(r, origin=origin) for r in raw) if e):
+            if state.reports.available() < 1:
+                break  # dropped before the deduper sees them: no count stands for a lost one
             admitted = state.deduper.admit(error)
             if admitted is not None and state.reports.take():
                 kept.append(admitted)

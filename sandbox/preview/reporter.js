@@ -189,7 +189,7 @@
           var message = parts.join(" ");
           var kind = consoleKinds[name];
           if (isModuleLoadFailure(message)) kind = "module_load";
-          else if (/^\[vite\]/.test(message) && name === "error") kind = "vite_error";
+          else if (/^\[(vite|hmr)\]/.test(message) && name === "error") kind = "vite_error";
           report(kind, message, stack, null);
         } catch (e) { /* ignore */ }
         return method.apply(this, arguments);

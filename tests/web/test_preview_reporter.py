@@ -64,6 +64,17 @@ fetch("/api/broken", {method: "POST"}).catch(() => {});
 import("/src/missing.js");
 console.log("hello from the app");
 </script></head><body><div id="root"></div></body></html>"""
+# Values that break naive reporters: a circular object, a getter that throws, a non-Error
+# rejection; the app goes on (its title) and its console calls return what they return.
+AWKWARD = """<!doctype html><html><head><title>awkward</title></head><body><script>
+const circular = {name: "loop"}; circular.self = circular;
+console.error("circular", circular);
+const trap = {}; Object.defineProperty(trap, "stack", {get() { throw new Error("no"); }});
+console.warn(trap);
+Promise.reject(42);
+const returned = console.log("still here");
+document.title = "alive " + String(returned);
+</script></body></html>"""
 HOSTILE = """<!doctype html><html><head><title>hostile</title></head><body><script>
 const huge = "<img src=x onerror=alert(1)>" + "m".repeat(1024 * 1024);
 const started = Date.now();
@@ -95,6 +106,10 @@ async def page(request: Request) -> Response:
     return HTMLResponse(PAGE)
 
 
+async def awkward(request: Request) -> Response:
+    return HTMLResponse(AWKWARD)
+
+
 async def hostile(request: Request) -> Response:
     other = request.headers.get("x-other", "OTHER")
     return HTMLResponse(HOSTILE.replace("OTHER", other))
@@ -116,6 +131,7 @@ DEV_SERVER = Starlette(
     routes=[
         Route("/", page),
         Route("/hostile", hostile),
+        Route("/awkward", awkward),
         Route("/src/app.js", app_module),
         Route("/api/broken", broken, methods=["POST"]),
     ]
@@ -264,6 +280,34 @@ SYNTAX_ERROR = """export default function App() {
   return <ul><li>unclosed</ul>
 }
 """
+
+
+def test_the_render_checks_binding_gets_the_reports_and_awkward_values_break_nothing(
+    context: BrowserContext,
+    dev_server: UvicornThread,
+    serve_proxy: ServeProxy,
+    stored: Callable[[str], list[dict[str, Any]]],
+) -> None:
+    sandbox_id = new_id()
+    proxy = serve_proxy({sandbox_id: dev_server.url})
+    tab = context.new_page()
+    received: list[dict[str, Any]] = []
+    tab.expose_function("__kilnReport", lambda text: received.append(json.loads(text)))
+    tab.goto(f"http://{sandbox_id}.preview.localhost:{proxy.port}/awkward")
+    wait_until(lambda: tab.title() == "alive undefined", "the app to go on", LIMIT_SECONDS)
+    kinds = {"console_error", "console_warn", "unhandled_rejection", "console_log"}
+
+    def all_received() -> bool:
+        tab.evaluate("0")  # Playwright's sync API runs the binding's calls only inside a call
+        return {r["kind"] for r in received} >= kinds
+
+    wait_until(all_received, "the binding's reports", LIMIT_SECONDS, interval=0.1)
+    assert find(received, "unhandled_rejection", "42") is not None
+    assert find(received, "console_error", "circular") is not None
+    tab.close()
+    assert stored(sandbox_id) == []  # the binding, not the POST
+
+
 BROKEN_RENDER = """export default function App() {
   const items = null
   return <ul>{items.map((item) => <li>{item}</li>)}</ul>
