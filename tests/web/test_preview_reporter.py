@@ -340,13 +340,7 @@ def test_a_real_vite_render_error_is_mapped_to_its_jsx_line(
         wait_until(dev_server_up, "the dev server", 180, interval=0.5)
     tab.goto(f"{origin}/")
 
-    def render_error() -> dict[str, Any] | None:
-        found = [e for e in stored(sandbox_id) if e["kind"] == "uncaught"]
-        return found[0] if found else None
-
-    wait_until(lambda: render_error() is not None, "the render error", 120, interval=0.2)
-    error = render_error()
-    assert error is not None
+    error = first_report(lambda: stored(sandbox_id), "uncaught")
     assert "map" in error["message"]
     assert error["source"] is not None
     assert error["source"]["file"] == "src/App.jsx"
@@ -374,17 +368,24 @@ def test_a_real_vite_render_error_is_mapped_to_its_jsx_line(
     tab = context.new_page()
     tab.goto(f"{origin}/")
 
-    def overlay_error() -> dict[str, Any] | None:
-        found = [e for e in stored(sandbox_id) if e["kind"] == "vite_error"]
-        return found[0] if found else None
-
-    wait_until(lambda: overlay_error() is not None, "Vite's overlay error", 120, interval=0.2)
-    overlay = overlay_error()
-    assert overlay is not None
+    overlay = first_report(lambda: stored(sandbox_id), "vite_error")
     assert overlay["source"] is not None
     assert overlay["source"]["file"] == "src/App.jsx"
     assert overlay["source"]["line"] == 2
     tab.close()
+
+
+def first_report(read: Callable[[], list[dict[str, Any]]], kind: str) -> dict[str, Any]:
+    """The first stored report of ``kind``, once there is one (Vite's first transform on a
+    loaded machine takes a while: a generous deadline guard)."""
+    found: list[dict[str, Any]] = []
+
+    def arrived() -> bool:
+        found[:] = [e for e in read() if e["kind"] == kind]
+        return bool(found)
+
+    wait_until(arrived, f"a {kind} report", 120, interval=0.2)
+    return found[0]
 
 
 def record_version(container: Any, folder: Path) -> tuple[dict[str, bytes], bytes]:

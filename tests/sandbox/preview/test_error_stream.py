@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 
 import anyio
 import pytest
@@ -21,15 +20,6 @@ from sandbox.preview.error_stream import (
 
 pytestmark = pytest.mark.anyio
 DEADLINE_SECONDS = 10.0
-
-
-@pytest.fixture
-async def client(redis_url: str) -> AsyncIterator[redis.asyncio.Redis]:
-    client = redis.asyncio.Redis.from_url(redis_url)
-    try:
-        yield client
-    finally:
-        await client.aclose()
 
 
 def error(n: int) -> PreviewError:
