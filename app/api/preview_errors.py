@@ -15,6 +15,7 @@ oldest error kept. Streams count toward the user's limit (:mod:`app.api.stream_l
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,9 +28,10 @@ from app.api.errors import ApiError
 from app.api.ownership import owned_sandbox
 from app.api.services import services
 from app.api.sse import EventStreamResponse
-from sandbox import PreviewErrorStream, valid_stream_id
+from sandbox import PreviewErrorStream, SandboxUnavailable, valid_stream_id
 
 EVENT_TYPE = "preview_error"
+log = logging.getLogger(__name__)
 
 
 def resume_after(last_event_id: str | None, after: str | None) -> str:
@@ -49,9 +51,13 @@ def resume_after(last_event_id: str | None, after: str | None) -> str:
 async def as_events(
     stream: PreviewErrorStream, sandbox_id: str, after: str
 ) -> AsyncIterator[tuple[int | str, dict[str, Any]]]:
-    """The stored errors as SSE events (``type`` names the event)."""
-    async for stream_id, error in stream.follow(sandbox_id, after):
-        yield stream_id, {"type": EVENT_TYPE, **error}
+    """The stored errors as SSE events (``type`` names the event). Redis going away ends the
+    stream cleanly: the browser's ``EventSource`` comes back with ``Last-Event-ID``."""
+    try:
+        async for stream_id, error in stream.follow(sandbox_id, after):
+            yield stream_id, {"type": EVENT_TYPE, **error}
+    except SandboxUnavailable as exc:
+        log.warning("preview errors of %r: %s", sandbox_id, exc)
 
 
 class PreviewErrorEvents:

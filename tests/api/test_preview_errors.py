@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
 from app.api.app import build_app
+from app.api.preview_errors import as_events
 from app.api.services import ApiSettings
 from app.config import ServiceSettings
 from app.runs.service import RunService
@@ -162,3 +163,12 @@ async def test_the_owners_page_gets_the_reporter_through_the_gate(errors_api: Er
     assert b"__kilnReport" in script.content
     stranger = await errors_api.bob.client.get("/__kiln/reporter.js", headers={"host": host})
     assert stranger.status_code == 404
+
+
+async def test_redis_going_away_ends_the_stream_cleanly() -> None:
+    client = redis.asyncio.Redis.from_url("redis://127.0.0.1:1", socket_connect_timeout=1)
+    try:
+        events = [event async for event in as_events(PreviewErrorStream(client), MINE, "0-0")]
+    finally:
+        await client.aclose()
+    assert events == []
