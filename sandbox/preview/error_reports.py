@@ -51,6 +51,9 @@ MAX_LINE = 10_000_000
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]")
 # Control characters except tab and newline; also the C1 range and lone surrogates.
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+# Served paths that are no file of the project: dependencies (Vite's pre-bundled ones too),
+# Vite's client and helpers, files outside the root, kiln's reporter.
+NOT_PROJECT = ("node_modules/", "@vite/", "@react-refresh", "@id/", "@fs/", "__kiln/")
 # A stack frame's location: ``<url>:<line>:<column>`` (Chrome ``at f (url:1:2)``, Firefox
 # ``f@url:1:2``).
 FRAME = re.compile(r"(?P<url>(?:https?://[^\s()]+?|/[^\s():]+?)):(?P<line>\d+):(?P<column>\d+)")
@@ -145,17 +148,18 @@ def source_of(raw: object, origin: str) -> SourceLocation | None:
     file = project_file(raw["file"], origin) if isinstance(raw.get("file"), str) else None
     line = whole_number(raw.get("line"), 1, MAX_LINE)
     column = whole_number(raw.get("column"), 1, MAX_LINE) or 1
-    if file is None or line is None:
+    if file is None or line is None or file.startswith(NOT_PROJECT):
         return None
     return SourceLocation(file, line, column)
 
 
 def first_frame(stack: str, origin: str) -> SourceLocation | None:
-    """The first stack frame in a project file of ``origin`` (a generated position)."""
+    """The first stack frame in a project file of ``origin`` (a generated position): frames
+    in dependencies, Vite's client and kiln's reporter are passed over (nothing to fix there)."""
     for match in FRAME.finditer(stack):
         file = project_file(match["url"], origin)
         line = whole_number(int(match["line"][:9]), 1, MAX_LINE)
-        if file is not None and line is not None and not file.startswith("__kiln/"):
+        if file is not None and line is not None and not file.startswith(NOT_PROJECT):
             column = whole_number(int(match["column"][:9]), 1, MAX_LINE) or 1
             return SourceLocation(file, line, column)
     return None

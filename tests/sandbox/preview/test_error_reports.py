@@ -123,6 +123,7 @@ def test_a_forged_source_of_another_sandbox_points_nowhere() -> None:
         pytest.param({"file": "src/App.jsx", "line": "3"}, id="line-text"),
         pytest.param({"file": 3, "line": 3}, id="file-not-text"),
         pytest.param("src/App.jsx:3", id="not-a-dict"),
+        pytest.param({"file": "/node_modules/.vite/deps/react.js?v=1", "line": 3}, id="dependency"),
     ],
 )
 def test_bad_sources_are_dropped(source: object) -> None:
@@ -135,6 +136,8 @@ def test_without_a_source_the_first_project_frame_is_it() -> None:
     stack = (
         "Error: boom\n"
         "    at https://cdn.example/react.js:1:2\n"
+        f"    at renderWithHooks ({ORIGIN}/node_modules/.vite/deps/react-dom_client.js?v=9:9:1)\n"
+        f"    at report ({ORIGIN}/__kiln/reporter.js:50:3)\n"
         f"    at App ({ORIGIN}/src/App.jsx?t=17:7:13)\n"
         f"    at main ({ORIGIN}/src/main.jsx:3:1)"
     )
