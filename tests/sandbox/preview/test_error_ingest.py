@@ -191,13 +191,15 @@ async def test_a_flood_is_capped_and_the_service_stays_responsive(served: Served
     mine, _ = ids()
     statuses: list[int] = []
     health: list[int] = []
+    retry_after: list[str | None] = []
 
     async def flood(page: httpx.AsyncClient, worker: int) -> None:
         for n in range(20):
             batch = [report(f"error {worker}-{n}-{i}") for i in range(MAX_BATCH)]
-            statuses.append(
-                (await page.post(PATH, json=batch, headers={"x-owner": mine})).status_code
-            )
+            response = await page.post(PATH, json=batch, headers={"x-owner": mine})
+            statuses.append(response.status_code)
+            if response.status_code == 429:
+                retry_after.append(response.headers.get("retry-after"))
 
     async with (
         served.page(mine) as page,
@@ -212,6 +214,7 @@ async def test_a_flood_is_capped_and_the_service_stays_responsive(served: Served
     assert health == [200] * 5
     assert statuses.count(202) >= REQUEST_BURST
     assert 429 in statuses
+    assert set(retry_after) == {"2"}  # the reporter script waits, then sends again
     stored = await served.stored(mine)
     # 200 burst + 20/s over the flood's few seconds (generous bound, still far below 10,000).
     assert 0 < len(stored) <= 200 + 20 * DEADLINE_SECONDS
