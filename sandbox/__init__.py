@@ -107,6 +107,14 @@ if TYPE_CHECKING:
     from sandbox.nested_exits import (
         NestedExits,
     )
+    from sandbox.preview.error_ingest import (
+        PreviewErrorIngest,
+    )
+    from sandbox.preview.error_stream import (
+        ErrorStreamSettings,
+        PreviewErrorStream,
+        valid_stream_id,
+    )
     from sandbox.preview.hmr_hold import (
         HmrHold,
         hold_preview,
@@ -227,6 +235,10 @@ _EXPORTS: dict[str, str] = {
     "build_workspace_tar": "sandbox.writes.flush",
     "PreviewProxy": "sandbox.preview.proxy",
     "HmrHold": "sandbox.preview.hmr_hold",
+    "PreviewErrorIngest": "sandbox.preview.error_ingest",
+    "ErrorStreamSettings": "sandbox.preview.error_stream",
+    "PreviewErrorStream": "sandbox.preview.error_stream",
+    "valid_stream_id": "sandbox.preview.error_stream",
     "hold_preview": "sandbox.preview.hmr_hold",
     "redis_hold": "sandbox.preview.hmr_hold",
     "release_preview": "sandbox.preview.hmr_hold",
@@ -265,6 +277,7 @@ __all__ = [
     "CommandRefused",
     "ContextFile",
     "EnvReader",
+    "ErrorStreamSettings",
     "FileTooLarge",
     "HmrHold",
     "HostMemory",
@@ -277,6 +290,8 @@ __all__ = [
     "InstanceClaimed",
     "NestedExits",
     "NpmProbe",
+    "PreviewErrorIngest",
+    "PreviewErrorStream",
     "PreviewProxy",
     "Progress",
     "ProxyCache",
@@ -336,6 +351,7 @@ __all__ = [
     "strip_wrapping_fence",
     "sweep_instance",
     "usable_root",
+    "valid_stream_id",
     "wrap_redis_errors",
 ]
 

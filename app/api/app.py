@@ -29,6 +29,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from app.api import chats, health, keys, me, runs, sandboxes, sessions, versions
+from app.api import preview_errors as preview_error_api
 from app.api.auth import login
 from app.api.canonical_host import CanonicalHost
 from app.api.errors import EXCEPTION_HANDLERS, RequestContext
@@ -43,7 +44,7 @@ from app.api.preview_access import (
 from app.api.services import ApiServices, ApiSettings, HealthCheck
 from app.api.stream_limits import StreamLimits
 from app.projects.sync import ProjectAccess
-from sandbox import HmrHold, PreviewProxy
+from sandbox import HmrHold, PreviewErrorIngest, PreviewErrorStream, PreviewProxy
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 PLACEHOLDER_PAGE = """<!doctype html>
@@ -86,6 +87,7 @@ def build_app(
     projects: ProjectAccess | None = None,
     stopping: anyio.Event | None = None,
     preview_hold: Callable[[str], HmrHold] | None = None,
+    preview_errors: PreviewErrorStream | None = None,
 ) -> ASGIApp:
     """The whole ASGI app (see the module docstring).
 
@@ -93,7 +95,9 @@ def build_app(
     server at start-up and shutdown; ``kiln serve`` manages its services outside of it.
     ``projects`` serves the versions API (without it, those routes answer 503). Event
     streams end once ``stopping`` is set (the server is stopping). ``preview_hold`` holds a
-    preview's hot updates while a run writes (:mod:`sandbox.preview.hmr_hold`).
+    preview's hot updates while a run writes (:mod:`sandbox.preview.hmr_hold`). With
+    ``preview_errors``, preview pages get the error reporter and what they report is kept
+    there (``GET /api/sandboxes/{id}/preview-errors``, :mod:`app.api.preview_errors`).
     """
     api_settings = settings or ApiSettings()
     found = ApiServices(
@@ -114,6 +118,7 @@ def build_app(
         *chats.ROUTES,
         *runs.ROUTES,
         *sandboxes.ROUTES,
+        *preview_error_api.ROUTES,
         *versions.ROUTES,
         *ui_routes(web_dir),
     ]
@@ -124,6 +129,7 @@ def build_app(
     )
     api.state.services = found
     api.state.projects = projects
+    api.state.preview_errors = preview_errors
     proxy = PreviewProxy(
         sandbox_resolver(sandbox_manager),
         public_host=api_settings.public_host,
@@ -131,6 +137,7 @@ def build_app(
         app=api,
         private_cookies=PRIVATE_COOKIES,
         hold=preview_hold,
+        reports=PreviewErrorIngest(preview_errors) if preview_errors is not None else None,
     )
     gate = PreviewGate(proxy, found)
     return RequestContext(FramingHeaders(CanonicalHost(gate, found.settings), found.settings))

@@ -38,8 +38,8 @@ HEADERS: list[tuple[bytes, bytes]] = [
 ]
 
 
-def format_event(seq: int, event: dict[str, Any]) -> bytes:
-    """One SSE frame for event number ``seq``."""
+def format_event(seq: int | str, event: dict[str, Any]) -> bytes:
+    """One SSE frame for event number ``seq`` (or a Redis stream id: preview errors)."""
     kind = str(event.get("type", "message"))
     kind = "".join(ch for ch in kind if ch not in "\r\n") or "message"
     data = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
@@ -68,7 +68,7 @@ class EventStreamResponse:
 
     def __init__(
         self,
-        events: AsyncIterable[tuple[int, dict[str, Any]]],
+        events: AsyncIterable[tuple[int | str, dict[str, Any]]],
         ping_interval: float = PING_INTERVAL_SECONDS,
         until: anyio.Event | None = None,
     ) -> None:

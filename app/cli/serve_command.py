@@ -54,7 +54,14 @@ from app.service.http_server import KilnServer, server_config
 from app.service.stack import ServiceStack, open_stack
 from app.service.stop_deadline import StopDeadline
 from app.tokens import check_tokenizer
-from sandbox import ImageBuilder, ImageBuildSettings, SandboxError, redis_hold
+from sandbox import (
+    ErrorStreamSettings,
+    ImageBuilder,
+    ImageBuildSettings,
+    PreviewErrorStream,
+    SandboxError,
+    redis_hold,
+)
 
 log = logging.getLogger(__name__)
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
@@ -227,6 +234,7 @@ def build_app_for(stack: ServiceStack, stopping: anyio.Event) -> ASGIApp:
         ),
         stopping=stopping,
         preview_hold=redis_hold(stack.redis),
+        preview_errors=PreviewErrorStream(stack.redis, ErrorStreamSettings.from_env()),
     )
 
 

@@ -32,7 +32,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from sandbox.errors import SandboxUnavailable
+from sandbox.preview.error_ingest import PreviewErrorIngest
 from sandbox.preview.hmr_hold import HmrHold
+from sandbox.preview.reporter_injection import (
+    REPORTER_PATH,
+    REPORTS_PATH,
+    identity_encoding,
+    is_plain_html,
+    send_script,
+)
 from sandbox.preview.upstream import (
     WS_BAD_GATEWAY,
     open_websocket,
@@ -160,11 +168,14 @@ class PreviewProxy:
         client: httpx.AsyncClient | None = None,
         headers_timeout: float = DEFAULT_HEADERS_TIMEOUT,
         hold: Callable[[str], HmrHold] | None = None,
+        reports: PreviewErrorIngest | None = None,
     ) -> None:
         """Previews are ``<id>.preview.<public_host>``; ``app`` serves every other host;
         ``client`` defaults to one the proxy owns; ``headers_timeout`` bounds the wait for the
         dev server's response headers (seconds); ``hold`` gives a sandbox's
-        :class:`~sandbox.preview.hmr_hold.HmrHold` (hot updates held while a run writes)."""
+        :class:`~sandbox.preview.hmr_hold.HmrHold` (hot updates held while a run writes);
+        with ``reports``, pages get the error reporter and their reports are stored
+        (:mod:`sandbox.preview.reporter_injection`, :mod:`sandbox.preview.error_ingest`)."""
         if not headers_timeout > 0:
             raise ValueError(f"headers_timeout must be positive, got {headers_timeout!r}")
         self.resolve = resolve
@@ -175,6 +186,7 @@ class PreviewProxy:
         self.headers_timeout = headers_timeout
         self.private_cookies = frozenset(private_cookies)
         self.hold = hold
+        self.reports = reports
         # trust_env=False: a proxy from the environment must never see sandbox traffic.
         self.client = client or httpx.AsyncClient(
             timeout=timeout, limits=LIMITS, trust_env=False, follow_redirects=False
@@ -198,6 +210,12 @@ class PreviewProxy:
         target = await self._admit(scope, receive, send, label)
         if isinstance(target, Refusal):
             await refuse(scope, receive, send, target)
+        elif scope["type"] == "http" and self.reports is not None and scope["path"] == REPORTS_PATH:
+            await self.reports.handle(scope, receive, send, label, target, self.client)
+        elif (
+            scope["type"] == "http" and self.reports is not None and scope["path"] == REPORTER_PATH
+        ):
+            await send_script(send)
         elif scope["type"] == "http":
             await self._forward_http(scope, receive, send, target, label)
         else:
@@ -261,6 +279,12 @@ class PreviewProxy:
         self, scope: Scope, receive: Receive, send: Send, base_url: str, sandbox_id: str
     ) -> None:
         headers = upstream_headers(scope, self.private_cookies)
+        # A page the reporter goes into: asked uncompressed, so the proxy can edit it.
+        with_reporter = (
+            self.reports is not None and scope["method"] == "GET" and is_navigation(scope)
+        )
+        if with_reporter:
+            headers = identity_encoding(headers)
         incoming = HTTPConnection(scope).headers
         has_body = "content-length" in incoming or "transfer-encoding" in incoming
         request = self.client.build_request(
@@ -283,7 +307,15 @@ class PreviewProxy:
             await refuse(scope, receive, send, too_slow(sandbox_id, self.headers_timeout))
             return
         try:
-            await send_response(scope, receive, send, response, base_url, self.private_cookies)
+            await send_response(
+                scope,
+                receive,
+                send,
+                response,
+                base_url,
+                self.private_cookies,
+                with_reporter=with_reporter and is_plain_html(response),
+            )
         finally:
             await response.aclose()
 

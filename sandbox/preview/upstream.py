@@ -21,6 +21,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from sandbox.errors import SandboxUnavailable
 from sandbox.preview.hmr_hold import HmrHold
+from sandbox.preview.reporter_injection import send_with_reporter
 
 # RFC 9110 7.6.1: hop-by-hop headers are the proxy's business, never forwarded.
 HOP_BY_HOP = frozenset(
@@ -164,8 +165,12 @@ async def send_response(
     response: httpx.Response,
     base_url: str,
     private_cookies: frozenset[str] = frozenset(),
+    with_reporter: bool = False,
 ) -> None:
     """Stream the dev server's response to the browser; stop when the browser leaves.
+
+    ``with_reporter``: the response is a page's plain HTML and gets the error reporter's tag
+    (:mod:`sandbox.preview.reporter_injection`).
 
     A dev server failing mid-body raises ``SandboxUnavailable``, so the server drops the
     connection and the browser sees a truncated response rather than a complete-looking one.
@@ -175,7 +180,8 @@ async def send_response(
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(cancel_on_disconnect, receive, tasks.cancel_scope)
         # Failures come back as values: raised inside the group they would be wrapped.
-        failure = await relay_response(send, response, headers)
+        relay = relay_with_reporter if with_reporter else relay_response
+        failure = await relay(send, response, headers)
         tasks.cancel_scope.cancel()
     if failure is not None:
         raise SandboxUnavailable(
@@ -196,6 +202,19 @@ async def relay_response(
         await send({"type": "http.response.body", "body": b"", "more_body": False})
     except OSError:
         return None  # the browser went away; nothing left to tell it
+    except (httpx.TransportError, httpx.StreamError) as exc:
+        return exc
+    return None
+
+
+async def relay_with_reporter(
+    send: Send, response: httpx.Response, headers: list[tuple[bytes, bytes]]
+) -> Exception | None:
+    """:func:`relay_response` for a page's HTML, the reporter's tag inserted."""
+    try:
+        await send_with_reporter(send, response, headers)
+    except OSError:
+        return None
     except (httpx.TransportError, httpx.StreamError) as exc:
         return exc
     return None

@@ -223,7 +223,9 @@ NAVIGATE = {"accept": "text/html,*/*;q=0.8", "sec-fetch-mode": "navigate"}
 def browser(proxy: UvicornThread, host: str = HOST) -> httpx.AsyncClient:
     """An HTTP client that reaches the proxy on loopback while naming ``host``."""
     headers = {"host": f"{host}:{proxy.port}", "accept": "text/html"}
-    return httpx.AsyncClient(base_url=proxy.url, headers=headers, trust_env=False)
+    # 60 s, not httpx's 5: Vite's first transform of a module on a loaded machine is slower
+    # (a run beside 7 other helpers met a ReadTimeout on /src/main.jsx); a deadlock guard.
+    return httpx.AsyncClient(base_url=proxy.url, headers=headers, trust_env=False, timeout=60)
 
 
 def ws_connect(proxy: UvicornThread, path: str, **kwargs: Any) -> connect:
