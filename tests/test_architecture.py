@@ -3,7 +3,10 @@
 - ``parser`` imports nothing of kiln;
 - ``sandbox`` never imports ``app`` or ``prompts`` (it may use ``parser``'s rules);
 - ``prompts`` imports neither ``app`` nor ``sandbox``'s internals;
-- ``app`` and ``prompts`` use ``sandbox`` through its public API only (``from sandbox import``).
+- ``app`` and ``prompts`` use ``sandbox`` through its public API only (``from sandbox import``);
+- inside ``app`` and ``sandbox`` the folders (and the modules at the package's top) are layers
+  (:data:`LAYERS`, bottom first): a unit imports units of lower layers only, never one above
+  it nor a peer of its own layer, so the units' imports have no cycle either.
 
 Imports inside functions and ``TYPE_CHECKING`` blocks count too: a lazy import is still a
 dependency.
@@ -12,7 +15,7 @@ dependency.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -28,6 +31,50 @@ ALLOWED: dict[str, frozenset[str]] = {
 }
 # Packages whose modules may only be reached through the package itself by outsiders.
 PUBLIC_API_ONLY = frozenset({"sandbox"})
+# The layers inside a package, bottom first. A unit is a folder of the package or a module at
+# its top; the package's own __init__ (its public face) is above them all. A unit may import
+# units of lower layers only; the units of one layer are peers and import none of each other.
+# A new folder or top-level module goes into the layer docs/architecture.md gives it.
+LAYERS: dict[str, tuple[frozenset[str], ...]] = {
+    "sandbox": (
+        frozenset({"errors"}),
+        # boundaries and values every part uses
+        frozenset(
+            {
+                "env_settings",
+                "nested_exits",
+                "redis_boundary",
+                "docker_boundary",
+                "disk_mounts",
+                "handle",
+            }
+        ),
+        frozenset({"settings"}),
+        frozenset({"images"}),
+        frozenset({"containers", "writes"}),
+        frozenset({"execution", "preview"}),
+        frozenset({"session_log"}),
+        frozenset({"lifecycle"}),
+        frozenset({"session"}),
+    ),
+    "app": (
+        frozenset({"errors"}),
+        frozenset({"tokens", "data_dir", "logs", "parser_choice"}),
+        frozenset({"recordings", "deploy"}),
+        frozenset({"providers"}),
+        frozenset({"config", "store"}),
+        frozenset({"postgen", "projects"}),
+        frozenset({"agent"}),
+        frozenset({"runs"}),
+        frozenset({"api"}),
+        frozenset({"service"}),  # the wiring: the one place that puts the parts together
+        frozenset({"cli"}),
+        frozenset({"__main__"}),
+    ),
+}
+# Imports allowed against the layers, ``(importer, imported)``: why. None is needed today; an
+# entry must say why the import cannot be turned around (and is refused once it is gone).
+LAYER_EXCEPTIONS: dict[str, dict[tuple[str, str], str]] = {"sandbox": {}, "app": {}}
 
 
 def imported_modules(path: Path) -> Iterator[tuple[int, str]]:
@@ -62,6 +109,84 @@ def violations(package: str) -> list[str]:
     return found
 
 
+def unit_of(package: str, module: str) -> str | None:
+    """The unit of ``package`` that ``module`` lies in (``app.agent.loop`` -> ``agent``);
+    ``None`` for the package itself or another package."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == package and len(parts) > 1 else None
+
+
+def unit_imports(package: str) -> dict[str, dict[str, list[str]]]:
+    """Which units each unit of ``package`` imports, with where: ``{importer: {imported:
+    ["file:line", ...]}}`` (imports inside a unit left out)."""
+    graph: dict[str, dict[str, list[str]]] = {}
+    for path in modules_of(package):
+        relative = path.relative_to(ROOT / package)
+        if relative.parts == ("__init__.py",):
+            continue
+        importer = relative.parts[0].removesuffix(".py")
+        edges = graph.setdefault(importer, {})
+        for line, module in imported_modules(path):
+            imported = unit_of(package, module)
+            if imported is not None and imported != importer:
+                where = f"{path.relative_to(ROOT)}:{line}"
+                edges.setdefault(imported, []).append(where)
+    return graph
+
+
+def layer_violations(
+    graph: Mapping[str, Mapping[str, list[str]]],
+    layers: tuple[frozenset[str], ...],
+    exceptions: Mapping[tuple[str, str], str],
+) -> list[str]:
+    """Every import of ``graph`` that goes up or sideways in ``layers`` and is not one of the
+    ``exceptions``, as ``file:line: importer -> imported (why)``."""
+    level = {unit: number for number, layer in enumerate(layers) for unit in layer}
+    found = []
+    for importer, edges in sorted(graph.items()):
+        for imported, wheres in sorted(edges.items()):
+            if (importer, imported) in exceptions:
+                continue
+            if importer not in level or imported not in level:
+                unknown = importer if importer not in level else imported
+                found.append(f"{wheres[0]}: {unknown!r} is in no layer")
+            elif level[imported] == level[importer]:
+                found.append(f"{wheres[0]}: {importer} -> {imported} (peers of one layer)")
+            elif level[imported] > level[importer]:
+                found.append(f"{wheres[0]}: {importer} -> {imported} (upward import)")
+    return found
+
+
+def import_cycles(graph: Mapping[str, Mapping[str, list[str]]]) -> list[list[str]]:
+    """The cycles of ``graph``: each strongly connected group of two or more units (or a unit
+    importing itself), sorted (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(unit: str) -> None:
+        index[unit] = low[unit] = len(index)
+        stack.append(unit)
+        for imported in graph.get(unit, {}):
+            if imported not in index:
+                visit(imported)
+                low[unit] = min(low[unit], low[imported])
+            elif imported in stack:
+                low[unit] = min(low[unit], index[imported])
+        if low[unit] == index[unit]:
+            group = []
+            while not group or group[-1] != unit:
+                group.append(stack.pop())
+            if len(group) > 1 or unit in graph.get(unit, {}):
+                cycles.append(sorted(group))
+
+    for unit in sorted(graph):
+        if unit not in index:
+            visit(unit)
+    return sorted(cycles)
+
+
 @pytest.mark.parametrize("package", PACKAGES)
 def test_imports_follow_the_dependency_rules(package: str) -> None:
     assert violations(package) == []
@@ -76,3 +201,83 @@ def test_the_check_sees_a_forbidden_import(tmp_path: Path) -> None:
 def test_every_package_has_modules() -> None:
     for package in PACKAGES:
         assert modules_of(package), package
+
+
+@pytest.mark.parametrize("package", sorted(LAYERS))
+def test_units_import_only_lower_layers(package: str) -> None:
+    graph = unit_imports(package)
+    assert import_cycles(graph) == []
+    assert layer_violations(graph, LAYERS[package], LAYER_EXCEPTIONS[package]) == []
+
+
+@pytest.mark.parametrize("package", sorted(LAYERS))
+def test_every_unit_has_one_layer(package: str) -> None:
+    placed = [unit for layer in LAYERS[package] for unit in layer]
+    assert len(placed) == len(set(placed))
+    assert set(unit_imports(package)) <= set(placed)
+
+
+@pytest.mark.parametrize("package", sorted(LAYERS))
+def test_every_layer_exception_is_still_needed(package: str) -> None:
+    graph = unit_imports(package)
+    for importer, imported in LAYER_EXCEPTIONS[package]:
+        assert imported in graph.get(importer, {}), (importer, imported)
+
+
+LAYERED = (frozenset({"low"}), frozenset({"mid", "peer"}), frozenset({"top"}))
+
+
+@pytest.mark.parametrize(
+    ("graph", "expected"),
+    [
+        pytest.param({"top": {"mid": ["t.py:1"]}, "mid": {"low": ["m.py:2"]}}, [], id="downward"),
+        pytest.param(
+            {"low": {"top": ["l.py:3"]}}, ["l.py:3: low -> top (upward import)"], id="upward"
+        ),
+        pytest.param(
+            {"mid": {"peer": ["m.py:4"]}}, ["m.py:4: mid -> peer (peers of one layer)"], id="peer"
+        ),
+        pytest.param({"new": {"low": ["n.py:5"]}}, ["n.py:5: 'new' is in no layer"], id="unplaced"),
+    ],
+)
+def test_the_layer_check_sees_an_upward_import(
+    graph: dict[str, dict[str, list[str]]], expected: list[str]
+) -> None:
+    assert layer_violations(graph, LAYERED, {}) == expected
+
+
+def test_a_listed_exception_lets_one_upward_import_pass() -> None:
+    graph = {"low": {"top": ["l.py:3"]}, "mid": {"top": ["m.py:4"]}}
+    exceptions = {("low", "top"): "why"}
+    assert layer_violations(graph, LAYERED, exceptions) == ["m.py:4: mid -> top (upward import)"]
+
+
+@pytest.mark.parametrize(
+    ("graph", "expected"),
+    [
+        pytest.param({"a": {"b": []}, "b": {"c": []}}, [], id="chain"),
+        pytest.param({"a": {"b": []}, "b": {"a": []}}, [["a", "b"]], id="two"),
+        pytest.param(
+            {"a": {"b": []}, "b": {"c": []}, "c": {"a": []}, "d": {"a": []}},
+            [["a", "b", "c"]],
+            id="three-and-a-tail",
+        ),
+        pytest.param({"a": {"a": []}}, [["a"]], id="self"),
+        pytest.param(
+            {"a": {"b": []}, "b": {"a": []}, "c": {"d": []}, "d": {"c": []}},
+            [["a", "b"], ["c", "d"]],
+            id="two-cycles",
+        ),
+    ],
+)
+def test_the_cycle_check_sees_a_folder_cycle(
+    graph: dict[str, dict[str, list[str]]], expected: list[list[str]]
+) -> None:
+    assert import_cycles(graph) == expected
+
+
+def test_units_are_folders_and_top_level_modules() -> None:
+    assert unit_of("app", "app.agent.loop") == "agent"
+    assert unit_of("app", "app.errors") == "errors"
+    assert unit_of("app", "app") is None
+    assert unit_of("app", "sandbox.session") is None

@@ -1,6 +1,7 @@
 """Where a run's sandbox events go: a sandbox acquired ahead of need, or a stand-in in tests.
 
-The loop only needs :class:`EventTarget` (``handle(event)``, ``finish()``), which
+The loop only needs :class:`~app.postgen.pipeline.EventTarget` (``handle(event)``,
+``finish()``), which
 :class:`sandbox.session.SandboxSession` is. :class:`SandboxWorkspace` wires a session to the
 chat's sandbox the first time an event needs one. A run that will likely write code starts
 acquiring it when the run starts (:meth:`SandboxWorkspace.acquire_early`), while the provider
@@ -19,10 +20,10 @@ import redis.asyncio
 from anyio.abc import TaskGroup
 
 from app.agent.context import ExistingProject, existing_project, guess_template
+from app.postgen.pipeline import EventTarget
 from app.postgen.template_workspace import read_template_workspace
 from app.projects.store import VersionInfo
 from app.projects.sync import ProjectSync
-from parser.events import Event
 from sandbox import (
     DEFAULT_TEMPLATE,
     TEMPLATES,
@@ -63,29 +64,6 @@ class _EarlyAcquire:
     template: str
     done: anyio.Event = field(default_factory=anyio.Event)
     sandbox: Sandbox | None = None
-
-
-class EventTarget(Protocol):
-    """What the loop hands sandbox events to."""
-
-    log: SessionLog
-
-    async def handle(self, event: Event) -> None:
-        """Act on one event; failures are reported through records, never raised."""
-        ...
-
-    async def wait_commands(self) -> None:
-        """Wait until every command handed over so far has run (they run in the background,
-        in order, while the stream goes on)."""
-        ...
-
-    async def finish(self) -> SessionLog:
-        """Wait for pending commands, installs and flushes."""
-        ...
-
-    async def read_file(self, path: str) -> str | None:
-        """``path`` as the run left it so far (``None`` if there is no such file)."""
-        ...
 
 
 class Workspace(Protocol):

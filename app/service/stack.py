@@ -24,18 +24,29 @@ from dataclasses import dataclass
 
 import anyio
 import redis.asyncio
+from starlette.types import ASGIApp
 
 from app.agent.web_tools import web_tools_from_env
-from app.api.services import HealthCheck
+from app.api.app import build_app
+from app.api.services import ApiSettings, HealthCheck
 from app.config import ServiceSettings
 from app.errors import ConfigError
 from app.projects.store import ProjectStore
-from app.projects.workspaces import project_store, project_workspaces
+from app.projects.sync import ProjectAccess, manager_installer
 from app.runs.execution import ProviderFactory
 from app.runs.live import LiveEvents
+from app.runs.service import RunService
 from app.runs.worker import Worker, default_provider_factory
+from app.service.workspaces import project_store, project_workspaces
 from app.store import Store
-from sandbox import NestedExits, SandboxManager, SandboxSettings, claim_instance
+from sandbox import (
+    EnvReader,
+    NestedExits,
+    SandboxManager,
+    SandboxSettings,
+    claim_instance,
+    redis_hold,
+)
 
 POOL_CONNECTIONS = 200
 POOL_WAIT_SECONDS = 10.0
@@ -117,3 +128,34 @@ async def open_stack(
         stack.callback(tasks.cancel_scope.cancel)
         tasks.start_soon(live.run)
         yield ServiceStack(settings, store, client, manager, live)
+
+
+def build_app_for(stack: ServiceStack, stopping: anyio.Event) -> ASGIApp:
+    """The ASGI app on ``stack``: real run service, the stack's health checks; its event
+    streams end once ``stopping`` is set."""
+    settings = stack.settings
+    read = EnvReader(None, ConfigError)
+    api_settings = ApiSettings(
+        public_host=settings.public_host,
+        public_port=settings.port,
+        recordings_dir=read.optional_path("KILN_RECORDINGS_DIR"),
+        max_event_streams_per_user=settings.max_event_streams_per_user,
+        provider_env=dict(read.env),
+        secret_key=settings.secret_key,  # preview links sealed by one process open in another
+    )
+    runs = RunService(stack.store, stack.redis, settings, live=stack.live)
+    return build_app(
+        stack.store,
+        runs,
+        stack.manager,
+        settings=api_settings,
+        health_checks=stack.health_checks(),
+        projects=ProjectAccess(
+            stack.projects,
+            stack.manager,
+            manager_installer(stack.manager),
+            max_bytes=settings.project_max_bytes,
+        ),
+        stopping=stopping,
+        preview_hold=redis_hold(stack.redis),
+    )

@@ -1,4 +1,4 @@
-"""A worker process: ``python -m app.runs.worker_main`` (what ``kiln worker`` wraps).
+"""A worker process: ``python -m app.service.worker_main`` (what ``kiln worker`` wraps).
 
 It reads :class:`~app.config.ServiceSettings` and the sandbox settings from the environment
 (``REDIS_URL`` is required: a separate worker shares the API's Redis and data directory), opens
@@ -21,9 +21,9 @@ import redis.asyncio
 from app.agent.web_tools import web_tools_from_env
 from app.config import ServiceSettings
 from app.errors import ConfigError
-from app.projects.workspaces import project_workspaces
 from app.runs.execution import ProviderFactory, WorkspaceFactory
 from app.runs.worker import Worker, default_provider_factory
+from app.service.workspaces import project_workspaces
 from app.store import Store
 from sandbox import NestedExits, SandboxManager, SandboxSettings, claim_instance
 
