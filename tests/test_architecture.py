@@ -6,7 +6,9 @@
 - ``app`` and ``prompts`` use ``sandbox`` through its public API only (``from sandbox import``);
 - inside ``app`` and ``sandbox`` the folders (and the modules at the package's top) are layers
   (:data:`LAYERS`, bottom first): a unit imports units of lower layers only, never one above
-  it nor a peer of its own layer, so the units' imports have no cycle either.
+  it nor a peer of its own layer, so the units' imports have no cycle either;
+- no code writes ``os.environ`` to pass a setting on (settings travel as values), and every
+  ``KILN_*`` setting is read through ``sandbox.env_settings.EnvReader`` (typed, checked).
 
 Imports inside functions and ``TYPE_CHECKING`` blocks count too: a lazy import is still a
 dependency.
@@ -106,6 +108,90 @@ def violations(package: str) -> list[str]:
                 found.append(f"{where} ({package} may not import {top})")
             elif top in PUBLIC_API_ONLY and module != top:
                 found.append(f"{where} (use `from {top} import ...`)")
+    return found
+
+
+# Modules allowed to write os.environ: why.
+ENVIRONMENT_WRITERS = {
+    "app/tokens.py": "tiktoken reads its cache folder from the environment only; the value is "
+    "set under a lock while it loads and put back",
+}
+# The one module that reads KILN_* variables by name from a mapping.
+SETTINGS_READER = "sandbox/env_settings.py"
+_ENVIRON_CHANGES = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__"})
+
+
+def _is_os_environ(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "environ"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "os"
+    )
+
+
+def environment_writes(tree: ast.AST) -> list[int]:
+    """The lines of ``tree`` that change ``os.environ`` (item set or deleted, a changing method,
+    ``os.putenv``/``os.unsetenv``)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Load):
+            written = _is_os_environ(node.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            function = node.func
+            written = (function.attr in _ENVIRON_CHANGES and _is_os_environ(function.value)) or (
+                function.attr in {"putenv", "unsetenv"}
+                and isinstance(function.value, ast.Name)
+                and function.value.id == "os"
+            )
+        else:
+            written = False
+        if written:
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def _kiln_name(node: ast.expr | None) -> bool:
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.startswith("KILN_")
+    )
+
+
+def kiln_setting_reads(tree: ast.AST) -> list[int]:
+    """The lines of ``tree`` that read a ``KILN_*`` variable by hand: ``env.get("KILN_X")``,
+    ``os.getenv("KILN_X")``, ``env["KILN_X"]`` (writing one into a mapping is fine)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and _kiln_name(node.args[0]):
+            function = node.func
+            name = function.attr if isinstance(function, ast.Attribute) else None
+            if isinstance(function, ast.Name):
+                name = function.id
+            if name in {"get", "getenv", "pop"}:
+                found.append(node.lineno)
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Load)
+            and _kiln_name(node.slice)
+        ):
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def settings_violations() -> list[str]:
+    """Every write of ``os.environ`` and every ``KILN_*`` read by hand in kiln's packages."""
+    found = []
+    for package in PACKAGES:
+        for path in modules_of(package):
+            where = str(path.relative_to(ROOT))
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=where)
+            if where not in ENVIRONMENT_WRITERS:
+                found += [f"{where}:{line}: writes os.environ" for line in environment_writes(tree)]
+            if where != SETTINGS_READER:
+                reads = kiln_setting_reads(tree)
+                found += [f"{where}:{line}: read it through EnvReader" for line in reads]
     return found
 
 
@@ -281,3 +367,44 @@ def test_units_are_folders_and_top_level_modules() -> None:
     assert unit_of("app", "app.errors") == "errors"
     assert unit_of("app", "app") is None
     assert unit_of("app", "sandbox.session") is None
+
+
+def test_settings_travel_as_values_and_are_read_through_the_reader() -> None:
+    assert settings_violations() == []
+
+
+def test_every_environment_writer_still_writes() -> None:
+    for where in ENVIRONMENT_WRITERS:
+        assert environment_writes(ast.parse((ROOT / where).read_text(encoding="utf-8"))), where
+
+
+@pytest.mark.parametrize(
+    ("source", "writes"),
+    [
+        pytest.param('os.environ["KILN_DATA_DIR"] = "d"', [1], id="item-set"),
+        pytest.param('del os.environ["X"]', [1], id="item-deleted"),
+        pytest.param('os.environ.update(X="1")', [1], id="update"),
+        pytest.param('os.environ.setdefault("X", "1")', [1], id="setdefault"),
+        pytest.param('os.putenv("X", "1")', [1], id="putenv"),
+        pytest.param('env = dict(os.environ)\nenv["KILN_DATA_DIR"] = "d"', [], id="a-copy"),
+        pytest.param('os.environ.get("X")', [], id="a-read"),
+    ],
+)
+def test_the_check_sees_an_environment_write(source: str, writes: list[int]) -> None:
+    assert environment_writes(ast.parse(source)) == writes
+
+
+@pytest.mark.parametrize(
+    ("source", "reads"),
+    [
+        pytest.param('os.environ.get("KILN_PORT")', [1], id="get"),
+        pytest.param('env.get("KILN_PORT") or "8000"', [1], id="get-or"),
+        pytest.param('os.getenv("KILN_PORT")', [1], id="getenv"),
+        pytest.param('env["KILN_PORT"]', [1], id="item"),
+        pytest.param('read.integer("KILN_PORT", 8000)', [], id="the-reader"),
+        pytest.param('env["KILN_PORT"] = "1"', [], id="setting-one"),
+        pytest.param('env.get("REDIS_URL")', [], id="not-kiln"),
+    ],
+)
+def test_the_check_sees_a_kiln_setting_read_by_hand(source: str, reads: list[int]) -> None:
+    assert kiln_setting_reads(ast.parse(source)) == reads

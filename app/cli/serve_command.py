@@ -97,9 +97,6 @@ def handle_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"kiln serve: {exc}", file=sys.stderr)
         return EXIT_BAD_USAGE
-    # Every sandbox setting read later (its instance is named after the data dir) must see
-    # --data-dir too, as kiln run/sandbox on that data dir do.
-    os.environ["KILN_DATA_DIR"] = str(settings.data_dir)
     setup_logging(args.log_level)
     workers = 0 if args.no_worker else args.workers
     try:

@@ -18,7 +18,8 @@ once, so a burst of work slows down instead of answering 503s.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -74,6 +75,7 @@ class ServiceStack:
                 project_workspaces(self.manager, self.settings),
                 factory,
                 tools,
+                sandboxes=self.manager.settings,
             )
             for _ in range(count)
         ]
@@ -98,6 +100,17 @@ class ServiceStack:
         return {"store": store, "redis": redis_ping, "docker": docker}
 
 
+def sandbox_settings_for(
+    settings: ServiceSettings, env: Mapping[str, str] | None = None
+) -> SandboxSettings:
+    """The sandbox settings of ``env`` (``os.environ`` unless given) on the service's data
+    directory, which names the sandboxes' instance unless ``KILN_INSTANCE`` does (``--data-dir``
+    reaches the sandboxes this way, not through the process's environment)."""
+    environment = dict(os.environ if env is None else env)
+    environment["KILN_DATA_DIR"] = str(settings.data_dir)
+    return SandboxSettings.from_env(environment)
+
+
 @asynccontextmanager
 async def open_stack(
     settings: ServiceSettings,
@@ -109,7 +122,7 @@ async def open_stack(
     sandbox manager; close them all at the end."""
     if settings.redis_url is None:
         raise ConfigError("no Redis URL: set REDIS_URL (or let kiln serve start one)")
-    base = sandbox_settings or SandboxSettings.from_env()
+    base = sandbox_settings or sandbox_settings_for(settings)
     sandboxes = dataclasses.replace(base, redis_url=settings.redis_url)
     async with NestedExits() as stack:
         store = store or Store(settings.database_path, settings.secret_key)
@@ -143,7 +156,9 @@ def build_app_for(stack: ServiceStack, stopping: anyio.Event) -> ASGIApp:
         provider_env=dict(read.env),
         secret_key=settings.secret_key,  # preview links sealed by one process open in another
     )
-    runs = RunService(stack.store, stack.redis, settings, live=stack.live)
+    runs = RunService(
+        stack.store, stack.redis, settings, live=stack.live, sandboxes=stack.manager.settings
+    )
     return build_app(
         stack.store,
         runs,
