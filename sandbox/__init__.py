@@ -105,6 +105,7 @@ if TYPE_CHECKING:
     from sandbox.lifecycle.registry import (
         registry_prefix,
     )
+    from sandbox.managed_session import manager_session
     from sandbox.nested_exits import (
         NestedExits,
     )
@@ -189,6 +190,7 @@ _EXPORTS: dict[str, str] = {
     "SandboxSession": "sandbox.session",
     "SessionLog": "sandbox.session_log",
     "manager_ports": "sandbox.session",
+    "manager_session": "sandbox.managed_session",
     "SandboxManager": "sandbox.lifecycle.manager",
     "sweep_instance": "sandbox.lifecycle.reaper",
     "sandbox_disk": "sandbox.containers.disk_quota",
@@ -319,6 +321,7 @@ __all__ = [
     "host_memory_bytes",
     "host_name",
     "manager_ports",
+    "manager_session",
     "pool_key",
     "preview_label",
     "preview_url",

@@ -7,6 +7,8 @@
 - inside ``app`` and ``sandbox`` the folders (and the modules at the package's top) are layers
   (:data:`LAYERS`, bottom first): a unit imports units of lower layers only, never one above
   it nor a peer of its own layer, so the units' imports have no cycle either;
+- in ``app`` only the wiring (``app/service/``, and the CLI's one-shot commands) opens the
+  service's parts: stores, Redis clients, the sandbox manager;
 - no code writes ``os.environ`` to pass a setting on (settings travel as values), and every
   ``KILN_*`` setting is read through ``sandbox.env_settings.EnvReader`` (typed, checked).
 
@@ -58,6 +60,7 @@ LAYERS: dict[str, tuple[frozenset[str], ...]] = {
         frozenset({"session_log"}),
         frozenset({"lifecycle"}),
         frozenset({"session"}),
+        frozenset({"managed_session"}),
     ),
     "app": (
         frozenset({"errors"}),
@@ -192,6 +195,45 @@ def settings_violations() -> list[str]:
             if where != SETTINGS_READER:
                 reads = kiln_setting_reads(tree)
                 found += [f"{where}:{line}: read it through EnvReader" for line in reads]
+    return found
+
+
+# Where app's parts may be opened (the rest is handed them).
+WIRING = ("app/service/", "app/cli/")
+# Calls that open one of the service's parts: a constructor or a class's opener.
+_OPENERS = frozenset({"Store", "GitProjectStore", "open_stack"})
+_CLASS_OPENERS = frozenset(
+    {("SandboxManager", "open"), ("Redis", "from_url"), ("Redis", "from_pool")}
+)
+
+
+def parts_opened(tree: ast.AST) -> list[int]:
+    """The lines of ``tree`` that open a store, a Redis client or the sandbox manager."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        function = node.func
+        if isinstance(function, ast.Name) and function.id in _OPENERS:
+            found.append(node.lineno)
+        elif isinstance(function, ast.Attribute):
+            owner = function.value
+            name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+            if (name, function.attr) in _CLASS_OPENERS:
+                found.append(node.lineno)
+    return sorted(found)
+
+
+def wiring_violations() -> list[str]:
+    """Every place outside :data:`WIRING` in ``app`` that opens one of the service's parts."""
+    found = []
+    for path in modules_of("app"):
+        where = str(path.relative_to(ROOT))
+        if not where.startswith(WIRING):
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=where)
+            found += [
+                f"{where}:{line}: wiring belongs in app/service/" for line in parts_opened(tree)
+            ]
     return found
 
 
@@ -408,3 +450,22 @@ def test_the_check_sees_an_environment_write(source: str, writes: list[int]) -> 
 )
 def test_the_check_sees_a_kiln_setting_read_by_hand(source: str, reads: list[int]) -> None:
     assert kiln_setting_reads(ast.parse(source)) == reads
+
+
+def test_only_the_wiring_opens_the_services_parts() -> None:
+    assert wiring_violations() == []
+
+
+@pytest.mark.parametrize(
+    ("source", "opened"),
+    [
+        pytest.param("store = Store(path, secret)", [1], id="store"),
+        pytest.param("manager = await SandboxManager.open(settings)", [1], id="manager"),
+        pytest.param("client = redis.asyncio.Redis.from_url(url)", [1], id="redis"),
+        pytest.param("client = Redis.from_pool(pool)", [1], id="redis-pool"),
+        pytest.param("async with open_stack(settings) as stack: pass", [1], id="stack"),
+        pytest.param("store.chat(chat_id)", [], id="using-one"),
+    ],
+)
+def test_the_check_sees_a_part_opened(source: str, opened: list[int]) -> None:
+    assert parts_opened(ast.parse(source)) == opened

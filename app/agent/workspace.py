@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import anyio
-import redis.asyncio
 from anyio.abc import TaskGroup
 
 from app.agent.context import ExistingProject, existing_project, guess_template
@@ -34,12 +33,10 @@ from sandbox import (
     SandboxManager,
     SandboxSession,
     SessionLog,
-    WriteBuffer,
     get_template,
-    manager_ports,
+    manager_session,
 )
 
-BUFFER_TTL_GRACE_SECONDS = 600.0  # write-buffer keys outlive the sandbox's idle TTL by this
 CLOSE_LIMIT_SECONDS = 600.0  # waiting for the last installs and flushes when a run ends
 RECENT_VERSIONS = 2  # the files these last versions changed are "changed in the last turns"
 # A first message that is only a greeting or thanks builds nothing; anything else (a question
@@ -192,16 +189,10 @@ class SandboxWorkspace:
         self._on_record = on_record
         if self._project is not None:  # a new sandbox gets the project before any event
             await self._project.restore_if_stale(sandbox.id, on_record)
-        settings = self._manager.settings
-        client = redis.asyncio.Redis.from_url(settings.redis_url)
-        self._stack.push_async_callback(client.aclose)
-        ttl = settings.idle_ttl_seconds + BUFFER_TTL_GRACE_SECONDS
-        session = SandboxSession(
-            WriteBuffer(client, sandbox.id, ttl),
+        session = manager_session(
+            self._manager,
+            sandbox.id,
             self._template,
-            manager_ports(self._manager, sandbox.id),
-            debounce=settings.flush_debounce_seconds,
-            max_wait=settings.flush_max_wait_seconds,
             on_record=on_record,
             build_ahead=True,  # post-generation builds every run: start it once the files are in
         )
