@@ -331,6 +331,22 @@ def test_every_package_has_modules() -> None:
         assert modules_of(package), package
 
 
+def relative_imports(package: str) -> list[str]:
+    """Every ``from . import x`` in ``package``: the checks here read absolute imports only."""
+    found = []
+    for path in modules_of(package):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level > 0:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_imports_are_absolute(package: str) -> None:
+    assert relative_imports(package) == []
+
+
 @pytest.mark.parametrize("package", sorted(LAYERS))
 def test_units_import_only_lower_layers(package: str) -> None:
     graph = unit_imports(package)
