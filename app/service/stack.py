@@ -8,9 +8,12 @@
         stack.projects                             # the chats' versioned projects
         stack.live                                 # the one pub/sub connection of followers
         checks = stack.health_checks()             # for /healthz
+        app = build_app_for(stack, stopping)       # the ASGI app kiln serve runs
 
-The sandbox settings come from the environment (``KILN_SANDBOX_*`` and friends), with the
-service's Redis URL, so sandboxes and runs share one Redis. The Redis client's pool is bounded
+The sandbox settings come from the environment (``KILN_SANDBOX_*`` and friends) on the
+service's data directory (:func:`sandbox_settings_for`), with the service's Redis URL, so
+sandboxes and runs share one Redis; the run service's and the workers' admission count against
+the same settings the manager has. The Redis client's pool is bounded
 and *waits* (at most :data:`POOL_WAIT_SECONDS`) for a free connection rather than failing at
 once, so a burst of work slows down instead of answering 503s.
 """
