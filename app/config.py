@@ -102,7 +102,7 @@ class ServiceSettings:
             raise ConfigError(f"cannot make the data directory {str(data_dir)!r}: {exc}") from exc
         return cls(
             data_dir=data_dir,
-            secret_key=_secret_key(read.env, data_dir),
+            secret_key=_secret_key(read, data_dir),
             redis_url=read.raw("REDIS_URL"),
             host=read.text("KILN_HOST", cls.host),
             port=read.integer("KILN_PORT", cls.port, low=1, high=65535),
@@ -140,9 +140,9 @@ def _count(read: EnvReader, name: str, default: int) -> int:
     return read.integer(name, default, low=1, high=10**9)
 
 
-def _secret_key(env: Mapping[str, str], data_dir: Path) -> str:
+def _secret_key(read: EnvReader, data_dir: Path) -> str:
     """``KILN_SECRET_KEY``, or the key kept in the data directory (generated the first time)."""
-    given = env.get("KILN_SECRET_KEY")
+    given = read.raw("KILN_SECRET_KEY")
     if given:
         if len(given) < MIN_SECRET_LENGTH:
             # The value itself is a secret: name the variable, never echo it.

@@ -44,8 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from parser import StreamParser
 from parser.events import Event, FileContent, FileEnd, FileStart
-from sandbox.containers.docker_boundary import call, connect
 from sandbox.containers.provisioning import remove_volume
+from sandbox.docker_boundary import call, connect
 from sandbox.images.templates import WORKSPACE, get_template
 from sandbox.lifecycle.manager import SandboxManager
 from sandbox.settings import SandboxSettings

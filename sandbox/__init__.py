@@ -20,19 +20,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sandbox.containers.disk_quota import DEFAULT_DISK_ROOT, sandbox_disk, usable_root
-    from sandbox.containers.docker_boundary import (
-        bind_docker_tenant,
-        call,
-        connect,
-        docker_tenant,
-    )
+    from sandbox.containers.disk_quota import sandbox_disk
     from sandbox.containers.npm_cache_report import ProxyCache, proxy_caches
     from sandbox.containers.npm_probe import (
         NpmProbe,
         probe_npm,
     )
     from sandbox.containers.npm_proxy import proxy_container_name
+    from sandbox.disk_mounts import DEFAULT_DISK_ROOT, usable_root
+    from sandbox.docker_boundary import (
+        bind_docker_tenant,
+        call,
+        connect,
+        docker_tenant,
+    )
     from sandbox.env_settings import (
         EnvReader,
         size_bytes,
@@ -104,6 +105,7 @@ if TYPE_CHECKING:
     from sandbox.lifecycle.registry import (
         registry_prefix,
     )
+    from sandbox.managed_session import manager_session
     from sandbox.nested_exits import (
         NestedExits,
     )
@@ -196,11 +198,12 @@ _EXPORTS: dict[str, str] = {
     "SandboxSession": "sandbox.session",
     "SessionLog": "sandbox.session_log",
     "manager_ports": "sandbox.session",
+    "manager_session": "sandbox.managed_session",
     "SandboxManager": "sandbox.lifecycle.manager",
     "sweep_instance": "sandbox.lifecycle.reaper",
     "sandbox_disk": "sandbox.containers.disk_quota",
-    "DEFAULT_DISK_ROOT": "sandbox.containers.disk_quota",
-    "usable_root": "sandbox.containers.disk_quota",
+    "DEFAULT_DISK_ROOT": "sandbox.disk_mounts",
+    "usable_root": "sandbox.disk_mounts",
     "registry_prefix": "sandbox.lifecycle.registry",
     "HostMemory": "sandbox.lifecycle.host_memory",
     "busy_bytes": "sandbox.lifecycle.host_memory",
@@ -253,11 +256,11 @@ _EXPORTS: dict[str, str] = {
     "preview_label": "sandbox.preview.proxy",
     "preview_url": "sandbox.preview.proxy",
     "refuse": "sandbox.preview.proxy",
-    "call": "sandbox.containers.docker_boundary",
-    "bind_docker_tenant": "sandbox.containers.docker_boundary",
-    "docker_tenant": "sandbox.containers.docker_boundary",
+    "call": "sandbox.docker_boundary",
+    "bind_docker_tenant": "sandbox.docker_boundary",
+    "docker_tenant": "sandbox.docker_boundary",
     "read_stdout": "sandbox.execution.exec_frames",
-    "connect": "sandbox.containers.docker_boundary",
+    "connect": "sandbox.docker_boundary",
 }
 
 __all__ = [
@@ -333,6 +336,7 @@ __all__ = [
     "host_memory_bytes",
     "host_name",
     "manager_ports",
+    "manager_session",
     "pool_key",
     "preview_label",
     "preview_url",

@@ -117,6 +117,11 @@ class EnvReader:
         raw = self.raw(name)
         return default if raw is None else Path(raw.strip()).expanduser()
 
+    def optional_path(self, name: str) -> Path | None:
+        """A path (``~`` expanded), or ``None`` when unset or blank."""
+        raw = self.raw(name)
+        return None if raw is None else Path(raw.strip()).expanduser()
+
     def optional_file(self, name: str, default: Path | None) -> Path | None:
         """A file that must exist; unset gives ``default``, an explicit empty value ``None``."""
         value = self.env.get(name)

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sandbox.images.templates import get_template
-from sandbox.lifecycle.registry import SandboxRecord
-
 
 @dataclass(frozen=True, slots=True)
 class Sandbox:
@@ -27,18 +24,3 @@ class Sandbox:
     def dev_url(self) -> str:
         """The dev server's URL, reachable from the host."""
         return f"http://{self.ip}:{self.dev_port}"
-
-    @classmethod
-    def from_record(cls, record: SandboxRecord) -> Sandbox:
-        """The handle for a registry record."""
-        return cls(
-            id=record.id,
-            template=record.template,
-            container_id=record.container_id,
-            volume=record.volume,
-            network=record.network,
-            ip=record.ip,
-            dev_port=get_template(record.template).dev_port,
-            owner=record.owner,
-            chat=record.chat,
-        )

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandbox.containers.disk_quota import DEFAULT_DISK_ROOT, usable_root
+from sandbox.disk_mounts import DEFAULT_DISK_ROOT, usable_root
 from sandbox.env_settings import EnvReader, size_bytes
 
 LABEL = "kiln.sandbox"  # every container, network and volume kiln creates carries this label
@@ -117,7 +117,7 @@ class SandboxSettings:
     warm_pool_refills: int = 1
     command_timeout_seconds: float = 300.0
     install_timeout_seconds: float = 600.0
-    # Deadlines of single Docker calls by kind (sandbox.containers.docker_boundary): a look-up
+    # Deadlines of single Docker calls by kind (sandbox.docker_boundary): a look-up
     # (get, list, inspect) and a change (create, start, remove). A wedged engine is then told
     # within seconds; builds, commands and installs keep the limits above.
     docker_quick_timeout_seconds: float = 10.0

@@ -30,10 +30,10 @@ from app.agent.rewrite_guard import REWRITE_REFUSED, refused_rewrite
 from app.agent.turn_outcome import PromptKind, Stop, StopReason, matching_rule, resolve_turn_outcome
 from app.agent.turn_recorder import TurnRecorder
 from app.agent.web_tools import ToolResult, WebTools
-from app.agent.workspace import EventTarget, Workspace, likely_to_build
+from app.agent.workspace import Workspace, likely_to_build
 from app.errors import BudgetExceeded, ProviderError, error_code
 from app.event_types import event_name_of_record
-from app.postgen.pipeline import PostGenReport, post_generate, write_files
+from app.postgen.pipeline import EventTarget, PostGenReport, post_generate, write_files
 from app.providers.base import Message, Provider, ProviderRequest
 from app.tokens import TokenCounter
 from parser import StreamParser

@@ -12,11 +12,13 @@ A tool never raises into the agent loop: failures become a :class:`ToolResult` w
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
+
+from app.errors import ConfigError
+from sandbox import EnvReader
 
 DEFAULT_SEARCH_URL = "https://api.tavily.com"
 MAX_RESULT_CHARS = 4000  # of one page or one result's content, so a result fits a prompt
@@ -122,8 +124,8 @@ class TavilyWebTools:
 
 def web_tools_from_env(env: dict[str, str] | None = None) -> WebTools:
     """Tavily-compatible tools when a key is configured, else :class:`UnavailableWebTools`."""
-    env = dict(os.environ) if env is None else env
-    key = env.get("KILN_SEARCH_API_KEY") or env.get("TAVILY_API_KEY")
+    read = EnvReader(env, ConfigError)
+    key = read.raw("KILN_SEARCH_API_KEY") or read.raw("TAVILY_API_KEY")
     if not key:
         return UnavailableWebTools()
-    return TavilyWebTools(key, env.get("KILN_SEARCH_URL") or DEFAULT_SEARCH_URL)
+    return TavilyWebTools(key, read.text("KILN_SEARCH_URL", DEFAULT_SEARCH_URL))

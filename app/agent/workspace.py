@@ -1,6 +1,7 @@
 """Where a run's sandbox events go: a sandbox acquired ahead of need, or a stand-in in tests.
 
-The loop only needs :class:`EventTarget` (``handle(event)``, ``finish()``), which
+The loop only needs :class:`~app.postgen.pipeline.EventTarget` (``handle(event)``,
+``finish()``), which
 :class:`sandbox.session.SandboxSession` is. :class:`SandboxWorkspace` wires a session to the
 chat's sandbox the first time an event needs one. A run that will likely write code starts
 acquiring it when the run starts (:meth:`SandboxWorkspace.acquire_early`), while the provider
@@ -15,14 +16,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import anyio
-import redis.asyncio
 from anyio.abc import TaskGroup
 
 from app.agent.context import ExistingProject, existing_project, guess_template
+from app.postgen.pipeline import EventTarget
 from app.postgen.template_workspace import read_template_workspace
 from app.projects.store import VersionInfo
 from app.projects.sync import ProjectSync
-from parser.events import Event
 from sandbox import (
     DEFAULT_TEMPLATE,
     TEMPLATES,
@@ -33,12 +33,10 @@ from sandbox import (
     SandboxManager,
     SandboxSession,
     SessionLog,
-    WriteBuffer,
     get_template,
-    manager_ports,
+    manager_session,
 )
 
-BUFFER_TTL_GRACE_SECONDS = 600.0  # write-buffer keys outlive the sandbox's idle TTL by this
 CLOSE_LIMIT_SECONDS = 600.0  # waiting for the last installs and flushes when a run ends
 RECENT_VERSIONS = 2  # the files these last versions changed are "changed in the last turns"
 # A first message that is only a greeting or thanks builds nothing; anything else (a question
@@ -63,29 +61,6 @@ class _EarlyAcquire:
     template: str
     done: anyio.Event = field(default_factory=anyio.Event)
     sandbox: Sandbox | None = None
-
-
-class EventTarget(Protocol):
-    """What the loop hands sandbox events to."""
-
-    log: SessionLog
-
-    async def handle(self, event: Event) -> None:
-        """Act on one event; failures are reported through records, never raised."""
-        ...
-
-    async def wait_commands(self) -> None:
-        """Wait until every command handed over so far has run (they run in the background,
-        in order, while the stream goes on)."""
-        ...
-
-    async def finish(self) -> SessionLog:
-        """Wait for pending commands, installs and flushes."""
-        ...
-
-    async def read_file(self, path: str) -> str | None:
-        """``path`` as the run left it so far (``None`` if there is no such file)."""
-        ...
 
 
 class Workspace(Protocol):
@@ -214,16 +189,10 @@ class SandboxWorkspace:
         self._on_record = on_record
         if self._project is not None:  # a new sandbox gets the project before any event
             await self._project.restore_if_stale(sandbox.id, on_record)
-        settings = self._manager.settings
-        client = redis.asyncio.Redis.from_url(settings.redis_url)
-        self._stack.push_async_callback(client.aclose)
-        ttl = settings.idle_ttl_seconds + BUFFER_TTL_GRACE_SECONDS
-        session = SandboxSession(
-            WriteBuffer(client, sandbox.id, ttl),
+        session = manager_session(
+            self._manager,
+            sandbox.id,
             self._template,
-            manager_ports(self._manager, sandbox.id),
-            debounce=settings.flush_debounce_seconds,
-            max_wait=settings.flush_max_wait_seconds,
             on_record=on_record,
             build_ahead=True,  # post-generation builds every run: start it once the files are in
         )

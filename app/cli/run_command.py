@@ -38,6 +38,7 @@ from app.providers.replay import ReplayProvider
 from app.recordings.stream_formats import StreamFormatError
 from sandbox import (
     TEMPLATES,
+    EnvReader,
     ImageBuilder,
     ImageBuildSettings,
     SandboxError,
@@ -103,8 +104,8 @@ def _choose(args: argparse.Namespace) -> tuple[Provider, RunSettings]:
         choice = resolve_provider(args.provider, args.model, os.environ)
         name, model = choice.provider, choice.model
         if name == "replay":
-            folder = os.environ.get("KILN_RECORDINGS_DIR")
-            provider = ReplayProvider(Path(folder) if folder else None, fast=args.fast)
+            folder = EnvReader(None, ConfigError).optional_path("KILN_RECORDINGS_DIR")
+            provider = ReplayProvider(folder, fast=args.fast)
         else:
             provider = choice.build()
     limits = model_limits(name, model, os.environ)  # openai-compatible: from its settings

@@ -24,8 +24,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import redis.asyncio
-
 from app.config import ServiceSettings
 from app.recordings.stream_formats import StreamFormatError, load_turns
 from parser import StreamParser
@@ -39,11 +37,9 @@ from sandbox import (
     Record,
     SandboxError,
     SandboxManager,
-    SandboxSession,
     SessionLog,
-    WriteBuffer,
     get_template,
-    manager_ports,
+    manager_session,
     preview_url,
 )
 
@@ -62,7 +58,6 @@ FAILURES = {
     "image_missing",
     "disk_full",
 }
-BUFFER_TTL_GRACE_SECONDS = 600.0  # buffer keys outlive the sandbox's idle TTL by this much
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
@@ -159,25 +154,13 @@ async def apply_events(
 async def _drive(
     manager: SandboxManager, sandbox_id: str, template: str, turns: list[list[Event]]
 ) -> SessionLog:
-    settings = manager.settings
-    client = redis.asyncio.Redis.from_url(settings.redis_url)
-    buffer = WriteBuffer(client, sandbox_id, settings.idle_ttl_seconds + BUFFER_TTL_GRACE_SECONDS)
-    session = SandboxSession(
-        buffer,
-        get_template(template),
-        manager_ports(manager, sandbox_id),
-        debounce=settings.flush_debounce_seconds,
-        max_wait=settings.flush_max_wait_seconds,
-        on_record=show_record,
-    )
-    try:
-        async with session:
-            for events in turns:
-                for event in events:
-                    await session.handle(event)
-            return await session.finish()
-    finally:
-        await client.aclose()
+    async with manager_session(
+        manager, sandbox_id, get_template(template), on_record=show_record
+    ) as session:
+        for events in turns:
+            for event in events:
+                await session.handle(event)
+        return await session.finish()
 
 
 async def show_record(kind: str, record: Record) -> None:

@@ -36,32 +36,20 @@ from typing import TextIO
 
 import anyio
 import anyio.abc
-from starlette.types import ASGIApp
 
-from app.api.app import build_app
 from app.api.canonical_host import previews_share_its_site
-from app.api.services import ApiSettings
 from app.cli.commands import COMMANDS
 from app.cli.local_user import boxed, local_login_url
 from app.config import ServiceSettings
 from app.data_dir import make_private
 from app.errors import ConfigError, error_code, start_failure
 from app.logs import setup_logging
-from app.projects.sync import ProjectAccess, manager_installer
-from app.runs.service import RunService
 from app.service.embedded_redis import EmbeddedRedis
 from app.service.http_server import KilnServer, server_config
-from app.service.stack import ServiceStack, open_stack
+from app.service.stack import ServiceStack, build_app_for, open_stack
 from app.service.stop_deadline import StopDeadline
 from app.tokens import check_tokenizer
-from sandbox import (
-    ErrorStreamSettings,
-    ImageBuilder,
-    ImageBuildSettings,
-    PreviewErrorStream,
-    SandboxError,
-    redis_hold,
-)
+from sandbox import ImageBuilder, ImageBuildSettings, SandboxError
 
 log = logging.getLogger(__name__)
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
@@ -109,9 +97,6 @@ def handle_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"kiln serve: {exc}", file=sys.stderr)
         return EXIT_BAD_USAGE
-    # Every sandbox setting read later (its instance is named after the data dir) must see
-    # --data-dir too, as kiln run/sandbox on that data dir do.
-    os.environ["KILN_DATA_DIR"] = str(settings.data_dir)
     setup_logging(args.log_level)
     workers = 0 if args.no_worker else args.workers
     try:
@@ -204,38 +189,6 @@ async def park_sandboxes(stack: ServiceStack, deadline: StopDeadline) -> None:
         log.warning(
             "parking the sandboxes took over %.1f s; the next start's reaper goes on", limit
         )
-
-
-def build_app_for(stack: ServiceStack, stopping: anyio.Event) -> ASGIApp:
-    """The ASGI app on ``stack``: real run service, the stack's health checks; its event
-    streams end once ``stopping`` is set."""
-    settings = stack.settings
-    recordings = os.environ.get("KILN_RECORDINGS_DIR")
-    api_settings = ApiSettings(
-        public_host=settings.public_host,
-        public_port=settings.port,
-        recordings_dir=Path(recordings) if recordings else None,
-        max_event_streams_per_user=settings.max_event_streams_per_user,
-        provider_env=dict(os.environ),
-        secret_key=settings.secret_key,  # preview links sealed by one process open in another
-    )
-    runs = RunService(stack.store, stack.redis, settings, live=stack.live)
-    return build_app(
-        stack.store,
-        runs,
-        stack.manager,
-        settings=api_settings,
-        health_checks=stack.health_checks(),
-        projects=ProjectAccess(
-            stack.projects,
-            stack.manager,
-            manager_installer(stack.manager),
-            max_bytes=settings.project_max_bytes,
-        ),
-        stopping=stopping,
-        preview_hold=redis_hold(stack.redis),
-        preview_errors=PreviewErrorStream(stack.redis, ErrorStreamSettings.from_env()),
-    )
 
 
 async def stop_on_signal(server: KilnServer, stopping: anyio.Event, deadline: StopDeadline) -> None:

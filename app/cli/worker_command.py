@@ -66,9 +66,6 @@ def handle_worker(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"kiln worker: {exc}", file=sys.stderr)
         return EXIT_BAD_USAGE
-    # Every sandbox setting read later (its instance is named after the data dir) must see
-    # --data-dir too, as kiln run/sandbox on that data dir do.
-    os.environ["KILN_DATA_DIR"] = str(settings.data_dir)
     setup_logging(args.log_level)
     try:
         anyio.run(run_workers, settings, args.workers)

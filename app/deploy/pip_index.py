@@ -13,12 +13,14 @@ from a build container either.
 from __future__ import annotations
 
 import ast
-import os
 import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from app.errors import ConfigError
+from sandbox import EnvReader
 
 OPTIONS = ("index-url", "extra-index-url", "trusted-host", "cert")
 # pip's precedence for `pip install`: environment, then the command's section, then global.
@@ -41,11 +43,11 @@ class PipIndex:
         cls, environ: Mapping[str, str] | None = None, host: Mapping[str, str] | None = None
     ) -> PipIndex:
         """``KILN_PIP_*`` variables, else the host's pip options (``host_pip_options()``)."""
-        env = os.environ if environ is None else environ
+        read = EnvReader(environ, ConfigError)
         options = host_pip_options() if host is None else host
-        index = env.get("KILN_PIP_INDEX_URL") or options.get("index-url", "")
-        extra = env.get("KILN_PIP_EXTRA_INDEX_URL") or options.get("extra-index-url", "")
-        trusted = env.get("KILN_PIP_TRUSTED_HOST") or options.get("trusted-host", "")
+        index = read.raw("KILN_PIP_INDEX_URL") or options.get("index-url", "")
+        extra = read.raw("KILN_PIP_EXTRA_INDEX_URL") or options.get("extra-index-url", "")
+        trusted = read.raw("KILN_PIP_TRUSTED_HOST") or options.get("trusted-host", "")
         cert = options.get("cert")
         remote_index = remote_urls(index)
         return cls(

@@ -16,7 +16,6 @@ bundle and proxies are not hashed.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,12 +24,14 @@ import docker
 from docker.utils.build import exclude_paths
 
 from app.deploy.pip_index import PipIndex
+from app.errors import ConfigError
 from app.tokens import CL100K, O200K, cache_file_for, tiktoken_cache_dir
 from sandbox import (
     BUILD_LOCK,
     EXCLUDED_NAMES,
     BuildResult,
     ContextFile,
+    EnvReader,
     ImageBuildFailed,
     ImageBuildSettings,
     ImageRecipe,
@@ -68,15 +69,15 @@ class ServiceImageSettings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ServiceImageSettings:
         """Settings from the environment and the host's pip configuration (blocking)."""
-        env = os.environ if environ is None else environ
+        read = EnvReader(environ, ConfigError)
         defaults = cls()
         return cls(
-            kiln_image=env.get("KILN_SERVICE_IMAGE") or defaults.kiln_image,
-            redis_image=env.get("KILN_REDIS_IMAGE") or defaults.redis_image,
-            python_base=env.get("KILN_PYTHON_BASE") or defaults.python_base,
-            redis_base=env.get("KILN_REDIS_BASE") or defaults.redis_base,
-            pip=PipIndex.from_env(env),
-            tiktoken_cache_dir=tiktoken_cache_dir(env),
+            kiln_image=read.text("KILN_SERVICE_IMAGE", defaults.kiln_image),
+            redis_image=read.text("KILN_REDIS_IMAGE", defaults.redis_image),
+            python_base=read.text("KILN_PYTHON_BASE", defaults.python_base),
+            redis_base=read.text("KILN_REDIS_BASE", defaults.redis_base),
+            pip=PipIndex.from_env(read.env),
+            tiktoken_cache_dir=tiktoken_cache_dir(read.env),
         )
 
 

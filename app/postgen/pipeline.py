@@ -9,16 +9,40 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from app.agent.workspace import EventTarget
 from app.postgen.fixes import Fix, apply_fixes
 from app.postgen.template_workspace import read_template_workspace
 from app.postgen.validation import Finding, validate_project
-from parser.events import Command, FileContent, FileEnd, FileStart, InstallContent
-from sandbox import BUILD_COMMAND, Template
+from parser.events import Command, Event, FileContent, FileEnd, FileStart, InstallContent
+from sandbox import BUILD_COMMAND, SessionLog, Template
 
 REUSED_BUILD = "the build already passed on these files; not run again"
+
+
+class EventTarget(Protocol):
+    """What the loop and the post-generation steps hand sandbox events to (a
+    :class:`sandbox.SandboxSession` or a stand-in); declared here, below the agent, which
+    uses it too."""
+
+    log: SessionLog
+
+    async def handle(self, event: Event) -> None:
+        """Act on one event; failures are reported through records, never raised."""
+        ...
+
+    async def wait_commands(self) -> None:
+        """Wait until every command handed over so far has run (they run in the background,
+        in order, while the stream goes on)."""
+        ...
+
+    async def finish(self) -> SessionLog:
+        """Wait for pending commands, installs and flushes."""
+        ...
+
+    async def read_file(self, path: str) -> str | None:
+        """``path`` as the run left it so far (``None`` if there is no such file)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,10 +9,10 @@ checkout's ``images/``), so what is validated is what the sandbox image holds.
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 
-from sandbox import default_images_dir, get_template
+from app.errors import ConfigError
+from sandbox import EnvReader, default_images_dir, get_template
 
 SKIPPED_NAMES = frozenset({"package-lock.json", "node_modules"})
 
@@ -24,7 +24,9 @@ def read_template_workspace(name: str, images_dir: Path | None = None) -> dict[s
     missing.
     """
     template = get_template(name)
-    folder = images_dir or Path(os.environ.get("KILN_IMAGES_DIR") or default_images_dir())
+    folder = images_dir or EnvReader(None, ConfigError).path(
+        "KILN_IMAGES_DIR", default_images_dir()
+    )
     root = folder / template.name / "workspace"
     return dict(_read_tree(root))
 

@@ -36,7 +36,7 @@ from app.runs.follow import RunFollower
 from app.runs.live import LiveEvents
 from app.runs.queue import RunQueue
 from app.store import FAILED, QUEUED, Chat, Run, Store, new_id
-from sandbox import DEFAULT_TEMPLATE, TEMPLATES
+from sandbox import DEFAULT_TEMPLATE, TEMPLATES, SandboxSettings
 
 MAX_CONTENT_CHARS = 100_000
 
@@ -64,13 +64,16 @@ class RunService:
         *,
         env: Mapping[str, str] | None = None,
         live: LiveEvents | None = None,
+        sandboxes: SandboxSettings | None = None,
     ) -> None:
         """``env`` supplies the operator's provider keys (default: the process environment);
-        ``live`` is the process's one pub/sub fan-out for followers (see :mod:`app.runs.live`)."""
+        ``live`` is the process's one pub/sub fan-out for followers (see :mod:`app.runs.live`);
+        ``sandboxes`` are the sandbox manager's settings admission counts against (from the
+        environment unless given)."""
         self._store, self._redis, self._settings = store, client, settings
         self._live = live
         self._env = os.environ if env is None else env
-        self.admission = Admission(client, settings)
+        self.admission = Admission(client, settings, sandboxes)
         self.queue = RunQueue(client)
 
     async def submit(

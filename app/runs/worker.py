@@ -28,7 +28,6 @@ import secrets
 import socket
 import time
 from collections.abc import Mapping
-from pathlib import Path
 
 import anyio
 import anyio.abc
@@ -38,7 +37,7 @@ from app.agent.budgets import Budgets
 from app.agent.web_tools import WebTools
 from app.agent.workspace import SandboxWorkspace, Workspace
 from app.config import ServiceSettings
-from app.errors import KilnError
+from app.errors import ConfigError, KilnError
 from app.logs import log_context
 from app.providers import model_limits, resolve_provider
 from app.providers.replay import ReplayProvider
@@ -55,7 +54,7 @@ from app.runs.execution import (
 from app.runs.queue import Delivery, RunQueue
 from app.runs.stale import StaleRunReaper
 from app.store import FAILED, Chat, Run, Store
-from sandbox import SandboxManager
+from sandbox import EnvReader, SandboxManager, SandboxSettings
 
 log = logging.getLogger(__name__)
 
@@ -85,11 +84,14 @@ class Worker:
         name: str | None = None,
         budgets: Budgets | None = None,
         reap_interval: float = REAP_INTERVAL_SECONDS,
+        sandboxes: SandboxSettings | None = None,
     ) -> None:
         """``workspaces`` and ``providers`` build each run's sandbox and LLM provider
-        (:func:`sandbox_workspaces`, :func:`default_provider_factory` in production)."""
+        (:func:`sandbox_workspaces`, :func:`default_provider_factory` in production);
+        ``sandboxes`` are the sandbox manager's settings admission counts against (from the
+        environment unless given)."""
         self.name = name or worker_name()
-        queue, admission = RunQueue(client), Admission(client, settings)
+        queue, admission = RunQueue(client), Admission(client, settings, sandboxes)
         self._ctx = WorkerContext(
             self.name,
             settings,
@@ -222,8 +224,8 @@ def default_provider_factory(env: Mapping[str, str] | None = None) -> ProviderFa
         # Provider-aware: an openai-compatible model's window and cap are settings.
         limits = model_limits(choice.provider, choice.model, environment)
         if choice.provider == "replay":
-            folder = environment.get("KILN_RECORDINGS_DIR")
-            replay = ReplayProvider(Path(folder) if folder else None)
+            folder = EnvReader(environment, ConfigError).optional_path("KILN_RECORDINGS_DIR")
+            replay = ReplayProvider(folder)
             return ResolvedProvider(replay, "replay", choice.model, limits.context_window)
         provider = choice.build(environment)
         return ResolvedProvider(

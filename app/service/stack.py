@@ -8,9 +8,12 @@
         stack.projects                             # the chats' versioned projects
         stack.live                                 # the one pub/sub connection of followers
         checks = stack.health_checks()             # for /healthz
+        app = build_app_for(stack, stopping)       # the ASGI app kiln serve runs
 
-The sandbox settings come from the environment (``KILN_SANDBOX_*`` and friends), with the
-service's Redis URL, so sandboxes and runs share one Redis. The Redis client's pool is bounded
+The sandbox settings come from the environment (``KILN_SANDBOX_*`` and friends) on the
+service's data directory (:func:`sandbox_settings_for`), with the service's Redis URL, so
+sandboxes and runs share one Redis; the run service's and the workers' admission count against
+the same settings the manager has. The Redis client's pool is bounded
 and *waits* (at most :data:`POOL_WAIT_SECONDS`) for a free connection rather than failing at
 once, so a burst of work slows down instead of answering 503s.
 """
@@ -18,24 +21,38 @@ once, so a burst of work slows down instead of answering 503s.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import anyio
 import redis.asyncio
+from starlette.types import ASGIApp
 
 from app.agent.web_tools import web_tools_from_env
-from app.api.services import HealthCheck
+from app.api.app import build_app
+from app.api.services import ApiSettings, HealthCheck
 from app.config import ServiceSettings
 from app.errors import ConfigError
 from app.projects.store import ProjectStore
-from app.projects.workspaces import project_store, project_workspaces
+from app.projects.sync import ProjectAccess, manager_installer
 from app.runs.execution import ProviderFactory
 from app.runs.live import LiveEvents
+from app.runs.service import RunService
 from app.runs.worker import Worker, default_provider_factory
+from app.service.workspaces import project_store, project_workspaces
 from app.store import Store
-from sandbox import NestedExits, SandboxManager, SandboxSettings, claim_instance
+from sandbox import (
+    EnvReader,
+    ErrorStreamSettings,
+    NestedExits,
+    PreviewErrorStream,
+    SandboxManager,
+    SandboxSettings,
+    claim_instance,
+    redis_hold,
+)
 
 POOL_CONNECTIONS = 200
 POOL_WAIT_SECONDS = 10.0
@@ -63,6 +80,7 @@ class ServiceStack:
                 project_workspaces(self.manager, self.settings),
                 factory,
                 tools,
+                sandboxes=self.manager.settings,
             )
             for _ in range(count)
         ]
@@ -87,6 +105,17 @@ class ServiceStack:
         return {"store": store, "redis": redis_ping, "docker": docker}
 
 
+def sandbox_settings_for(
+    settings: ServiceSettings, env: Mapping[str, str] | None = None
+) -> SandboxSettings:
+    """The sandbox settings of ``env`` (``os.environ`` unless given) on the service's data
+    directory, which names the sandboxes' instance unless ``KILN_INSTANCE`` does (``--data-dir``
+    reaches the sandboxes this way, not through the process's environment)."""
+    environment = dict(os.environ if env is None else env)
+    environment["KILN_DATA_DIR"] = str(settings.data_dir)
+    return SandboxSettings.from_env(environment)
+
+
 @asynccontextmanager
 async def open_stack(
     settings: ServiceSettings,
@@ -98,7 +127,7 @@ async def open_stack(
     sandbox manager; close them all at the end."""
     if settings.redis_url is None:
         raise ConfigError("no Redis URL: set REDIS_URL (or let kiln serve start one)")
-    base = sandbox_settings or SandboxSettings.from_env()
+    base = sandbox_settings or sandbox_settings_for(settings)
     sandboxes = dataclasses.replace(base, redis_url=settings.redis_url)
     async with NestedExits() as stack:
         store = store or Store(settings.database_path, settings.secret_key)
@@ -117,3 +146,37 @@ async def open_stack(
         stack.callback(tasks.cancel_scope.cancel)
         tasks.start_soon(live.run)
         yield ServiceStack(settings, store, client, manager, live)
+
+
+def build_app_for(stack: ServiceStack, stopping: anyio.Event) -> ASGIApp:
+    """The ASGI app on ``stack``: real run service, the stack's health checks; its event
+    streams end once ``stopping`` is set."""
+    settings = stack.settings
+    read = EnvReader(None, ConfigError)
+    api_settings = ApiSettings(
+        public_host=settings.public_host,
+        public_port=settings.port,
+        recordings_dir=read.optional_path("KILN_RECORDINGS_DIR"),
+        max_event_streams_per_user=settings.max_event_streams_per_user,
+        provider_env=dict(read.env),
+        secret_key=settings.secret_key,  # preview links sealed by one process open in another
+    )
+    runs = RunService(
+        stack.store, stack.redis, settings, live=stack.live, sandboxes=stack.manager.settings
+    )
+    return build_app(
+        stack.store,
+        runs,
+        stack.manager,
+        settings=api_settings,
+        health_checks=stack.health_checks(),
+        projects=ProjectAccess(
+            stack.projects,
+            stack.manager,
+            manager_installer(stack.manager),
+            max_bytes=settings.project_max_bytes,
+        ),
+        stopping=stopping,
+        preview_hold=redis_hold(stack.redis),
+        preview_errors=PreviewErrorStream(stack.redis, ErrorStreamSettings.from_env(read)),
+    )

@@ -3,7 +3,8 @@
 Why not Docker's own limit: ``--storage-opt size`` needs a data root on xfs with project quotas,
 btrfs or zfs, and the usual one is overlay2 on ext4; a named volume has no size at all. So kiln
 keeps the space sandboxes write outside Docker's data root, on a btrfs filesystem of its own
-(``scripts/setup.sh`` makes one on a sparse loop file, mounted at :data:`DEFAULT_DISK_ROOT`):
+(``scripts/setup.sh`` makes one on a sparse loop file, mounted at
+:data:`sandbox.disk_mounts.DEFAULT_DISK_ROOT`):
 one subvolume per sandbox at ``<root>/<instance>/<volume name>``, limited by a qgroup to
 ``KILN_SANDBOX_DISK_QUOTA``:
 
@@ -30,23 +31,21 @@ import logging
 import os
 import re
 import shutil
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
 
+from sandbox.disk_mounts import usable_root
 from sandbox.env_settings import size_bytes
-from sandbox.errors import DiskFull, SandboxConfigError, SandboxError, SandboxUnavailable
-from sandbox.execution.exec_stream import ExecResult
+from sandbox.errors import DiskFull, SandboxConfigError, SandboxUnavailable
 from sandbox.images.templates import SANDBOX_UID
 
 if TYPE_CHECKING:
     from sandbox.settings import SandboxSettings
 
 log = logging.getLogger(__name__)
-DEFAULT_DISK_ROOT = Path("/var/lib/kiln/sandbox-disk")
-MOUNTINFO = Path("/proc/self/mountinfo")
 # A write fails once little is left: from this share of the quota on, a failed command is
 # taken for a full disk (btrfs accounts at its commits, so usage may stop short of the limit).
 USED_UP_SHARE = 0.97
@@ -60,28 +59,6 @@ BOUND_FOLDERS = (
 )
 TEMPORARY_FOLDERS = ("tmp", "var-tmp")  # emptied for every new container
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,200}")
-
-
-def mount_of(path: Path, mountinfo: str | None = None) -> tuple[Path, str] | None:
-    """The mount point holding ``path`` and its filesystem type (from /proc/self/mountinfo)."""
-    text = MOUNTINFO.read_text() if mountinfo is None else mountinfo
-    target = os.path.realpath(path)
-    best: tuple[Path, str] | None = None
-    for line in text.splitlines():
-        fields = line.split(" - ", 1)
-        if len(fields) != 2:
-            continue
-        point = fields[0].split()[4].replace("\\040", " ")
-        inside = target == point or target.startswith(point.rstrip("/") + "/")
-        if inside and (best is None or len(point) >= len(str(best[0]))):
-            best = (Path(point), fields[1].split()[0])
-    return best
-
-
-def usable_root(path: Path, mountinfo: str | None = None) -> bool:
-    """Whether ``path`` is itself a btrfs mount point (the shape setup.sh makes)."""
-    found = mount_of(path, mountinfo)
-    return found is not None and found == (Path(os.path.realpath(path)), "btrfs")
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,20 +154,6 @@ def sandbox_disk(settings: SandboxSettings) -> SandboxDisk | None:
     if settings.disk_root is None:
         return None
     return SandboxDisk(settings.disk_root, settings.instance, size_bytes(settings.disk_quota))
-
-
-async def with_quota_verdict(
-    disk: SandboxDisk | None, volume: str, result: ExecResult
-) -> ExecResult:
-    """A failed command's or install's result, marked when the sandbox's quota is used up."""
-    if result.ok or disk is None:
-        return result
-    try:
-        used_up = await disk.used_up(volume)
-    except SandboxError as exc:  # the command's own result still counts
-        log.warning("disk usage of %r unknown: %s", volume, exc)
-        return result
-    return replace(result, quota_used_up=True) if used_up else result
 
 
 async def enable_quotas(root: Path) -> None:

@@ -45,8 +45,8 @@ from typing import Any
 
 import docker
 
-from sandbox.containers.docker_boundary import call
 from sandbox.containers.labels import network_name, shared_labels
+from sandbox.docker_boundary import call
 from sandbox.errors import SandboxError, SandboxNotFound, SandboxUnavailable
 
 BRIDGE_NAME_OPTION = "com.docker.network.bridge.name"

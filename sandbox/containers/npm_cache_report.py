@@ -14,8 +14,8 @@ from typing import Any
 import docker
 import httpx
 
-from sandbox.containers.docker_boundary import call
 from sandbox.containers.npm_proxy import LISTEN_ENV, PROXY_ROLE, PROXY_ROLE_LABEL, cache_url
+from sandbox.docker_boundary import call
 
 TIMEOUT_SECONDS = 3.0
 

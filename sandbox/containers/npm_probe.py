@@ -18,7 +18,6 @@ from pathlib import Path
 
 import docker
 
-from sandbox.containers.docker_boundary import call
 from sandbox.containers.hardening import (
     CA_BUNDLE_PATH,
     DEFAULT_NPM_REGISTRY,
@@ -29,6 +28,7 @@ from sandbox.containers.hardening import (
 from sandbox.containers.labels import sandbox_labels
 from sandbox.containers.networks import ensure_sandbox_network
 from sandbox.containers.npm_proxy import ensure_proxy
+from sandbox.docker_boundary import call
 from sandbox.errors import SandboxError
 from sandbox.images.templates import TEMPLATES
 from sandbox.settings import SandboxSettings

@@ -47,14 +47,14 @@ from typing import Any
 import anyio
 import docker
 
-from sandbox.containers.docker_boundary import call
 from sandbox.containers.hardening import CA_BUNDLE_PATH, DEFAULT_NPM_REGISTRY
 from sandbox.containers.labels import shared_labels
+from sandbox.docker_boundary import call
 from sandbox.env_settings import size_bytes
 from sandbox.errors import ImageMissing, SandboxError, SandboxNotFound, SandboxUnavailable
+from sandbox.images.builder import PROXY_IMAGE
 from sandbox.settings import SandboxSettings
 
-PROXY_IMAGE = "kiln/npm-proxy:latest"
 PROXY_ROLE_LABEL = "kiln.role"
 PROXY_ROLE = "npm-proxy"
 # A digest of the environment the proxy was started with: a changed setting (a proxy variable

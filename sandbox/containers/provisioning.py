@@ -15,7 +15,6 @@ import anyio
 import docker
 
 from sandbox.containers.disk_quota import SandboxDisk, sandbox_disk
-from sandbox.containers.docker_boundary import call
 from sandbox.containers.hardening import container_run_kwargs
 from sandbox.containers.labels import (
     CHAT_LABEL,
@@ -24,6 +23,7 @@ from sandbox.containers.labels import (
     container_name,
 )
 from sandbox.containers.networks import container_ip, is_own_network, remove_network
+from sandbox.docker_boundary import call
 from sandbox.errors import ImageMissing, SandboxError, SandboxNotFound, SandboxUnavailable
 from sandbox.images.templates import Template
 from sandbox.settings import SandboxSettings

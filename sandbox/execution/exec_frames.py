@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 import anyio
 import docker
 
-from sandbox.containers.docker_boundary import call
+from sandbox.docker_boundary import call
 from sandbox.errors import SandboxError
 from sandbox.execution.command_mark import marked_argv, new_mark
 from sandbox.execution.exec_stream import (

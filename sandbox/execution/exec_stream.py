@@ -34,7 +34,7 @@ import anyio
 import anyio.to_thread
 import docker
 
-from sandbox.containers.docker_boundary import call, run_wrapped
+from sandbox.docker_boundary import call, run_wrapped
 from sandbox.execution.command_mark import KILL_LEFTOVERS, marked_argv, new_mark
 from sandbox.execution.host_cgroup import host_kill_leftovers, host_oom_kills, parse_oom_kills
 from sandbox.images.templates import SANDBOX_UID, WORKSPACE

@@ -1,7 +1,7 @@
 """Listing and reading a sandbox's workspace, as the sandbox user, never through a symlink.
 
 Both run ``docker exec`` as uid 1000 in ``/workspace`` (argv only, no shell). They are blocking:
-call them through :func:`sandbox.containers.docker_boundary.call` (the manager's ``list_files``
+call them through :func:`sandbox.docker_boundary.call` (the manager's ``list_files``
 and ``read_file`` do).
 
 - :func:`list_workspace` runs ``find`` with the dependency and build folders (``node_modules``,

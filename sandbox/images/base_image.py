@@ -32,7 +32,7 @@ from anyio.abc import ByteReceiveStream
 from anyio.streams.text import TextReceiveStream
 from docker.utils import parse_repository_tag
 
-from sandbox.containers.docker_boundary import call
+from sandbox.docker_boundary import call
 from sandbox.errors import ImageBuildFailed, SandboxError
 from sandbox.images.docker_build import (
     IMAGE_LABEL,

@@ -29,8 +29,7 @@ from pathlib import Path
 import anyio.to_thread
 import docker
 
-from sandbox.containers.docker_boundary import call
-from sandbox.containers.npm_proxy import PROXY_IMAGE
+from sandbox.docker_boundary import call
 from sandbox.images.base_image import BASE_NAME, base_digest, ensure_base
 from sandbox.images.docker_build import (
     CA_FILE,
@@ -53,6 +52,9 @@ from sandbox.images.templates import TEMPLATES, Template
 # both build it; the second to finish would orphan the first's image. One host-wide lock.
 BUILD_LOCK = Path(tempfile.gettempdir()) / "kiln-images-build.lock"
 PROXY_NAME = "npm-proxy"  # built like a template: same build args, same skip rule
+PROXY_IMAGE = (
+    "kiln/npm-proxy:latest"  # the npm registry proxy's image (sandbox.containers.npm_proxy)
+)
 
 
 @dataclass(frozen=True, slots=True)

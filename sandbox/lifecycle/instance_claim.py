@@ -19,8 +19,8 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from sandbox.containers.docker_boundary import call, connect
 from sandbox.containers.labels import shared_labels
+from sandbox.docker_boundary import call, connect
 from sandbox.errors import InstanceClaimed
 from sandbox.settings import instance_for
 

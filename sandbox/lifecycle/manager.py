@@ -68,11 +68,11 @@ import anyio.to_thread
 import docker
 
 from sandbox.containers.disk_quota import enable_quotas, sandbox_disk
-from sandbox.containers.docker_boundary import CallTimeouts, call, connect, set_call_timeouts
 from sandbox.containers.provisioning import (
     container_running,
     wait_port_open,
 )
+from sandbox.docker_boundary import CallTimeouts, call, connect, set_call_timeouts
 from sandbox.errors import (
     DockerUnavailable,
     SandboxCapacity,
@@ -279,7 +279,7 @@ class SandboxManager:
 
     async def get(self, sandbox_id: str) -> Sandbox:
         """The sandbox's current handle; ``SandboxNotFound`` if it is unknown."""
-        return Sandbox.from_record(await self._record(sandbox_id))
+        return (await self._record(sandbox_id)).handle()
 
     async def list(self) -> list[SandboxRecord]:
         """Every sandbox of this instance, as recorded."""

@@ -10,7 +10,7 @@
 - Commands are checked by the command policy (:mod:`sandbox.execution.commands`) and wait for
   the installs before them; so does a template's resident builder, kiln's own program.
 - An install's or command's failure that a full disk explains says so
-  (:func:`~sandbox.containers.disk_quota.with_quota_verdict`).
+  (:func:`~sandbox.execution.quota_verdict.with_quota_verdict`).
 - Files are listed and read as the sandbox user (:mod:`sandbox.execution.workspace_files`).
 """
 
@@ -20,12 +20,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
 
-from sandbox.containers.disk_quota import with_quota_verdict
-from sandbox.containers.docker_boundary import call
 from sandbox.containers.labels import volume_name
+from sandbox.docker_boundary import call
 from sandbox.execution import commands, workspace_files
 from sandbox.execution.exec_stream import ExecResult, OutputSink, exec_streaming
 from sandbox.execution.install_queue import InstallQueue, InstallResult
+from sandbox.execution.quota_verdict import with_quota_verdict
 from sandbox.execution.workspace_files import WorkspaceFile
 from sandbox.images.templates import Template
 from sandbox.lifecycle.outage import ride_out

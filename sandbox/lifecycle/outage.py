@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import anyio
 import docker
 
-from sandbox.containers.docker_boundary import call
+from sandbox.docker_boundary import call
 from sandbox.errors import DockerUnavailable
 
 T = TypeVar("T")

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 import anyio
 import docker
 
-from sandbox.containers.docker_boundary import call
 from sandbox.containers.labels import INSTANCE_LABEL, container_name
 from sandbox.containers.networks import remove_network
 from sandbox.containers.npm_proxy import remove_proxy
 from sandbox.containers.provisioning import remove_container
+from sandbox.docker_boundary import call
 from sandbox.errors import SandboxError, SandboxNotFound
 from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
 from sandbox.settings import SandboxSettings

@@ -29,7 +29,6 @@ import anyio
 import docker
 
 from sandbox.containers.disk_quota import SandboxDisk
-from sandbox.containers.docker_boundary import call
 from sandbox.containers.hardening import object_labels
 from sandbox.containers.labels import network_name, volume_name
 from sandbox.containers.networks import ensure_sandbox_network, is_own_network, remove_network
@@ -41,6 +40,7 @@ from sandbox.containers.provisioning import (
     replace_container,
     start_container,
 )
+from sandbox.docker_boundary import call
 from sandbox.errors import SandboxCapacity, SandboxError
 from sandbox.handle import Sandbox
 from sandbox.images.templates import Template, get_template
@@ -100,7 +100,7 @@ class Provisioner:
             raise
         record = record.with_changes(container_id=started.container_id, ip=started.ip, state=state)
         await self.registry.save(record)
-        return Sandbox.from_record(record)
+        return record.handle()
 
     async def revive(self, record: SandboxRecord) -> Any:
         """A new container on the sandbox's volume, on the shared network (a sandbox that had

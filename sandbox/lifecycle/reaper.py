@@ -28,7 +28,6 @@ from typing import Any
 import docker
 
 from sandbox.containers.disk_quota import SandboxDisk, sandbox_disk
-from sandbox.containers.docker_boundary import call
 from sandbox.containers.labels import (
     EXPIRY_LABEL,
     INSTANCE_LABEL,
@@ -38,6 +37,7 @@ from sandbox.containers.labels import (
 )
 from sandbox.containers.networks import remove_network
 from sandbox.containers.provisioning import remove_container, remove_volume
+from sandbox.docker_boundary import call
 from sandbox.errors import SandboxNotFound
 from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
 from sandbox.settings import LABEL, SandboxSettings

@@ -20,6 +20,8 @@ from typing import Any
 import redis.asyncio
 import redis.exceptions
 
+from sandbox.handle import Sandbox
+from sandbox.images.templates import get_template
 from sandbox.redis_boundary import wrap_redis_errors
 
 # Update fields of an existing record only: a late touch must not resurrect a destroyed one.
@@ -66,6 +68,20 @@ class SandboxRecord:
     def with_changes(self, **changes: Any) -> SandboxRecord:
         """A copy with some fields changed."""
         return replace(self, **changes)
+
+    def handle(self) -> Sandbox:
+        """The handle callers get for this sandbox (its dev port is its template's)."""
+        return Sandbox(
+            id=self.id,
+            template=self.template,
+            container_id=self.container_id,
+            volume=self.volume,
+            network=self.network,
+            ip=self.ip,
+            dev_port=get_template(self.template).dev_port,
+            owner=self.owner,
+            chat=self.chat,
+        )
 
 
 _FLOAT_FIELDS = {"created", "last_used"}

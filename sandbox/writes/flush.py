@@ -31,7 +31,7 @@ from typing import Protocol
 import anyio
 import redis.exceptions
 
-from sandbox.containers.docker_boundary import call
+from sandbox.docker_boundary import call
 from sandbox.errors import (
     DiskQuotaExceeded,
     SandboxError,

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp
 
 from app.service.http_server import KilnServer, server_config
 from app.store import Store, User
-from sandbox.containers.docker_boundary import call
+from sandbox.docker_boundary import call
 from sandbox.errors import SandboxNotFound
 from sandbox.execution.workspace_files import WorkspaceFile, list_workspace, read_workspace_file
 from sandbox.handle import Sandbox

@@ -30,8 +30,8 @@ import pytest
 import yaml
 
 from app.deploy.service_images import ServiceImageBuilder, ServiceImageSettings
-from sandbox.containers.docker_boundary import connect
 from sandbox.containers.labels import INSTANCE_LABEL
+from sandbox.docker_boundary import connect
 from sandbox.images.builder import ImageBuilder
 from sandbox.images.docker_build import BuildResult
 from sandbox.images.settings import ImageBuildSettings

@@ -24,7 +24,7 @@ from app.deploy.service_images import (
     tiktoken_files,
 )
 from app.tokens import cache_file_for
-from sandbox.containers.docker_boundary import connect
+from sandbox.docker_boundary import connect
 from sandbox.errors import ImageBuildFailed
 from sandbox.images.settings import ImageBuildSettings
 

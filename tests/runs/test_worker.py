@@ -33,8 +33,8 @@ from app.runs.service import RunService
 from app.runs.stale import StaleRunReaper
 from app.runs.worker import Worker, default_provider_factory, sandbox_workspaces
 from app.store import Run, Store
-from sandbox.containers.docker_boundary import call, run_wrapped
 from sandbox.containers.provisioning import remove_volume
+from sandbox.docker_boundary import call, run_wrapped
 from sandbox.errors import ImageMissing, SandboxCapacity, SandboxError
 from sandbox.images.templates import WORKSPACE
 from sandbox.lifecycle.manager import SandboxManager

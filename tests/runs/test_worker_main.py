@@ -1,6 +1,6 @@
 """Crash recovery: a worker process killed with SIGKILL mid-run; another one finishes the run.
 
-The worker processes are :func:`app.runs.worker_main.serve_worker` with files written into a
+The worker processes are :func:`app.service.worker_main.serve_worker` with files written into a
 folder (``tests/runs/worker_process.py``), so the files left by the interrupted run plus its
 resumption can be compared with those of a run that was never interrupted.
 """

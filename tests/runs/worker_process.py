@@ -1,7 +1,7 @@
 """A worker process for the crash tests: ``python -m tests.runs.worker_process ROOT RECORDING
 TOKENS_PER_SECOND NAME`` (0 tokens per second: no pacing).
 
-It is :func:`app.runs.worker_main.serve_worker` (settings from the environment) with the files
+It is :func:`app.service.worker_main.serve_worker` (settings from the environment) with the files
 written under ``ROOT/<chat id>`` instead of a sandbox (ROOT ``sandbox``: into real sandboxes,
 with projects, as a served worker does), and the recording replayed at the given pace, so the
 test can kill it mid-run.
@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 
 from app.config import ServiceSettings
-from app.runs.worker_main import serve_worker
+from app.service.worker_main import serve_worker
 from tests.runs.fakes import folder_workspaces, replay_factory
 
 SANDBOXES = "sandbox"  # the ROOT that asks for real sandboxes

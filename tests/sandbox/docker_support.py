@@ -21,9 +21,10 @@ import anyio
 import docker
 import redis
 
-from sandbox.containers.disk_quota import DEFAULT_DISK_ROOT, SUBVOLUME_INODE, usable_root
+from sandbox.containers.disk_quota import SUBVOLUME_INODE
 from sandbox.containers.npm_proxy import proxy_volume_name, remove_proxy
 from sandbox.containers.provisioning import remove_volume
+from sandbox.disk_mounts import DEFAULT_DISK_ROOT, usable_root
 from sandbox.lifecycle.instance_claim import claim_volume_name
 from sandbox.lifecycle.manager import SandboxManager
 from sandbox.lifecycle.reaper import sweep_instance

@@ -31,6 +31,7 @@ def test_unset_or_blank_gives_the_default(value: str | None) -> None:
     assert reader.boolean("X", True) is True
     assert reader.text("X", "d") == "d"
     assert reader.path("X", Path("/d")) == Path("/d")
+    assert reader.optional_path("X") is None
     assert reader.raw("X") is None
 
 
@@ -46,6 +47,7 @@ def test_values_are_read_with_their_types(tmp_path: Path) -> None:
     assert reader.boolean("B", False) is True
     assert reader.text("T", "") == "name"
     assert reader.path("P", Path("/d")) == Path.home() / "kiln"
+    assert reader.optional_path("P") == Path.home() / "kiln"
     assert reader.optional_file("F", None) == bundle
     assert reader.names("L", ()) == ("a", "b")
 

@@ -11,7 +11,7 @@ import redis.asyncio
 
 from parser.events import Command, Event, InstallContent, UrlScrape, WebSearch
 from parser.stream import StreamParser
-from sandbox.containers.docker_boundary import call
+from sandbox.docker_boundary import call
 from sandbox.images.templates import get_template
 from sandbox.lifecycle.manager import Sandbox, SandboxManager
 from sandbox.session import SandboxSession, manager_ports

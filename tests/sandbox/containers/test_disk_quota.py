@@ -14,15 +14,11 @@ import pytest
 
 from sandbox.containers.disk_quota import (
     SandboxDisk,
-    mount_of,
     parse_qgroup_usage,
     sandbox_disk,
-    usable_root,
-    with_quota_verdict,
 )
-from sandbox.containers.docker_boundary import call
-from sandbox.errors import SandboxConfigError, SandboxError, SandboxUnavailable
-from sandbox.execution.exec_stream import ExecResult
+from sandbox.docker_boundary import call
+from sandbox.errors import SandboxConfigError, SandboxUnavailable
 from sandbox.images.templates import SANDBOX_UID
 from sandbox.lifecycle.manager import SandboxManager
 from sandbox.session_log import failure_code, failure_text
@@ -30,52 +26,6 @@ from sandbox.settings import SandboxSettings
 from sandbox.writes.flush import ArchiveTarget, Flusher
 from sandbox.writes.write_buffer import WriteBuffer
 from tests.sandbox.docker_support import DISK_ROOT, TestInstances, manager_on, settings_for
-
-MOUNTINFO = "\n".join(
-    [
-        "22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw",
-        "30 22 7:0 / /var/lib/kiln/sandbox-disk rw,relatime shared:9 - btrfs /dev/loop0 rw",
-        "31 22 7:1 / /mnt/with\\040space rw - btrfs /dev/loop1 rw",
-        "32 22 0:5 / /var/lib/kiln/sandbox-disk/inner rw - tmpfs tmpfs rw",
-    ]
-)
-
-
-@pytest.mark.parametrize(
-    ("path", "expected"),
-    [
-        pytest.param(
-            "/var/lib/kiln/sandbox-disk", ("/var/lib/kiln/sandbox-disk", "btrfs"), id="mount"
-        ),
-        pytest.param(
-            "/var/lib/kiln/sandbox-disk/a/b", ("/var/lib/kiln/sandbox-disk", "btrfs"), id="below"
-        ),
-        pytest.param(
-            "/var/lib/kiln/sandbox-disk/inner/x",
-            ("/var/lib/kiln/sandbox-disk/inner", "tmpfs"),
-            id="nested",
-        ),
-        pytest.param("/var/lib/kiln/sandbox-diskette", ("/", "ext4"), id="prefix-is-not-a-parent"),
-        pytest.param("/mnt/with space/x", ("/mnt/with space", "btrfs"), id="escaped-space"),
-    ],
-)
-def test_the_mount_holding_a_path_is_the_longest_parent(
-    path: str, expected: tuple[str, str]
-) -> None:
-    assert mount_of(Path(path), MOUNTINFO) == (Path(expected[0]), expected[1])
-
-
-@pytest.mark.parametrize(
-    ("path", "usable"),
-    [
-        pytest.param("/var/lib/kiln/sandbox-disk", True, id="btrfs-mount-point"),
-        pytest.param("/var/lib/kiln/sandbox-disk/a", False, id="inside-but-not-the-mount"),
-        pytest.param("/var/lib/kiln/sandbox-disk/inner", False, id="not-btrfs"),
-        pytest.param("/srv", False, id="plain-folder"),
-    ],
-)
-def test_only_a_btrfs_mount_point_is_a_disk_root(path: str, usable: bool) -> None:
-    assert usable_root(Path(path), MOUNTINFO) is usable
 
 
 def test_each_sandbox_has_its_folder_under_its_instance() -> None:
@@ -238,37 +188,6 @@ def test_the_quota_usage_is_read_from_btrfs_output(shown: str, usage: tuple[int,
 def test_unexpected_btrfs_output_is_refused_in_words() -> None:
     with pytest.raises(SandboxUnavailable, match="unexpected btrfs qgroup output: 'ERROR'"):
         parse_qgroup_usage("ERROR")
-
-
-def _answering(answer: bool | SandboxError) -> SandboxDisk:
-    """A disk whose quota gives ``answer`` (or fails with it)."""
-
-    class Answering(SandboxDisk):
-        async def used_up(self, volume: str) -> bool:
-            if isinstance(answer, SandboxError):
-                raise answer
-            return answer
-
-    return Answering(Path("/q"), "i", 2**30)
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize(
-    ("exit_code", "answer", "marked"),
-    [
-        pytest.param(1, True, True, id="failed-on-a-full-quota"),
-        pytest.param(1, False, False, id="failed-for-another-reason"),
-        pytest.param(0, True, False, id="succeeded-never-asked"),
-        pytest.param(1, SandboxUnavailable("btrfs away"), False, id="unknown-keeps-the-result"),
-    ],
-)
-async def test_a_failed_result_is_marked_when_the_quota_is_used_up(
-    exit_code: int, answer: bool | SandboxError, marked: bool
-) -> None:
-    result = ExecResult(("node", "a.js"), exit_code, "", False, False)
-    verdict = await with_quota_verdict(_answering(answer), "kiln-ws-a", result)
-    assert verdict.quota_used_up is marked
-    assert await with_quota_verdict(None, "kiln-ws-a", result) is result
 
 
 @pytest.mark.anyio

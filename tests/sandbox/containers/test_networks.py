@@ -15,13 +15,13 @@ import docker.errors
 import httpx
 import pytest
 
-from sandbox.containers.docker_boundary import call
 from sandbox.containers.networks import (
     BRIDGE_NAME_OPTION,
     ICC_OPTION,
     bridge_interface,
     ensure_sandbox_network,
 )
+from sandbox.docker_boundary import call
 from sandbox.errors import SandboxCapacity
 from sandbox.lifecycle.manager import Sandbox, SandboxManager
 from sandbox.settings import LABEL

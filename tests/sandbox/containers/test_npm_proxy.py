@@ -14,7 +14,6 @@ import anyio.abc
 import docker
 import pytest
 
-from sandbox.containers.docker_boundary import call
 from sandbox.containers.hardening import sandbox_environment
 from sandbox.containers.labels import INSTANCE_LABEL, LABEL
 from sandbox.containers.npm_proxy import (
@@ -32,6 +31,7 @@ from sandbox.containers.npm_proxy import (
     proxy_volume_name,
     registry_url,
 )
+from sandbox.docker_boundary import call
 from sandbox.lifecycle.manager import Sandbox, SandboxManager
 from sandbox.settings import SandboxSettings
 

@@ -12,7 +12,6 @@ import docker
 import httpx
 import pytest
 
-from sandbox.containers.docker_boundary import call
 from sandbox.containers.npm_proxy import (
     STORAGE_PATH,
     cache_url,
@@ -20,6 +19,7 @@ from sandbox.containers.npm_proxy import (
     proxy_container_name,
     registry_url,
 )
+from sandbox.docker_boundary import call
 from sandbox.lifecycle.manager import Sandbox, SandboxManager
 from sandbox.settings import SandboxSettings
 from tests.sandbox.containers.test_npm_proxy import (

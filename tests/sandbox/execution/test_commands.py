@@ -12,7 +12,7 @@ import anyio
 import docker
 import pytest
 
-from sandbox.containers.docker_boundary import call
+from sandbox.docker_boundary import call
 from sandbox.errors import CommandRefused
 from sandbox.execution import exec_stream
 from sandbox.execution.commands import run_command

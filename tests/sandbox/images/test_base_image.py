@@ -18,7 +18,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandbox.containers.docker_boundary import connect
+from sandbox.docker_boundary import connect
 from sandbox.errors import ImageBuildFailed
 from sandbox.images.base_image import (
     ImageRecipe,

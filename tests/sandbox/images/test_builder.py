@@ -24,9 +24,8 @@ import pytest
 from docker.models.containers import Container
 from docker.models.volumes import Volume
 
-from sandbox.containers.docker_boundary import connect
-from sandbox.containers.npm_proxy import PROXY_IMAGE
-from sandbox.images.builder import ImageBuilder, build_lock, template_params
+from sandbox.docker_boundary import connect
+from sandbox.images.builder import PROXY_IMAGE, ImageBuilder, build_lock, template_params
 from sandbox.images.docker_build import IMAGE_LABEL, INPUTS_LABEL, BuildResult, inputs_digest
 from sandbox.images.settings import ImageBuildSettings
 from sandbox.images.templates import SANDBOX_UID, TEMPLATES, WORKSPACE, Template

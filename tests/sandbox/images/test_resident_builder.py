@@ -22,7 +22,7 @@ import docker
 import pytest
 from docker.models.containers import Container
 
-from sandbox.containers.docker_boundary import call
+from sandbox.docker_boundary import call
 from sandbox.execution.exec_stream import ExecResult
 from sandbox.images.templates import get_template
 from sandbox.lifecycle.manager import Sandbox, SandboxManager

@@ -11,11 +11,11 @@ import docker
 import httpx
 import pytest
 
-from sandbox.containers.docker_boundary import call
 from sandbox.containers.hardening import CA_BUNDLE_PATH, NPM_CACHE_DIR, object_labels
 from sandbox.containers.labels import network_name, volume_name
 from sandbox.containers.networks import BRIDGE_NAME_OPTION, bridge_interface
 from sandbox.containers.provisioning import create_volume, start_container
+from sandbox.docker_boundary import call
 from sandbox.errors import SandboxCapacity, SandboxError, SandboxNotFound
 from sandbox.images.templates import get_template
 from sandbox.lifecycle.manager import Sandbox, SandboxManager
@@ -237,7 +237,7 @@ async def _legacy_sandbox(manager: SandboxManager, docker_client: docker.DockerC
     )
     record = record.with_changes(container_id=started.container_id, ip=started.ip, state="idle")
     await manager.registry.save(record)
-    return Sandbox.from_record(record)
+    return record.handle()
 
 
 async def test_a_sandbox_with_its_own_network_keeps_working_and_destroy_removes_it(

@@ -108,3 +108,25 @@ async def test_save_within_is_atomic_under_concurrency(registry: SandboxRegistry
             tasks.start_soon(attempt, index)
     assert outcomes.count(None) == 5
     assert len(await registry.all()) == 5
+
+
+def test_a_handle_carries_the_record_and_the_templates_dev_url() -> None:
+    record = SandboxRecord(
+        id="abc",
+        template="vite-react",
+        volume="kiln-ws-abc",
+        network="kiln-net-abc",
+        container_id="c1",
+        ip="172.18.0.2",
+        owner="u1",
+        chat="c1",
+    )
+    sandbox = record.handle()
+    assert (sandbox.id, sandbox.container_id, sandbox.volume, sandbox.network) == (
+        "abc",
+        "c1",
+        "kiln-ws-abc",
+        "kiln-net-abc",
+    )
+    assert (sandbox.owner, sandbox.chat) == ("u1", "c1")
+    assert sandbox.dev_url == "http://172.18.0.2:5173"

@@ -39,7 +39,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.sync.server import ServerConnection
 from websockets.typing import Subprotocol
 
-from sandbox.containers.docker_boundary import connect as docker_connect
+from sandbox.docker_boundary import connect as docker_connect
 from sandbox.errors import SandboxUnavailable
 from sandbox.images.templates import SANDBOX_UID, WORKSPACE, get_template
 from sandbox.preview.proxy import PreviewProxy, allow_all, preview_label, preview_url

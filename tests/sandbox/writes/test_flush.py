@@ -21,7 +21,7 @@ import pytest
 import redis.asyncio
 from docker.models.containers import Container
 
-from sandbox.containers.docker_boundary import call, connect
+from sandbox.docker_boundary import call, connect
 from sandbox.errors import SandboxError, SandboxUnavailable, WriteFailed
 from sandbox.images.templates import WORKSPACE
 from sandbox.settings import LABEL

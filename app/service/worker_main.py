@@ -1,4 +1,4 @@
-"""A worker process: ``python -m app.runs.worker_main`` (what ``kiln worker`` wraps).
+"""A worker process: ``python -m app.service.worker_main`` (what ``kiln worker`` wraps).
 
 It reads :class:`~app.config.ServiceSettings` and the sandbox settings from the environment
 (``REDIS_URL`` is required: a separate worker shares the API's Redis and data directory), opens
@@ -21,9 +21,10 @@ import redis.asyncio
 from app.agent.web_tools import web_tools_from_env
 from app.config import ServiceSettings
 from app.errors import ConfigError
-from app.projects.workspaces import project_workspaces
 from app.runs.execution import ProviderFactory, WorkspaceFactory
 from app.runs.worker import Worker, default_provider_factory
+from app.service.stack import sandbox_settings_for
+from app.service.workspaces import project_workspaces
 from app.store import Store
 from sandbox import NestedExits, SandboxManager, SandboxSettings, claim_instance
 
@@ -44,13 +45,14 @@ async def serve_worker(
     """
     if settings.redis_url is None:
         raise ConfigError("a worker needs REDIS_URL: the queue is shared with the API")
+    sandboxes = dataclasses.replace(sandbox_settings_for(settings), redis_url=settings.redis_url)
     async with NestedExits() as stack:
         store = Store(settings.database_path, settings.secret_key)
         stack.callback(store.close)
         client = redis.asyncio.Redis.from_url(settings.redis_url)
         stack.push_async_callback(client.aclose)
         if workspaces is None:
-            manager = await _open_manager(stack, settings.redis_url, settings.data_dir)
+            manager = await _open_manager(stack, sandboxes, settings.data_dir)
             workspaces = project_workspaces(manager, settings)
         worker = Worker(
             settings,
@@ -60,18 +62,20 @@ async def serve_worker(
             providers or default_provider_factory(),
             web_tools_from_env(),
             name=name,
+            sandboxes=sandboxes,
         )
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(_stop_on_signal, tasks.cancel_scope)
             await worker.run()
 
 
-async def _open_manager(stack: NestedExits, redis_url: str, data_dir: Path) -> SandboxManager:
-    """The sandbox manager (closed with ``stack``), on the service's Redis, once the instance
-    is claimed for ``data_dir``."""
-    sandbox_settings = dataclasses.replace(SandboxSettings.from_env(), redis_url=redis_url)
-    await claim_instance(sandbox_settings.instance, data_dir)
-    manager = await SandboxManager.open(sandbox_settings)
+async def _open_manager(
+    stack: NestedExits, sandboxes: SandboxSettings, data_dir: Path
+) -> SandboxManager:
+    """The sandbox manager on ``sandboxes`` (closed with ``stack``), once the instance is
+    claimed for ``data_dir``."""
+    await claim_instance(sandboxes.instance, data_dir)
+    manager = await SandboxManager.open(sandboxes)
     stack.push_async_callback(manager.aclose)
     # Entered, the manager keeps its warm pool and reaps idle sandboxes while the worker runs.
     return await stack.enter_async_context(manager)

@@ -11,7 +11,7 @@ import docker.errors
 import pytest
 import requests.exceptions
 
-from sandbox.containers.docker_boundary import (
+from sandbox.docker_boundary import (
     DOCKER_THREADS,
     TENANT_THREADS,
     TENANTS_THREADS,
