@@ -56,6 +56,38 @@ class SessionLog:
         return self.succeeded_in.get(tuple(argv)) == self.workspace_state
 
 
+async def _ignore(kind: str, record: Record) -> None:
+    """The default record sink."""
+
+
+class SessionReporter:
+    """The one way a session's parts report: each record goes into the log where it belongs
+    and out through ``on_record`` (the run's events)."""
+
+    def __init__(self, on_record: RecordSink | None = None) -> None:
+        """Keep a fresh :class:`SessionLog`; tell ``on_record`` (if any) of every record."""
+        self.log = SessionLog()
+        self._on_record = on_record or _ignore
+
+    async def record(self, kind: str, record: Record) -> None:
+        """Tell the sink of a record the caller already logged (or that is not logged)."""
+        await self._on_record(kind, record)
+
+    async def output(self, line: str) -> None:
+        """One line of an install's or command's output."""
+        await self._on_record("output", {"line": line})
+
+    async def error(
+        self, code: str, message: str, severity: str = "recoverable", *, path: str = ""
+    ) -> None:
+        """An error record: logged and told (the stream goes on)."""
+        record = {"code": code, "message": message, "severity": severity}
+        if path:
+            record["path"] = path
+        self.log.errors.append(record)
+        await self._on_record("error", record)
+
+
 @dataclass(frozen=True, slots=True)
 class BuiltAhead:
     """A build ahead that passed: its command, the changes it saw, its output lines."""
