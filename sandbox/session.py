@@ -52,6 +52,8 @@ from sandbox.session_edits import EditPath
 from sandbox.session_log import (
     DISK_QUOTA_EXCEEDED,
     QUOTA_ADVICE,
+    AppliedEdit,
+    FailedEdit,
     RecordSink,
     SessionLog,
     SessionReporter,
@@ -143,6 +145,16 @@ class SandboxSession:
         except SandboxError as exc:
             await self.reporter.error(exc.code, str(exc))
 
+    async def end_edit(self, event: EditEnd) -> AppliedEdit | FailedEdit | None:
+        """:meth:`handle` for an ``edit_end``, with what came of the edit (``None``: it had no
+        blocks, or its file was not written)."""
+        try:
+            self._count_change(event)
+            return await self._edit_end(event)
+        except SandboxError as exc:
+            await self.reporter.error(exc.code, str(exc))
+            return None
+
     async def wait_commands(self) -> None:
         """Wait until every command handed over so far has run (or was refused)."""
         await self.commands.wait_asked()
@@ -228,20 +240,22 @@ class SandboxSession:
                 self.commands.changed()
                 self.log.source_state += 1
 
-    async def _edit_end(self, event: EditEnd) -> None:
+    async def _edit_end(self, event: EditEnd) -> AppliedEdit | FailedEdit | None:
         blocks = self.edits.end(event)
         if not blocks:
-            return
+            return None
         path = event.path
-        content = await self.edits.new_content(path, blocks, await self.read_file(path))
-        if content is None:
-            return
+        outcome = await self.edits.apply(path, blocks, await self.read_file(path))
+        if isinstance(outcome, FailedEdit):
+            return outcome
         self._written.add(path)
         await self.writer.start(path)
-        await self.writer.append(path, content)
+        await self.writer.append(path, outcome.content)
         await self._file_end(path)
-        if path in self.writer.completed:  # not a template config file it refused
-            await self.edits.applied(path, content, blocks)
+        if path not in self.writer.completed:  # a template config file it refused
+            return None
+        await self.edits.applied(outcome, blocks)
+        return outcome
 
     async def _file_end(self, path: str) -> None:
         notices = await self.writer.end(path)

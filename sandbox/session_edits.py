@@ -10,7 +10,7 @@ content it was tried on and reported as an error record: the agent loop tells th
 from __future__ import annotations
 
 from parser.events import EditBlock, EditEnd, EditStart
-from sandbox.session_log import FailedEdit, SessionReporter
+from sandbox.session_log import AppliedEdit, FailedEdit, SessionReporter
 from sandbox.writes.edit_blocks import EDIT_NO_MATCH, apply_edit_blocks
 
 Blocks = list[tuple[str, str]]  # (search, replace), in the order the answer gave them
@@ -35,27 +35,28 @@ class EditPath:
         """The blocks of the edit that ended (none: nothing to apply)."""
         return self._open.pop(event.path, [])
 
-    async def new_content(self, path: str, blocks: Blocks, current: str | None) -> str | None:
-        """``current`` with ``blocks`` applied; ``None`` when the edit is refused (logged
-        and reported)."""
+    async def apply(
+        self, path: str, blocks: Blocks, current: str | None
+    ) -> AppliedEdit | FailedEdit:
+        """``current`` with ``blocks`` applied, or why not (a refusal is logged and reported)."""
         if current is None:
             message = f"{path!r} does not exist, so it cannot be edited; write it whole with <file>"
-            await self._refuse(FailedEdit(path, EDIT_NO_MATCH, message, None))
-            return None
+            return await self._refuse(FailedEdit(path, EDIT_NO_MATCH, message, None))
         result = apply_edit_blocks(path, current, blocks)
         if result.content is None:
-            await self._refuse(FailedEdit(path, result.code, result.message, current))
-        return result.content
+            return await self._refuse(FailedEdit(path, result.code, result.message, current))
+        return AppliedEdit(path, result.content)
 
-    async def applied(self, path: str, content: str, blocks: Blocks) -> None:
+    async def applied(self, edit: AppliedEdit, blocks: Blocks) -> None:
         """The edit's new content was written whole."""
-        self.reporter.log.applied_edits.append((path, content))
-        await self.reporter.record("edit", {"path": path, "blocks": len(blocks)})
+        self.reporter.log.applied_edits.append((edit.path, edit.content))
+        await self.reporter.record("edit", {"path": edit.path, "blocks": len(blocks)})
 
     def abandon(self) -> None:
         """A cancelled run: blocks of an edit that never ended are never applied."""
         self._open.clear()
 
-    async def _refuse(self, failed: FailedEdit) -> None:
+    async def _refuse(self, failed: FailedEdit) -> FailedEdit:
         self.reporter.log.failed_edits.append(failed)
         await self.reporter.error(failed.code, failed.message, path=failed.path)
+        return failed

@@ -16,6 +16,14 @@ RecordSink = Callable[[str, Record], Awaitable[None]]  # (kind, record) for prog
 
 
 @dataclass(frozen=True, slots=True)
+class AppliedEdit:
+    """An edit applied: the file's whole new content."""
+
+    path: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
 class FailedEdit:
     """An edit refused as a whole: why, and the file's content it was tried on."""
 

@@ -17,16 +17,16 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
-from app.agent.budgets import Budgets, BudgetTracker, trim_history
+from app.agent.budgets import BudgetTracker, trim_history
 from app.agent.checkpoint import Checkpoint
-from app.agent.context import ContextSelection, select_context
-from app.agent.edit_feedback import read_result, refused_edit_result
-from app.agent.rewrite_guard import REWRITE_REFUSED, refused_rewrite
+from app.agent.edit_feedback import read_result
+from app.agent.project_edits import ProjectEdits
+from app.agent.rewrite_guard import REWRITE_REFUSED
+from app.agent.run_result import RunResult, RunSettings, run_status
 from app.agent.turn_outcome import PromptKind, Stop, StopReason, matching_rule, resolve_turn_outcome
 from app.agent.turn_recorder import TurnRecorder
 from app.agent.web_tools import ToolResult, WebTools
@@ -54,8 +54,10 @@ from parser.events import (
     UrlScrape,
     WebSearch,
 )
-from prompts.compose import Mode, continuation_prompt, fixup_prompt, nudge_prompt, system_prompt
-from sandbox import get_template
+from prompts.compose import Mode, continuation_prompt, fixup_prompt, nudge_prompt
+from sandbox import AppliedEdit, get_template
+
+__all__ = ["EMPTY_ANSWER", "NO_CHANGES", "AgentRun", "Emit", "RunResult", "RunSettings", "Save"]
 
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 Save = Callable[[Checkpoint], Awaitable[None]]
@@ -85,49 +87,8 @@ _RECORD_TYPES = {
 NO_CHANGES = "No changes: the answer wrote the same files again"
 _VERSION_RECORDS = ("version", "version_unchanged")
 _BUILDS_AFTER = {StopReason.CODE_WRITTEN, StopReason.DONE, StopReason.MAX_TURNS}
-_FAILED = {StopReason.ERROR, StopReason.CONTEXT_LIMIT_EXCEEDED, StopReason.NO_OUTPUT}
 EMPTY_ANSWER = "(no answer)"  # providers refuse empty assistant messages
-CONTEXT_BUDGET_TOKENS = 20_000  # an edit turn's file map and file contents, at most...
-CONTEXT_WINDOW_SHARE = 4  # ...and at most this fraction of the model's context window
 MALFORMED_EDIT = "malformed_edit_block"
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """What one run uses: model, template, limits."""
-
-    model: str
-    template: str
-    provider_name: str
-    context_window: int
-    budgets: Budgets = field(default_factory=Budgets)
-    mode: Mode = Mode.GENERATE
-    max_output_tokens: int = 8192
-
-
-@dataclass
-class RunResult:
-    """The outcome of a run, as ``kiln run --json`` prints it."""
-
-    status: str  # completed | failed | cancelled
-    stop_reason: str
-    turns: int
-    files: list[str]
-    packages: list[str]
-    commands: list[dict[str, Any]]
-    build: dict[str, Any] | None
-    postgen: dict[str, Any] | None
-    sandbox_id: str | None
-    dev_url: str | None
-    usage: dict[str, Any]
-    errors: list[dict[str, Any]]
-    # the run recorded no new version, only versions that changed nothing: its answer wrote
-    # the same files again (a replayed demo answer does)
-    unchanged: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return dict(self.__dict__)
 
 
 async def _discard(item: Any) -> None:
@@ -164,11 +125,7 @@ class AgentRun:
         self._postgen: PostGenReport | None = None
         self._active: anyio.CancelScope | None = None
         self._mode, self._template = settings.mode, settings.template
-        self._context: ContextSelection | None = None
-        self._project_files: dict[str, str] = {}
-        self._current: dict[str, str] = {}  # existing files as the run left them so far
-        self._edits_seen = (0, 0)  # applied and refused edits of the session already handled
-        self._edit_failures: dict[str, int] = {}
+        self._edits = ProjectEdits.none()  # the project an edit changes, as the run left it
 
     async def run(self, request: str = "", checkpoint: Checkpoint | None = None) -> RunResult:
         """Run (or resume from ``checkpoint``) until the loop stops; never raises for the model's
@@ -210,7 +167,8 @@ class AgentRun:
 
     async def _resume_files(self, state: Checkpoint) -> None:
         """On resume, the files of earlier turns are written again (the sandbox may be new)."""
-        self._assembler.apply_all(_file_events(state.files))
+        for path, content in state.files.items():
+            self._assembler.put(path, content)
         if state.files:
             target = await self._workspace.target(self._on_record)
             await write_files(target, state.files)
@@ -224,34 +182,19 @@ class AgentRun:
         if project is None:
             return
         self._mode, self._template = Mode.EDIT, project.template
-        self._project_files = project.files
-        self._current = dict(project.files)
-        budget = min(CONTEXT_BUDGET_TOKENS, self.settings.context_window // CONTEXT_WINDOW_SHARE)
-        select = functools.partial(
-            select_context,
-            project.files,
+        self._edits = await ProjectEdits.select(
+            project,
             state.request,
-            template=project.template,
-            entrypoints=get_template(project.template).entrypoints,
-            recent=project.recent,
-            budget_tokens=budget,
+            context_window=self.settings.context_window,
             count_tokens=self._counter.count,
         )
-        # In a thread: scanning a few hundred files' imports takes most of a second.
-        self._context = await anyio.to_thread.run_sync(select)
-        await self._emit({**self._context.to_event(), "mode": Mode.EDIT.value})
+        assert self._edits.context is not None  # select() always chooses one
+        await self._emit({**self._edits.context.to_event(), "mode": Mode.EDIT.value})
 
-    def _system_prompt(self, fixup: bool) -> str:
-        """The turn's system prompt: its mode's, with the project's files in an edit."""
-        mode = Mode.FIX if fixup else self._mode
-        if self._context is None:
-            return system_prompt(self._template, mode)
-        return system_prompt(
-            self._template,
-            mode,
-            existing_files=self._context.contents,
-            file_map=self._context.file_map,
-        )
+    @property
+    def _project_files(self) -> dict[str, str]:
+        """The whole project of an edit, as the run left it so far (empty when generating)."""
+        return self._edits.files
 
     async def _loop(self, state: Checkpoint) -> None:
         while state.stop_reason is None:
@@ -310,7 +253,7 @@ class AgentRun:
         except BudgetExceeded as exc:
             state.stop_reason, state.stop_detail = StopReason.MAX_TURNS.value, str(exc)
             return False
-        system = self._system_prompt(fixup)
+        system = self._edits.system_prompt(self._template, Mode.FIX if fixup else self._mode)
         trimmed = trim_history(
             self._counter,
             system,
@@ -438,12 +381,13 @@ class AgentRun:
             # A command is a tool call: without this a run could hold its worker slot with
             # commands until its deadline (issue 29).
             await self._refuse_over_budget(" ".join((event.command, *event.args)))
+        elif isinstance(event, EditEnd):
+            target = await self._workspace.target(self._on_record)
+            await self._cancellable(self._end_edit(target, event))
         elif isinstance(event, _SANDBOX_EVENTS):
             target = await self._workspace.target(self._on_record)
             await self._cancellable(target.handle(event))
-            if isinstance(event, EditEnd):
-                await self._after_edit(target)
-            elif isinstance(event, FileEnd):
+            if isinstance(event, FileEnd) and event.path in self._edits.files:
                 await self._guard_rewrite(target, event.path)
         elif isinstance(event, Read):
             target = await self._workspace.target(self._on_record)
@@ -462,38 +406,27 @@ class AgentRun:
         """A file's current content for ``<edward_read>``."""
         return read_result(path, await target.read_file(path))
 
-    async def _after_edit(self, target: EventTarget) -> None:
+    async def _end_edit(self, target: EventTarget, event: EditEnd) -> None:
         """An edit ended: an applied one is a written file; a refused one goes back to the
-        model with the file's current content (after :data:`EDIT_ATTEMPTS`, asking for the
-        whole file)."""
-        applied, failed = target.log.applied_edits, target.log.failed_edits
-        seen_applied, seen_failed = self._edits_seen
-        self._edits_seen = (len(applied), len(failed))
-        for path, content in applied[seen_applied:]:
-            self._assembler.apply_all(_file_events({path: content}))
-            self._recorder.file_written(path)
-            if path in self._current:
-                self._current[path] = content
-        for refused in failed[seen_failed:]:
-            count = self._edit_failures.get(refused.path, 0) + 1
-            self._edit_failures[refused.path] = count
-            self._recorder.edit_refused(refused_edit_result(refused, count))
+        model with the file's content it was tried on."""
+        outcome = await target.end_edit(event)
+        if isinstance(outcome, AppliedEdit):
+            self._assembler.put(outcome.path, outcome.content)
+            self._recorder.file_written(outcome.path)
+            self._edits.applied(outcome.path, outcome.content)
+        elif outcome is not None:
+            self._recorder.edit_refused(self._edits.refused(outcome))
 
     async def _guard_rewrite(self, target: EventTarget, path: str) -> None:
         """A whole-file rewrite of an existing file that lost code is undone: the previous
         content is written back and the model told why (``app.agent.rewrite_guard``)."""
-        old = self._current.get(path)
-        if old is None:
-            return
-        new = self._assembler.files.get(path, "")
-        reason = refused_rewrite(path, old, new)
+        reason = self._edits.rewrite_refusal(path, self._assembler.files.get(path, ""))
         if reason is None:
-            self._current[path] = new
             return
-        restore = _file_events({path: old})
-        for event in restore:
+        old = self._edits.files[path]
+        for event in (FileStart(path), FileContent(path, old), FileEnd(path)):
             await self._cancellable(target.handle(event))
-        self._assembler.apply_all(restore)
+        self._assembler.put(path, old)
         advice = f"Change {path!r} with <edward_edit> blocks, or write it whole without omissions."
         self._recorder.edit_refused(ToolResult("file", path, False, f"{reason}. {advice}"))
         await self._error(REWRITE_REFUSED, reason, "recoverable")
@@ -543,15 +476,9 @@ class AgentRun:
     def _result(self, state: Checkpoint, commands: list[dict[str, Any]]) -> RunResult:
         reason = StopReason(state.stop_reason or StopReason.ERROR.value)
         postgen = self._postgen
-        if reason is StopReason.CANCELLED:
-            status = "cancelled"
-        elif reason in _FAILED or (postgen is not None and not postgen.ok):
-            status = "failed"
-        else:
-            status = "completed"
         build = postgen.build.to_dict() if postgen and postgen.build else None
         return RunResult(
-            status=status,
+            status=run_status(reason, postgen.ok if postgen else None),
             stop_reason=reason.value,
             turns=state.turn,
             files=sorted(state.files),
@@ -565,10 +492,3 @@ class AgentRun:
             errors=self._errors,
             unchanged=bool(self._versions["version_unchanged"] and not self._versions["version"]),
         )
-
-
-def _file_events(files: Mapping[str, str]) -> list[Event]:
-    events: list[Event] = []
-    for path, content in files.items():
-        events += [FileStart(path), FileContent(path, content), FileEnd(path)]
-    return events

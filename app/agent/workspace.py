@@ -1,6 +1,6 @@
 """Where a run's sandbox events go: a sandbox acquired ahead of need, or a stand-in in tests.
 
-The loop only needs :class:`EventTarget` (``handle(event)``, ``finish()``), which
+The loop only needs :class:`EventTarget` (``handle(event)``, ``end_edit(event)``, ...), which
 :class:`sandbox.session.SandboxSession` is. :class:`SandboxWorkspace` wires a session to the
 chat's sandbox the first time an event needs one. A run that will likely write code starts
 acquiring it when the run starts (:meth:`SandboxWorkspace.acquire_early`), while the provider
@@ -22,10 +22,12 @@ from app.agent.context import ExistingProject, existing_project, guess_template
 from app.postgen.template_workspace import read_template_workspace
 from app.projects.store import VersionInfo
 from app.projects.sync import ProjectSync
-from parser.events import Event
+from parser.events import EditEnd, Event
 from sandbox import (
     DEFAULT_TEMPLATE,
     TEMPLATES,
+    AppliedEdit,
+    FailedEdit,
     NestedExits,
     RecordSink,
     Sandbox,
@@ -72,6 +74,10 @@ class EventTarget(Protocol):
 
     async def handle(self, event: Event) -> None:
         """Act on one event; failures are reported through records, never raised."""
+        ...
+
+    async def end_edit(self, event: EditEnd) -> AppliedEdit | FailedEdit | None:
+        """Act on an ``edit_end``: what came of the edit (``None``: nothing to apply)."""
         ...
 
     async def wait_commands(self) -> None:
