@@ -16,6 +16,9 @@ import redis.asyncio
 from parser import StreamParser
 from parser.events import (
     Command,
+    EditBlock,
+    EditEnd,
+    EditStart,
     Error,
     Event,
     FileContent,
@@ -29,7 +32,7 @@ from sandbox.execution.exec_stream import ExecResult, OutputSink
 from sandbox.execution.install_queue import InstallResult
 from sandbox.images.templates import Template, get_template
 from sandbox.session import SandboxPorts, SandboxSession
-from sandbox.session_log import Record
+from sandbox.session_log import AppliedEdit, FailedEdit, Record
 from sandbox.writes.flush import ArchiveTarget
 from sandbox.writes.write_buffer import WriteBuffer
 
@@ -787,3 +790,45 @@ async def test_a_resident_builder_that_fails_is_no_error_and_the_build_still_run
     assert [kind for kind, _ in records if kind == "error"] == []
     assert [step.split(" seeing")[0] for step in _runs(sandbox)] == ["run npm run build"]
     assert log.succeeded_on_current_files(["npm", "run", "build"])
+
+
+@pytest.mark.parametrize(
+    ("existing", "outcome"),
+    [
+        pytest.param(
+            b"  <h1>Counter</h1>\n",
+            AppliedEdit("src/App.jsx", "  <h1>Clicker</h1>\n"),
+            id="applied",
+        ),
+        pytest.param(
+            b"<h1>Other</h1>\n",
+            FailedEdit(
+                "src/App.jsx",
+                "edit_no_match",
+                "",  # compared without its words below
+                "<h1>Other</h1>\n",
+            ),
+            id="refused",
+        ),
+        pytest.param(b"", None, id="no-blocks"),
+    ],
+)
+async def test_end_edit_hands_back_what_came_of_the_edit(
+    session: tuple[SandboxSession, list[tuple[str, Record]]],
+    sandbox: FakeSandbox,
+    existing: bytes,
+    outcome: AppliedEdit | FailedEdit | None,
+) -> None:
+    running, _ = session
+    sandbox.files["src/App.jsx"] = existing
+    await running.handle(EditStart("src/App.jsx"))
+    if outcome is not None:
+        await running.handle(
+            EditBlock("src/App.jsx", "  <h1>Counter</h1>\n", "  <h1>Clicker</h1>\n")
+        )
+    got = await running.end_edit(EditEnd("src/App.jsx"))
+    await running.finish()
+    if isinstance(got, FailedEdit):
+        got = FailedEdit(got.path, got.code, "", got.content)
+    assert got == outcome
+    assert running.log.workspace_state == 1  # counted as handle() counts an edit_end
