@@ -184,10 +184,14 @@ class SandboxSession:
         ``rollback`` record says what was kept and what was rolled back."""
         self.commands.abandon()
         self.edits.abandon()
+        ended = set(self.writer.completed)
         try:
             self.log.rolled_back = await self.writer.roll_back()
         except SandboxError as exc:
             await self.reporter.error(exc.code, str(exc))
+        for path in self.writer.completed:
+            if path not in ended:  # its end was cut after Redis took it: a whole file
+                await self._listed(path)
         await self.commands.flushed()
         kept = [path for path in self.log.files if path not in self.log.rolled_back]
         await self.reporter.record("rollback", {"kept": kept, "rolled_back": self.log.rolled_back})
@@ -259,11 +263,16 @@ class SandboxSession:
 
     async def _file_end(self, path: str) -> None:
         notices = await self.writer.end(path)
-        if path in self.writer.completed and path not in self.log.files:
-            self.log.files.append(path)
-            await self.reporter.record("file", {"path": path})
+        if path in self.writer.completed:
+            await self._listed(path)
         for notice in notices:
             await self._notice(notice)
+
+    async def _listed(self, path: str) -> None:
+        """A file written whole: in the log's files, and told, once."""
+        if path not in self.log.files:
+            self.log.files.append(path)
+            await self.reporter.record("file", {"path": path})
 
     async def _notice(self, notice: WriteNotice) -> None:
         record = {"code": notice.code, "path": notice.path, "message": notice.message}

@@ -832,3 +832,41 @@ async def test_end_edit_hands_back_what_came_of_the_edit(
         got = FailedEdit(got.path, got.code, "", got.content)
     assert got == outcome
     assert running.log.workspace_state == 1  # counted as handle() counts an edit_end
+
+
+class ReplyLostBuffer(WriteBuffer):
+    """Redis closes the file, but the reply never comes back (a cancel cuts the wait)."""
+
+    closed: anyio.Event  # set once Redis took the end
+
+    async def close_file(self, path: str, content: bytes | None = None) -> None:
+        await super().close_file(path, content)
+        self.closed.set()
+        await anyio.sleep_forever()
+
+
+async def test_abandon_keeps_a_file_whose_end_redis_took_though_its_reply_was_cut(
+    client: redis.asyncio.Redis, sandbox: FakeSandbox
+) -> None:
+    records: list[tuple[str, Record]] = []
+
+    async def keep(kind: str, record: Record) -> None:
+        records.append((kind, record))
+
+    buffer = ReplyLostBuffer(client, f"se-{uuid.uuid4().hex[:10]}", ttl_seconds=600)
+    buffer.closed = anyio.Event()
+    ports = sandbox.ports()
+    async with SandboxSession(
+        buffer, get_template("vite-react"), ports, debounce=60.0, max_wait=60.0, on_record=keep
+    ) as running:
+        await running.handle(FileStart("src/main.jsx"))
+        await running.handle(FileContent("src/main.jsx", "import './index.css';\n"))
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(running.handle, FileEnd("src/main.jsx"))
+            await buffer.closed.wait()
+            tasks.cancel_scope.cancel()  # the run's cancel, while the end waits for its reply
+        log = await running.abandon()
+    assert log.rolled_back == []
+    assert log.files == ["src/main.jsx"]
+    assert sandbox.files["src/main.jsx"] == b"import './index.css';\n"
+    assert ("rollback", {"kept": ["src/main.jsx"], "rolled_back": []}) in records
