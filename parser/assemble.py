@@ -71,6 +71,12 @@ class FileAssembler:
         elif isinstance(event, Done):
             self.done = True
 
+    def put(self, path: str, content: str) -> None:
+        """A whole file known at once (an applied edit, a file restored): as if it had been
+        streamed between a ``file_start`` and a ``file_end``."""
+        self._pieces[path] = [content]
+        self._open.discard(path)
+
     def apply_all(self, events: Iterable[Event]) -> None:
         """Take every event of ``events`` into account, in order."""
         for event in events:

@@ -16,6 +16,14 @@ RecordSink = Callable[[str, Record], Awaitable[None]]  # (kind, record) for prog
 
 
 @dataclass(frozen=True, slots=True)
+class AppliedEdit:
+    """An edit applied: the file's whole new content."""
+
+    path: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
 class FailedEdit:
     """An edit refused as a whole: why, and the file's content it was tried on."""
 
@@ -54,6 +62,38 @@ class SessionLog:
     def succeeded_on_current_files(self, argv: Sequence[str]) -> bool:
         """Whether ``argv`` last exited 0 with the workspace as it is now."""
         return self.succeeded_in.get(tuple(argv)) == self.workspace_state
+
+
+async def _ignore(kind: str, record: Record) -> None:
+    """The default record sink."""
+
+
+class SessionReporter:
+    """The one way a session's parts report: each record goes into the log where it belongs
+    and out through ``on_record`` (the run's events)."""
+
+    def __init__(self, on_record: RecordSink | None = None) -> None:
+        """Keep a fresh :class:`SessionLog`; tell ``on_record`` (if any) of every record."""
+        self.log = SessionLog()
+        self._on_record = on_record or _ignore
+
+    async def record(self, kind: str, record: Record) -> None:
+        """Tell the sink of a record the caller already logged (or that is not logged)."""
+        await self._on_record(kind, record)
+
+    async def output(self, line: str) -> None:
+        """One line of an install's or command's output."""
+        await self._on_record("output", {"line": line})
+
+    async def error(
+        self, code: str, message: str, severity: str = "recoverable", *, path: str = ""
+    ) -> None:
+        """An error record: logged and told (the stream goes on)."""
+        record = {"code": code, "message": message, "severity": severity}
+        if path:
+            record["path"] = path
+        self.log.errors.append(record)
+        await self._on_record("error", record)
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,6 +58,7 @@ LAYERS: dict[str, tuple[frozenset[str], ...]] = {
         frozenset({"containers", "writes"}),
         frozenset({"execution", "preview"}),
         frozenset({"session_log"}),
+        frozenset({"session_edits", "session_commands"}),  # the session's edit path, command line
         frozenset({"lifecycle"}),
         frozenset({"session"}),
         frozenset({"managed_session"}),

@@ -1,7 +1,7 @@
 """Where a run's sandbox events go: a sandbox acquired ahead of need, or a stand-in in tests.
 
 The loop only needs :class:`~app.postgen.pipeline.EventTarget` (``handle(event)``,
-``finish()``), which
+``end_edit(event)``, ``finish()``, ...), which
 :class:`sandbox.session.SandboxSession` is. :class:`SandboxWorkspace` wires a session to the
 chat's sandbox the first time an event needs one. A run that will likely write code starts
 acquiring it when the run starts (:meth:`SandboxWorkspace.acquire_early`), while the provider

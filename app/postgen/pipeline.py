@@ -14,8 +14,8 @@ from typing import Any, Protocol
 from app.postgen.fixes import Fix, apply_fixes
 from app.postgen.template_workspace import read_template_workspace
 from app.postgen.validation import Finding, validate_project
-from parser.events import Command, Event, FileContent, FileEnd, FileStart, InstallContent
-from sandbox import BUILD_COMMAND, SessionLog, Template
+from parser.events import Command, EditEnd, Event, FileContent, FileEnd, FileStart, InstallContent
+from sandbox import BUILD_COMMAND, AppliedEdit, FailedEdit, SessionLog, Template
 
 REUSED_BUILD = "the build already passed on these files; not run again"
 
@@ -29,6 +29,10 @@ class EventTarget(Protocol):
 
     async def handle(self, event: Event) -> None:
         """Act on one event; failures are reported through records, never raised."""
+        ...
+
+    async def end_edit(self, event: EditEnd) -> AppliedEdit | FailedEdit | None:
+        """Act on an ``edit_end``: what came of the edit (``None``: nothing to apply)."""
         ...
 
     async def wait_commands(self) -> None:

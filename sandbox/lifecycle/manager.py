@@ -17,39 +17,23 @@ Public API (what the write path, the agent loop, the preview proxy and the CLI u
 
 - ``acquire`` returns the chat's existing sandbox (reviving a dead container), else a warm one
   from the pool (already serving its dev server), else a freshly provisioned one (whose dev
-  server may still be starting: ``wait_ready``). A request for another template than the
-  chat's sandbox has replaces that sandbox.
-- ``container_for`` is the write path's recovery point: if the container died or vanished, a new
-  one is started on the same workspace volume and network, and its address may change (look
-  ``dev_url`` up again with ``get``).
-- ``park`` (``kiln serve`` stopping) removes the containers of sandboxes no other process
-  holds, the instance's network and npm proxy, and keeps volumes and records for the next start.
-- npm: sandboxes reach only the instance's npm registry proxy
-  (:mod:`sandbox.containers.npm_proxy`), started or adopted with the sandbox network (at start,
-  before a sandbox is made, and before every install, so a removed proxy comes back).
-- ``destroy`` removes container, volume and record (and the own network of a sandbox made
-  before all sandboxes shared one); ``reap`` runs one reaper pass.
-- Capacity: every sandbox sits on the instance's one shared network
-  (:mod:`sandbox.containers.networks`), and the registry holds at most
-  ``settings.sandbox_limit`` sandboxes, warm ones included: ``provision`` past it raises
-  ``SandboxCapacity`` (an ``acquire`` first gives up a warm sandbox of another template to make
-  room, and the warm pool grows only into free slots); ``capacity()`` says how many are held.
-- Fair shares (:mod:`sandbox.lifecycle.fair_share`): a user holds at most
-  ``settings.max_sandboxes_per_user`` sandboxes, an acquire that needs a new one giving up the
-  user's least recently used idle ones past it; on a full host (count, or memory:
-  :mod:`sandbox.lifecycle.host_memory`) the sandbox idle longest goes once unused for
-  ``settings.idle_ttl_full_seconds`` (the reaper waits ``idle_ttl_seconds``).
-- The warm pool's size per template follows recent demand within its bounds
-  (:mod:`sandbox.lifecycle.warm_pool`); ``pool.status()`` says each target and why, and each
-  decision is published in Redis for ``kiln doctor`` (:mod:`sandbox.lifecycle.pool_report`).
+  server may still be starting: ``wait_ready``); another template replaces the chat's sandbox.
+- ``container_for`` is the write path's recovery point: a container that died or vanished is
+  started anew on the same volume and network (its address may change: ``get`` again).
+- ``park`` (``kiln serve`` stopping) removes the containers no other process holds, the
+  instance's network and npm proxy (:mod:`sandbox.containers.npm_proxy`, the only registry
+  sandboxes reach), and keeps volumes and records; ``destroy`` removes container, volume and
+  record; ``reap`` runs one reaper pass.
+- Capacity (docs/architecture.md, "Fair shares"): at most ``settings.sandbox_limit`` sandboxes,
+  warm ones included (``SandboxCapacity`` past it; an acquire first gives up a warm one of
+  another template), at most ``settings.max_sandboxes_per_user`` per user, and none past the
+  host's memory reserve (:mod:`sandbox.lifecycle.fair_share`, :mod:`~.host_memory`); the warm
+  pool (:mod:`sandbox.lifecycle.warm_pool`) grows only into free slots.
 
 State shared between processes (chat bindings, owners, last use) lives in the Redis registry;
-the warm pool, the install queues and the locks are per process.
-
-The manager decides and keeps that state; the work is done in two modules of its own:
-:mod:`sandbox.lifecycle.provisioner` makes, revives and removes a sandbox's Docker objects and
-record (and the instance's network and npm proxy), and :mod:`sandbox.lifecycle.operations`
-runs installs and commands and reads the workspace. The public methods stay here.
+the warm pool, the install queues and the locks are per process. The work is done in
+:mod:`sandbox.lifecycle.provisioner` (Docker objects and records) and
+:mod:`sandbox.lifecycle.operations` (installs, commands, workspace reads).
 """
 
 from __future__ import annotations
@@ -167,21 +151,18 @@ class SandboxManager:
 
     async def aclose(self) -> None:
         """Remove the shared sandbox network and the npm proxy on it (with its cache) if no
-        sandbox is left; close Redis and Docker.
-
-        Nothing is left behind by a process that used sandboxes and gave them all up (tests, the
-        CLI). Another process of the instance that records a sandbox just now recreates the
-        network; one that had found it a moment before fails that one provision, in words."""
+        sandbox is left (a process that gave all its sandboxes up leaves nothing behind; one
+        of the instance provisioning just now recreates it, or fails in words); close Redis
+        and Docker."""
         await self.provisioner.remove_network_if_unused()
         await self.registry.aclose()
         await call(self.client.close)
         await self._probe.aclose()
 
     async def ping(self) -> None:
-        """Raise ``DockerUnavailable`` unless the engine answers within a short timeout
-        (:class:`~sandbox.lifecycle.outage.EngineProbe`), at once while it is known away
-        (``self.engine``); the answer is recorded there, so a green health check also lets
-        acquires through again."""
+        """Raise ``DockerUnavailable`` unless the engine answers a short ping (at once while
+        it is known away, ``self.engine``, where the answer is recorded: a green health check
+        lets acquires through again)."""
         await self.engine.check()
 
     async def __aenter__(self) -> SandboxManager:
@@ -210,11 +191,8 @@ class SandboxManager:
             with anyio.CancelScope(shield=True):
                 await self.pool.drain()
 
-    # -- lifecycle ------------------------------------------------------------------------
-
     async def acquire(self, chat: str, owner: str, template: str = DEFAULT_TEMPLATE) -> Sandbox:
-        """The chat's sandbox: its existing one, a warm one, or a new one (see module doc).
-
+        """The chat's sandbox: its existing one, a warm one, or a new one (see module doc);
         ``DockerUnavailable`` within seconds when the engine does not answer a short ping, and
         at once while it is known away (:class:`EngineWatch`), instead of a run waiting for
         the client's long timeout before its user hears anything (issue 15)."""
@@ -315,8 +293,6 @@ class SandboxManager:
         sandboxes use (new containers get it in their environment, installs on their argv)."""
         return await self.provisioner.ensure_network()
 
-    # -- installs, commands and workspace files (:mod:`sandbox.lifecycle.operations`) --------
-
     def install_queue(self, sandbox_id: str) -> InstallQueue:
         """The sandbox's install queue (created on first use, per process)."""
         return self.operations.install_queue(sandbox_id)
@@ -359,8 +335,6 @@ class SandboxManager:
         """
         return await self.operations.read_file(sandbox_id, path)
 
-    # -- internals ------------------------------------------------------------------------
-
     @asynccontextmanager
     async def _locked(self, key: str) -> AsyncIterator[None]:
         """Hold the in-process lock of ``key``; forget it when nobody else wants it."""
@@ -398,8 +372,7 @@ class SandboxManager:
         """How many more sandboxes the host may hold now, by count and by memory (each busy,
         :mod:`sandbox.lifecycle.host_memory`); the warm pool grows only into them."""
         held, limit = await self.capacity()
-        headroom = HostMemory.read().headroom(self.settings.memory_reserve_percent)
-        return max(min(limit - held, room_for(headroom, DEFAULT_TEMPLATE)), 0)
+        return max(min(limit - held, room_for(self._headroom(), DEFAULT_TEMPLATE)), 0)
 
     async def _make_room(self, owner: str, template: str) -> None:
         """Before ``owner``'s chat gets a new sandbox, give up the idle ones
@@ -420,13 +393,15 @@ class SandboxManager:
     async def _host_full(self, template: str) -> bool:
         """Whether a new sandbox of ``template`` is past the count or the memory reserve."""
         held, limit = await self.capacity()
-        headroom = HostMemory.read().headroom(self.settings.memory_reserve_percent)
-        return held >= limit or headroom < busy_bytes(template)
+        return held >= limit or self._headroom() < busy_bytes(template)
+
+    def _headroom(self) -> int:
+        """The host's memory (bytes) above the reserve admission keeps."""
+        return HostMemory.read().headroom(self.settings.memory_reserve_percent)
 
     async def _report_pool(self, template: str, ready: int, target: PoolTarget) -> None:
         """Publish a pool decision for ``kiln doctor`` (:mod:`sandbox.lifecycle.pool_report`)."""
-        instance = self.settings.instance
-        redis = self.registry.redis
+        redis, instance = self.registry.redis, self.settings.instance
         await publish_target(redis, instance, template, ready, target, now=self._clock())
 
     async def _forget(self, record: SandboxRecord) -> None:

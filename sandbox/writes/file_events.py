@@ -156,12 +156,18 @@ class FileEventWriter:
 
     async def roll_back(self) -> list[str]:
         """A cancelled run: the files it started and never ended, which stay at their place as
-        they were (a config file held back is dropped; the others stay open, in staging)."""
+        they were (a config file held back is dropped; the others stay open, in staging). A
+        file whose end Redis took though its reply was cut is completed instead."""
         async with self._lock:
             started, self._open = self._open, []
             held = set(self._held)
-            # An end whose reply never came may have closed its file: Redis knows.
+            # An end whose reply never came may have closed its file: Redis knows. Such a file
+            # is whole: it is completed here, and flushed like any.
             still_open = set(await self.buffer.open_paths([p for p in started if p not in held]))
+            for path in started:
+                if path not in held and path not in still_open:
+                    self._complete(path)
+                    self.scheduler.note_write()
         await self.abandon()
         return [path for path in started if path in held or path in still_open]
 

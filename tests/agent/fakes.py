@@ -22,7 +22,7 @@ from parser.events import (
     FileStart,
     InstallContent,
 )
-from sandbox.session_log import FailedEdit, RecordSink, SessionLog
+from sandbox.session_log import AppliedEdit, FailedEdit, RecordSink, SessionLog
 from sandbox.writes.edit_blocks import apply_edit_blocks
 
 RECORDINGS = Path(__file__).resolve().parents[3] / "shared" / "recordings"
@@ -75,31 +75,39 @@ class FakeTarget:
     async def finish(self) -> SessionLog:
         return self.log
 
+    async def end_edit(self, event: EditEnd) -> AppliedEdit | FailedEdit | None:
+        self.events.append(event)
+        self.assembler.apply(event)
+        return await self._end_edit(event)
+
     async def _edit(self, event: EditStart | EditBlock | EditEnd) -> None:
-        """As the session does: blocks applied all or none at the edit's end."""
         if isinstance(event, EditStart):
             self._blocks = []
         elif isinstance(event, EditBlock):
             self._blocks.append((event.search, event.replace))
-            return
+        else:
+            await self._end_edit(event)
+
+    async def _end_edit(self, event: EditEnd) -> AppliedEdit | FailedEdit | None:
+        """As the session does: blocks applied all or none at the edit's end."""
         current = self.files.get(event.path)
-        if not isinstance(event, EditEnd) or not self._blocks:
-            return
+        if not self._blocks:
+            return None
         if current is None:
             failed = FailedEdit(event.path, "edit_no_match", "no such file", None)
             self.log.failed_edits.append(failed)
-            return
+            return failed
         result = apply_edit_blocks(event.path, current, self._blocks)
         if result.content is None:
-            self.log.failed_edits.append(
-                FailedEdit(event.path, result.code, result.message, current)
-            )
+            failed = FailedEdit(event.path, result.code, result.message, current)
+            self.log.failed_edits.append(failed)
             await self._on_record("error", {"code": result.code, "message": result.message})
-            return
+            return failed
         path, content = event.path, result.content
         self.assembler.apply_all([FileStart(path), FileContent(path, content), FileEnd(path)])
         self.log.applied_edits.append((event.path, result.content))
         await self._on_record("file", {"path": event.path})
+        return AppliedEdit(path, content)
 
 
 class FakeWorkspace:

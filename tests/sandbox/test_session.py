@@ -16,6 +16,9 @@ import redis.asyncio
 from parser import StreamParser
 from parser.events import (
     Command,
+    EditBlock,
+    EditEnd,
+    EditStart,
     Error,
     Event,
     FileContent,
@@ -29,7 +32,7 @@ from sandbox.execution.exec_stream import ExecResult, OutputSink
 from sandbox.execution.install_queue import InstallResult
 from sandbox.images.templates import Template, get_template
 from sandbox.session import SandboxPorts, SandboxSession
-from sandbox.session_log import Record
+from sandbox.session_log import AppliedEdit, FailedEdit, Record
 from sandbox.writes.flush import ArchiveTarget
 from sandbox.writes.write_buffer import WriteBuffer
 
@@ -787,3 +790,83 @@ async def test_a_resident_builder_that_fails_is_no_error_and_the_build_still_run
     assert [kind for kind, _ in records if kind == "error"] == []
     assert [step.split(" seeing")[0] for step in _runs(sandbox)] == ["run npm run build"]
     assert log.succeeded_on_current_files(["npm", "run", "build"])
+
+
+@pytest.mark.parametrize(
+    ("existing", "outcome"),
+    [
+        pytest.param(
+            b"  <h1>Counter</h1>\n",
+            AppliedEdit("src/App.jsx", "  <h1>Clicker</h1>\n"),
+            id="applied",
+        ),
+        pytest.param(
+            b"<h1>Other</h1>\n",
+            FailedEdit(
+                "src/App.jsx",
+                "edit_no_match",
+                "",  # compared without its words below
+                "<h1>Other</h1>\n",
+            ),
+            id="refused",
+        ),
+        pytest.param(b"", None, id="no-blocks"),
+    ],
+)
+async def test_end_edit_hands_back_what_came_of_the_edit(
+    session: tuple[SandboxSession, list[tuple[str, Record]]],
+    sandbox: FakeSandbox,
+    existing: bytes,
+    outcome: AppliedEdit | FailedEdit | None,
+) -> None:
+    running, _ = session
+    sandbox.files["src/App.jsx"] = existing
+    await running.handle(EditStart("src/App.jsx"))
+    if outcome is not None:
+        await running.handle(
+            EditBlock("src/App.jsx", "  <h1>Counter</h1>\n", "  <h1>Clicker</h1>\n")
+        )
+    got = await running.end_edit(EditEnd("src/App.jsx"))
+    await running.finish()
+    if isinstance(got, FailedEdit):
+        got = FailedEdit(got.path, got.code, "", got.content)
+    assert got == outcome
+    assert running.log.workspace_state == 1  # counted as handle() counts an edit_end
+
+
+class ReplyLostBuffer(WriteBuffer):
+    """Redis closes the file, but the reply never comes back (a cancel cuts the wait)."""
+
+    closed: anyio.Event  # set once Redis took the end
+
+    async def close_file(self, path: str, content: bytes | None = None) -> None:
+        await super().close_file(path, content)
+        self.closed.set()
+        await anyio.sleep_forever()
+
+
+async def test_abandon_keeps_a_file_whose_end_redis_took_though_its_reply_was_cut(
+    client: redis.asyncio.Redis, sandbox: FakeSandbox
+) -> None:
+    records: list[tuple[str, Record]] = []
+
+    async def keep(kind: str, record: Record) -> None:
+        records.append((kind, record))
+
+    buffer = ReplyLostBuffer(client, f"se-{uuid.uuid4().hex[:10]}", ttl_seconds=600)
+    buffer.closed = anyio.Event()
+    ports = sandbox.ports()
+    async with SandboxSession(
+        buffer, get_template("vite-react"), ports, debounce=60.0, max_wait=60.0, on_record=keep
+    ) as running:
+        await running.handle(FileStart("src/main.jsx"))
+        await running.handle(FileContent("src/main.jsx", "import './index.css';\n"))
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(running.handle, FileEnd("src/main.jsx"))
+            await buffer.closed.wait()
+            tasks.cancel_scope.cancel()  # the run's cancel, while the end waits for its reply
+        log = await running.abandon()
+    assert log.rolled_back == []
+    assert log.files == ["src/main.jsx"]
+    assert sandbox.files["src/main.jsx"] == b"import './index.css';\n"
+    assert ("rollback", {"kept": ["src/main.jsx"], "rolled_back": []}) in records
