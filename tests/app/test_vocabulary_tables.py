@@ -27,7 +27,7 @@ EVENT_USES: tuple[tuple[str, str], ...] = (
     ("app/runs/*.py", r"\"type\": \"([a-z_]+)\""),
 )
 RECORD_USES: tuple[tuple[str, str], ...] = (
-    ("sandbox/**/*.py", r"on_record\(\"([a-z_]+)\""),
+    ("sandbox/**/*.py", r"(?:on_record|reporter\.record)\(\"([a-z_]+)\""),
     ("app/projects/*.py", r"on_record\(\"([a-z_]+)\""),
     ("app/agent/*.py", r"on_record\(\"([a-z_]+)\""),
 )
