@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.agent.loop import MALFORMED_EDIT
 from app.agent.rewrite_guard import REWRITE_REFUSED
+from app.agent.turn_events import MALFORMED_EDIT
 from app.error_codes import BY_CODE, ERROR_CODES, ErrorCode, fixed_sentence
 from app.projects.sync import FILE_NOT_KEPT
 from app.runs.stale import DEADLINE_EXCEEDED, QUEUED_TIMEOUT
