@@ -20,7 +20,6 @@ import pytest
 import redis
 
 from app.config import ServiceSettings
-from sandbox.containers.provisioning import remove_volume
 from tests.api.harness import Person, SseFrame, add_person, sse_frames
 from tests.api.stack import LiveService, copy_recordings, live_service
 from tests.sandbox.docker_support import leftovers_but_claim, remove_npm_proxy, settings_for, sweep
@@ -75,7 +74,6 @@ async def live(
         for record in await served.stack.manager.list():
             await served.stack.manager.destroy(record.id)
         await remove_npm_proxy(served.stack.manager.client, sandbox_settings.instance)
-        await remove_volume(served.stack.manager.client, sandbox_settings.npm_cache_volume)
 
 
 def person(live: LiveService, name: str) -> Person:

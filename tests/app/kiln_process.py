@@ -49,7 +49,6 @@ def kiln_env(instance: str, recordings: Path, **extra: str) -> dict[str, str]:
     env.update(
         KILN_INSTANCE=instance,
         KILN_WARM_POOL_SIZE="0",
-        KILN_NPM_CACHE_VOLUME=f"kiln-npm-cache-{instance}",
         KILN_RECORDINGS_DIR=str(recordings),
         TIKTOKEN_CACHE_DIR=str(TIKTOKEN_CACHE),
         PYTHONUNBUFFERED="1",

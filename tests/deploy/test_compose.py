@@ -163,7 +163,6 @@ def stack(
         "KILN_REDIS_PORT": created.redis_port,
         "KILN_HOST": "127.0.0.1",
         "KILN_WARM_POOL_SIZE": 0,
-        "KILN_NPM_CACHE_VOLUME": f"kiln-npm-cache-{instance}",
         "KILN_WORKER_CONCURRENCY": 1,
     }
     env_file.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))

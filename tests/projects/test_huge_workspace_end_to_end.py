@@ -25,7 +25,6 @@ import redis
 from app.config import ServiceSettings
 from app.projects.workspace_io import SANDBOX_USER, read_workspace
 from sandbox import call
-from sandbox.containers.provisioning import remove_volume
 from tests.api.harness import Person, SseFrame, add_person, sse_frames
 from tests.api.stack import SLOW_PREFIX, LiveService, copy_recordings, live_service
 from tests.projects.test_restore_end_to_end import run_to_end
@@ -87,7 +86,6 @@ async def live(
         for record in await served.stack.manager.list():
             await served.stack.manager.destroy(record.id)
         await remove_npm_proxy(served.stack.manager.client, sandbox_settings.instance)
-        await remove_volume(served.stack.manager.client, sandbox_settings.npm_cache_volume)
 
 
 async def fill(live: LiveService, sandbox_id: str) -> None:

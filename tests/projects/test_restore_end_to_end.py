@@ -29,7 +29,6 @@ from app.projects.store import VersionInfo
 from app.projects.workspace_io import read_workspace
 from sandbox import call
 from sandbox.containers.hardening import CA_BUNDLE_PATH, sandbox_environment
-from sandbox.containers.provisioning import remove_volume
 from sandbox.settings import SandboxSettings
 from tests.api.harness import Person, SseFrame, add_person, sse_frames
 from tests.api.stack import LiveService, copy_recordings, live_service
@@ -95,7 +94,6 @@ async def live(
         for record in await served.stack.manager.list():
             await served.stack.manager.destroy(record.id)
         await remove_npm_proxy(served.stack.manager.client, sandbox_settings.instance)
-        await remove_volume(served.stack.manager.client, sandbox_settings.npm_cache_volume)
 
 
 async def run_to_end(who: Person, chat_id: str, model: str) -> tuple[dict[str, Any], list[Any]]:

@@ -26,7 +26,6 @@ from app.postgen.template_workspace import read_template_workspace
 from app.projects.workspace_io import read_workspace
 from parser import StreamParser
 from parser.events import FileContent
-from sandbox.containers.provisioning import remove_volume
 from tests.api.harness import Person, add_person, sse_frames
 from tests.api.stack import LiveService, copy_recordings, live_service
 from tests.sandbox.docker_support import (
@@ -88,7 +87,6 @@ async def live(
         for record in await served.stack.manager.list():
             await served.stack.manager.destroy(record.id)
         await remove_npm_proxy(served.stack.manager.client, sandbox_settings.instance)
-        await remove_volume(served.stack.manager.client, sandbox_settings.npm_cache_volume)
 
 
 async def cancelled_at(who: Person, chat_id: str, chars: int) -> tuple[dict[str, Any], list[Any]]:

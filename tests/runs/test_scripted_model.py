@@ -21,7 +21,6 @@ import redis
 from app.config import ServiceSettings
 from app.projects.workspace_io import read_workspace
 from app.runs.worker import default_provider_factory
-from sandbox.containers.provisioning import remove_volume
 from tests.api.harness import Person, add_person
 from tests.api.stack import LiveService, live_service
 from tests.runs.scripted_model import Change, ScriptedModel, serve
@@ -93,7 +92,6 @@ async def live(
         for record in await served.stack.manager.list():
             await served.stack.manager.destroy(record.id)
         await remove_npm_proxy(served.stack.manager.client, sandbox_settings.instance)
-        await remove_volume(served.stack.manager.client, sandbox_settings.npm_cache_volume)
 
 
 async def preview_serves(who: Person, sandbox_id: str, port: int, path: str, text: str) -> bool:

@@ -75,7 +75,7 @@ def test_labels_carry_what_the_reaper_needs() -> None:
 def test_mounts_are_the_own_workspace_and_the_ca_never_a_shared_cache(tmp_path: Path) -> None:
     bundle = tmp_path / "ca.pem"
     bundle.write_text("pem")
-    volumes = _kwargs(SandboxSettings(npm_cache_volume="cache", ca_bundle=bundle))["volumes"]
+    volumes = _kwargs(SandboxSettings(ca_bundle=bundle))["volumes"]
     assert volumes == {
         "kiln-ws-abc123": {"bind": "/workspace", "mode": "rw"},
         str(bundle.resolve()): {"bind": CA_BUNDLE_PATH, "mode": "ro"},
