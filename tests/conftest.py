@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ import pytest
 import redis
 
 from app.parser_choice import activate
+from tests.servers import free_port
 
 # Before any test module imports `parser`: the compiled build when fresh, as kiln itself picks
 # (KILN_PARSER=python or compiled forces one; `make test` runs tests/parser under both). A forced
@@ -32,13 +32,6 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def _answers_as(url: str, pid: int) -> bool:
     """Whether the server at ``url`` is up and is the process ``pid`` (not a stranger)."""
     client = redis.Redis.from_url(url)
@@ -53,7 +46,7 @@ def _answers_as(url: str, pid: int) -> bool:
 def _start_redis(binary: str, folder: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     """One attempt: a redis-server on a fresh port. Returns it once it answers, or after it
     exited (the caller looks at ``poll()``)."""
-    port = _free_port()
+    port = free_port()
     argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly"]
     argv += ["no", "--dir", str(folder), "--logfile", str(log)]
     process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)

@@ -10,7 +10,6 @@ import os
 import queue
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -33,14 +32,6 @@ def kiln_script() -> Path:
         "install kiln into that environment (scripts/setup.sh, or pip install -e .)"
     )
     return script
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def kiln_env(instance: str, recordings: Path, **extra: str) -> dict[str, str]:
