@@ -19,6 +19,10 @@ from tests.servers import free_port
 # `compiled` without a fresh build raises here, so the run fails rather than skips.
 PARSER = activate()
 
+# The served kiln of every end-to-end module (`instance`, `live`); loaded after the parser choice
+# above, as it imports the service.
+pytest_plugins = ["tests.end_to_end"]
+
 REDIS_START_SECONDS = 30.0
 # Picking a free port and handing it to redis-server is a race (something else may bind it in
 # between; redis has no "pick one yourself" for TCP). So a start whose bind fails is retried on
