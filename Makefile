@@ -37,10 +37,13 @@ generate: setup
 parser-compiled:
 	$(PY) scripts/build_parser.py
 
+# The web UI (app/web, plain ES modules) is type-checked and linted by tsc over its JSDoc types
+# (scripts/web-check/tsconfig.json: every .js file there, unused names and missing returns too).
 lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy
+	scripts/web-check/node_modules/.bin/tsc -p scripts/web-check
 
 # The whole suite runs with the compiled parser (KILN_PARSER=compiled in CI, where a missing
 # build fails the run; elsewhere the fresh build if there is one), then the parser's tests and

@@ -52,7 +52,7 @@
     └── ExecReadTimeout [exec_read_timeout]  a command's output stopped coming
 
 Docker, Redis and SQLite exceptions become these where kiln calls them, and nowhere else
-(``raise ... from exc``): sandbox/containers/docker_boundary.py, sandbox/redis_boundary.py,
+(``raise ... from exc``): sandbox/docker_boundary.py, sandbox/redis_boundary.py,
 app/store/db.py, app/providers/http_errors.py. Messages name the offending value
 (``{value!r}``). What a user sees is an ``error`` event with a stable ``code``, a human message
 and a ``severity``. One mechanism gives the code in every tree: the class attribute ``code``,

@@ -341,7 +341,6 @@ async def bench(args: argparse.Namespace) -> None:
         settings = dataclasses.replace(
             base, redis_url=redis_server.url, instance=instance, warm_pool_size=0,
             max_sandboxes=max(args.sandboxes + 1, 1000 if args.admission else 0),
-            npm_cache_volume=f"kiln-npm-cache-{instance}",
         )  # fmt: skip
         manager = await SandboxManager.open(settings)
         try:

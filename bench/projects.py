@@ -205,7 +205,6 @@ async def bench_in(root: Path, instance: str, args: argparse.Namespace) -> None:
         base = SandboxSettings.from_env()
         settings = dataclasses.replace(
             base, redis_url=redis_server.url, instance=instance, warm_pool_size=0,
-            npm_cache_volume=f"kiln-npm-cache-{instance}",
         )  # fmt: skip
         projects = GitProjectStore(root / "projects")
         chat = f"bench-{secrets.token_hex(3)}"

@@ -44,8 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from parser import StreamParser
 from parser.events import Event, FileContent, FileEnd, FileStart
-from sandbox.containers.provisioning import remove_volume
-from sandbox.docker_boundary import call, connect
+from sandbox.docker_boundary import call
 from sandbox.images.templates import WORKSPACE, get_template
 from sandbox.lifecycle.manager import SandboxManager
 from sandbox.settings import SandboxSettings
@@ -296,15 +295,6 @@ async def _destroy_all(manager: SandboxManager) -> None:
         await manager.destroy(record.id)
 
 
-async def remove_npm_cache(settings: SandboxSettings) -> None:
-    """Remove the benchmark's own npm cache volume."""
-    client = await anyio.to_thread.run_sync(connect)
-    try:
-        await remove_volume(client, settings.npm_cache_volume)
-    finally:
-        await call(client.close)
-
-
 def percentile(values: list[float], fraction: float) -> float:
     """The ``fraction`` quantile of ``values`` (nearest rank)."""
     ordered = sorted(values)
@@ -395,13 +385,9 @@ def main() -> None:
         SandboxSettings.from_env(),
         instance=instance,
         warm_pool_size=0,
-        npm_cache_volume=f"kiln-npm-cache-{instance}",  # removed at the end, unlike the shared one
     )
-    try:
-        anyio.run(bench_writes, args, settings)
-        report_acquire(anyio.run(warm_versus_cold, settings, args.samples))
-    finally:
-        anyio.run(remove_npm_cache, settings)
+    anyio.run(bench_writes, args, settings)
+    report_acquire(anyio.run(warm_versus_cold, settings, args.samples))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ import os
 import re
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.config import ServiceSettings
 from app.service.embedded_redis import recorded_url
 from app.store import Store
+from tests.servers import free_port
 
 PER_USER = 20
 LOGIN_LINK = re.compile(r"http://\S+/login\?token=\S+")
@@ -46,14 +46,6 @@ START_LIMIT_SECONDS = 60.0
 WIDTHS = (8, 9, 11, 8, 6, 7)
 SETTLE_SECONDS = 2.0  # after a step: let the server finish its allocations before reading RSS
 TIKTOKEN_CACHE = Path(__file__).resolve().parents[2] / "shared" / "tiktoken-cache"
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def start_serve(folder: Path, port: int) -> subprocess.Popen[str]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 
-MIN_FENCE = 3
 MAX_FENCE_LINE = 256
 
 # Every line that is only a fence (opening or closing), for scanning whole texts line by line.

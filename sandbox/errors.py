@@ -1,5 +1,5 @@
 """The sandbox layer's exceptions. Docker and Redis errors are wrapped at the boundary
-(sandbox/containers/docker_boundary.py, sandbox/redis_boundary.py) into these.
+(sandbox/docker_boundary.py, sandbox/redis_boundary.py) into these.
 
 ``SandboxError`` is its own root (``sandbox`` never imports ``app``); ``SandboxUnavailable`` and
 its subclasses are outages where trying again later may work (a 503, not a 404). The tree is

@@ -123,7 +123,6 @@ class SandboxSettings:
     docker_quick_timeout_seconds: float = 10.0
     docker_change_timeout_seconds: float = 60.0
     output_cap_bytes: int = 256 * 1024
-    npm_cache_volume: str = "kiln-npm-cache"
     # Distinguishes sandboxes of one kiln deployment (or one test session) from another's;
     # from_env() derives it from the data dir unless KILN_INSTANCE is set (see instance_name()).
     instance: str = "default"
@@ -229,7 +228,6 @@ class SandboxSettings:
             warm_pool_templates=read.names("KILN_WARM_POOL_TEMPLATES", d.warm_pool_templates),
             max_lifetime_seconds=read.number("KILN_SANDBOX_MAX_LIFETIME", d.max_lifetime_seconds),
             reap_interval_seconds=read.number("KILN_REAP_INTERVAL", d.reap_interval_seconds),
-            npm_cache_volume=read.text("KILN_NPM_CACHE_VOLUME", d.npm_cache_volume),
             # npm itself spells the second one so.
             npm_registry=read.raw("KILN_NPM_REGISTRY") or read.raw("npm_config_registry"),
             proxy_env=_proxy_env(read.env),

@@ -50,6 +50,18 @@ fi
 # without a C compiler or Python's headers one line says so and the parser stays pure Python.
 .venv/bin/python scripts/build_parser.py --if-possible
 
+# The web UI's type check and lint (`make lint`: tsc --checkJs over app/web, JSDoc types):
+# TypeScript from the npm registry exactly as scripts/web-check/package-lock.json pins it,
+# installed again when the lock changed.
+web_check=scripts/web-check
+web_stamp=$web_check/node_modules/.kiln-installed
+web_wanted=$(sha256sum "$web_check/package-lock.json" | cut -d' ' -f1)
+if [ "$(cat "$web_stamp" 2>/dev/null)" != "$web_wanted" ]; then
+  log "installing the web UI's checker ($web_check/package-lock.json)"
+  (cd "$web_check" && npm ci --no-audit --no-fund --loglevel=error)
+  echo "$web_wanted" >"$web_stamp"
+fi
+
 if ! docker info >/dev/null 2>&1; then
   log "starting dockerd"
   as_root sh -c 'nohup dockerd >/var/log/kiln-dockerd.log 2>&1 &'

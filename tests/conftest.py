@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -13,11 +12,16 @@ import pytest
 import redis
 
 from app.parser_choice import activate
+from tests.servers import free_port
 
 # Before any test module imports `parser`: the compiled build when fresh, as kiln itself picks
 # (KILN_PARSER=python or compiled forces one; `make test` runs tests/parser under both). A forced
 # `compiled` without a fresh build raises here, so the run fails rather than skips.
 PARSER = activate()
+
+# The served kiln of every end-to-end module (`instance`, `live`); loaded after the parser choice
+# above, as it imports the service.
+pytest_plugins = ["tests.end_to_end"]
 
 REDIS_START_SECONDS = 30.0
 # Picking a free port and handing it to redis-server is a race (something else may bind it in
@@ -30,13 +34,6 @@ REDIS_START_ATTEMPTS = 5
 def anyio_backend() -> str:
     """Async tests run on asyncio (the service's loop); trio is not a target."""
     return "asyncio"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _answers_as(url: str, pid: int) -> bool:
@@ -53,7 +50,7 @@ def _answers_as(url: str, pid: int) -> bool:
 def _start_redis(binary: str, folder: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     """One attempt: a redis-server on a fresh port. Returns it once it answers, or after it
     exited (the caller looks at ``poll()``)."""
-    port = _free_port()
+    port = free_port()
     argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly"]
     argv += ["no", "--dir", str(folder), "--logfile", str(log)]
     process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Callable
 from types import TracebackType
 
@@ -13,7 +12,18 @@ from starlette.types import ASGIApp
 from websockets.sync.server import Server, ServerConnection, serve
 from websockets.typing import Subprotocol
 
+from tests.waiting import wait_until
+
 STARTUP_LIMIT_SECONDS = 10.0
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now (someone may take it before the caller
+    binds it: callers that cannot retry pass a :func:`loopback_socket` instead)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def loopback_socket() -> socket.socket:
@@ -92,18 +102,3 @@ class WebSocketThread:
         """Stop serving and wait for the thread."""
         self.server.shutdown()
         self.thread.join(STARTUP_LIMIT_SECONDS)
-
-
-def wait_until(
-    condition: Callable[[], bool],
-    what: str,
-    limit: float = STARTUP_LIMIT_SECONDS,
-    interval: float = 0.01,
-) -> None:
-    """Poll ``condition`` every ``interval`` s until it holds; raise naming ``what`` if it
-    does not within ``limit`` s."""
-    deadline = time.monotonic() + limit
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"gave up waiting for {what}")
-        time.sleep(interval)

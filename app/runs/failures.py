@@ -12,7 +12,7 @@ tasks raise), takes its stable ``code`` (:func:`app.errors.error_code`) and says
 - anything else is a bug: ``internal_error`` and a sentence pointing at the server log.
 
 Docker, Redis and SQLite exceptions are mapped once, where kiln calls them
-(sandbox/containers/docker_boundary.py, sandbox/redis_boundary.py, app/store/db.py): they arrive
+(sandbox/docker_boundary.py, sandbox/redis_boundary.py, app/store/db.py): they arrive
 here as kiln's own, with their code. The one raw error recognised is a full disk (``ENOSPC``):
 any file write can meet it, there is no single boundary for it.
 """

@@ -121,6 +121,23 @@ export const previewLogin = async (sandboxId) =>
  * (a sandbox that is gone is an ApiError with status 404). */
 export const previewState = (sandboxId) => request("GET", `/api/sandboxes/${enc(sandboxId)}/preview`);
 
+const versionsPath = (chatId) => `/api/chats/${enc(chatId)}/versions`;
+
+/** A chat's project versions, newest first. */
+export const listVersions = async (chatId) => (await request("GET", versionsPath(chatId))).versions;
+
+/** What version `version` of a chat changed: `{files: [{path, status, diff}]}`. */
+export const versionDiff = (chatId, version) =>
+  request("GET", `${versionsPath(chatId)}/${enc(version)}/diff`);
+
+/** Record version `version` again as the newest and write it into the chat's sandbox:
+ * `{restored, version}`. */
+export const restoreVersion = (chatId, version) =>
+  request("POST", `${versionsPath(chatId)}/${enc(version)}/restore`);
+
+/** The URL of a version's zip (`latest` works as the version). */
+export const archiveUrl = (chatId, version) => `${versionsPath(chatId)}/${enc(version)}/archive`;
+
 /** The SSE URL of a run's events after sequence number `after`. */
 export const eventsUrl = (runId, after) => `/api/runs/${enc(runId)}/events?after=${after}`;
 

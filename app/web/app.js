@@ -19,7 +19,10 @@ import { PROVIDERS, Settings } from "./settings.js";
 import { renderChatList } from "./sidebar.js";
 import { VersionsPanel } from "./versions.js";
 
-const $ = (id) => document.getElementById(id);
+// The page's elements exist (index.html); the caller's context says which kind each one is.
+const $ = /** @type {<T extends HTMLElement = HTMLElement>(id: string) => T} */ (
+  (id) => document.getElementById(id)
+);
 const TERMINAL = new Set(["completed", "failed", "cancelled"]);
 
 const state = {
@@ -143,7 +146,7 @@ function showSignIn() {
 function wireStatic() {
   $("signin-form").addEventListener("submit", (e) => {
     e.preventDefault();
-    const raw = $("signin-link").value.trim();
+    const raw = /** @type {HTMLInputElement} */ ($("signin-link")).value.trim();
     const token = /[?&]token=([^&#\s]+)/.exec(raw)?.[1] || (/^[\w-]+$/.test(raw) ? raw : null);
     if (!token) {
       $("signin-error").textContent = "That does not look like a kiln sign-in link (it contains “/login?token=”).";
@@ -276,7 +279,7 @@ function followRun(runId, { live, generation }) {
   const view = chat.addRun(runId);
   if (live) startLive(runId, view);
   const stream = new RunStream(runId, {
-    onEvent: (seq, event) => handleEvent(view, event, live),
+    onEvent: (_seq, event) => handleEvent(view, event, live),
     onState: (s) => live && connectionState(s),
   });
   state.streams.add(stream);
@@ -360,8 +363,9 @@ async function previewSandbox(sandboxId, generation) {
 }
 
 function setRunning(running) {
-  $("cancel-button").hidden = !running;
-  $("cancel-button").disabled = false;
+  const cancel = /** @type {HTMLButtonElement} */ ($("cancel-button"));
+  cancel.hidden = !running;
+  cancel.disabled = false;
   composer.setRunning(running);
   previewConsole.setRunning(running);
   document.body.classList.toggle("running", running);
@@ -422,7 +426,7 @@ async function startChat(message, generation) {
 async function cancel() {
   const run = state.activeRun;
   if (!run) return;
-  $("cancel-button").disabled = true;
+  /** @type {HTMLButtonElement} */ ($("cancel-button")).disabled = true;
   run.view.setPending("Cancelling…");
   announce("Cancelling…");
   try {

@@ -100,6 +100,7 @@ export class RunView {
     this.edits = new Map(); // path -> the card of its edit in progress (or last ended)
     this.renderPending = new Set();
     this.finished = false;
+    this.unchanged = false; // the run's session_complete said it recorded no new version
     this.cards = []; // every step, tool and edit card: those still open are closed at the end
     this.starts = 0; // run_started events seen: more than one means a worker took it over
   }

@@ -14,7 +14,8 @@ export class FilesPanel {
     this.sandboxId = null;
     this.reset();
     els.tree.addEventListener("click", (e) => {
-      const button = e.target.closest("button[data-path]");
+      const target = /** @type {Element} */ (e.target);
+      const button = /** @type {HTMLButtonElement | null} */ (target.closest("button[data-path]"));
       if (button) this.select(button.dataset.path, { byUser: true });
     });
   }
@@ -122,6 +123,7 @@ export class FilesPanel {
     else if (jump) pre.scrollTop = 0;
   }
 
+  /** @param {string} path  @returns {HTMLButtonElement | null} */
   buttonFor(path) {
     return this.els.tree.querySelector(`button[data-path="${CSS.escape(path)}"]`);
   }

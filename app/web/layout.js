@@ -5,7 +5,7 @@
 export class Tabs {
   /** @param {HTMLElement} tablist  @param {(name: string) => void} onShow */
   constructor(tablist, onShow) {
-    this.tabs = [...tablist.querySelectorAll('[role="tab"]')];
+    this.tabs = /** @type {HTMLElement[]} */ ([...tablist.querySelectorAll('[role="tab"]')]);
     this.onShow = onShow;
     this.auto = true;
     for (const tab of this.tabs) {
@@ -18,7 +18,7 @@ export class Tabs {
     tablist.addEventListener("keydown", (e) => {
       const step = { ArrowRight: 1, ArrowLeft: -1 }[e.key];
       if (!step) return;
-      const index = this.tabs.indexOf(document.activeElement);
+      const index = this.tabs.indexOf(/** @type {HTMLElement} */ (document.activeElement));
       const next = this.tabs[(index + step + this.tabs.length) % this.tabs.length];
       next.focus();
       next.click();

@@ -21,7 +21,14 @@ export const PROVIDERS = {
 };
 
 export class Settings {
-  /** @param {Record<string, HTMLElement>} els  @param {() => void} onChange */
+  /**
+   * @param {{dialog: HTMLDialogElement, form: HTMLFormElement, provider: HTMLSelectElement,
+   *   modelSelect: HTMLSelectElement, modelInput: HTMLInputElement, modelLabel: HTMLLabelElement,
+   *   keyRow: HTMLElement, keyInput: HTMLInputElement, keyNote: HTMLElement,
+   *   saveKey: HTMLButtonElement, deleteKey: HTMLButtonElement, status: HTMLElement,
+   *   close: HTMLButtonElement, signOut: HTMLButtonElement, signOutEverywhere: HTMLButtonElement}} els
+   * @param {() => void} onChange
+   */
   constructor(els, onChange) {
     this.els = els;
     this.onChange = onChange;

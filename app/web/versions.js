@@ -2,35 +2,9 @@
 // diff, a restore button and a zip download. Restoring records a new version (history only
 // grows) and writes it into the chat's sandbox; the page then refreshes its files and preview.
 
-import { describeApiError } from "./errors.js";
+import { archiveUrl, listVersions, restoreVersion, versionDiff } from "./api.js";
 
-const enc = encodeURIComponent;
 const STATUS_WORDS = { A: "added", M: "changed", D: "removed" };
-
-async function call(method, path) {
-  let response;
-  try {
-    response = await fetch(path, { method, credentials: "same-origin", headers: { Accept: "application/json" } });
-  } catch (exc) {
-    throw new Error(describeApiError(0, "network"));
-  }
-  let data = null;
-  try {
-    data = await response.json();
-  } catch {
-    data = null;
-  }
-  if (!response.ok) {
-    const error = (data && data.error) || {};
-    throw new Error(describeApiError(response.status, error.code || `http_${response.status}`, error.message));
-  }
-  return data;
-}
-
-const base = (chatId) => `/api/chats/${enc(chatId)}/versions`;
-
-/** The URL of a version's zip (`latest` works as the version). */
-export const archiveUrl = (chatId, version) => `${base(chatId)}/${enc(version)}/archive`;
 
 export class VersionsPanel {
   /**
@@ -59,9 +33,9 @@ export class VersionsPanel {
     const chatId = this.chatId;
     if (!chatId) return;
     try {
-      const data = await call("GET", base(chatId));
+      const versions = await listVersions(chatId);
       if (chatId !== this.chatId) return;
-      this.versions = data.versions;
+      this.versions = versions;
       this.render();
     } catch (exc) {
       if (chatId === this.chatId) this.els.status.textContent = exc.message;
@@ -127,7 +101,7 @@ export class VersionsPanel {
     title.textContent = `Changes of version ${version.version} (${version.summary})`;
     diff.replaceChildren();
     try {
-      const data = await call("GET", `${base(this.chatId)}/${version.version}/diff`);
+      const data = await versionDiff(this.chatId, version.version);
       const lines = data.files.flatMap((file) => [
         `# ${file.path} (${STATUS_WORDS[file.status] || file.status})`,
         ...file.diff.replace(/\n$/, "").split("\n"),
@@ -143,7 +117,7 @@ export class VersionsPanel {
     const { status } = this.els;
     status.textContent = `Restoring version ${version.version}…`;
     try {
-      const data = await call("POST", `${base(this.chatId)}/${version.version}/restore`);
+      const data = await restoreVersion(this.chatId, version.version);
       await this.load();
       status.textContent = `Version ${data.restored} restored as version ${data.version.version}.`;
       this.onRestored(data);

@@ -307,11 +307,6 @@ class WriteBuffer:
             cleared = await self._clear_flushed(keys=[*keys, *refresh], args=args)
         return int(cleared)
 
-    async def dirty_count(self) -> int:
-        """How many files wait for a flush."""
-        with redis_errors(f"counting dirty files of sandbox {self.sandbox_id!r}"):
-            return int(await self.client.scard(self.keys.dirty))
-
     async def last_container(self) -> str | None:
         """The id of the container the last flush wrote into, if any."""
         with redis_errors(f"reading the container of sandbox {self.sandbox_id!r}"):

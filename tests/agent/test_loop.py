@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -127,17 +128,27 @@ async def test_a_run_that_recorded_no_new_version_says_it_changed_nothing(
 
 
 async def test_files_reach_the_sandbox_while_the_answer_streams() -> None:
-    """Each file event is handed to the sandbox before the next one is parsed."""
-    workspace, events = FakeWorkspace(), Collector()
+    """Each file event is handed to the sandbox before the next one is parsed: when the loop
+    says a file starts or ends, the sandbox already holds every file event said before it."""
+    workspace = FakeWorkspace()
+    kinds = ("file_start", "file_end")
+    handed_when_said: list[int] = []
+
+    class Watching(Collector):
+        async def __call__(self, event: dict[str, Any]) -> None:
+            await super().__call__(event)
+            if event["type"] in kinds:
+                held = workspace.target_.events if workspace.target_ else []
+                handed_when_said.append(sum(e.type in kinds for e in held))
+
+    events = Watching()
     await run(RECORDINGS / "todo-vite-react.txt", workspace=workspace, emit=events)
     assert workspace.target_ is not None
-    streamed = [e for e in events.events if e["type"] in ("file_start", "file_end")]
-    handled = [
-        e.to_dict() for e in workspace.target_.events if e.type in ("file_start", "file_end")
-    ]
-    assert [{k: v for k, v in e.items() if k != "turn"} for e in streamed] == handled[
-        : len(streamed)
-    ]
+    streamed = [e for e in events.events if e["type"] in kinds]
+    handled = [e.to_dict() for e in workspace.target_.events if e.type in kinds]
+    assert [{k: v for k, v in e.items() if k != "turn"} for e in streamed] == handled
+    assert len(streamed) == 2 * len(TODO_FILES)
+    assert handed_when_said == list(range(len(streamed)))
 
 
 async def test_search_then_build_continues_with_the_search_result() -> None:

@@ -9,25 +9,20 @@ from __future__ import annotations
 
 import random
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import docker
 import httpx
 import pytest
-import redis
 
-from app.config import ServiceSettings
-from sandbox.containers.provisioning import remove_volume
 from tests.api.harness import Person, SseFrame, add_person, sse_frames
-from tests.api.stack import LiveService, copy_recordings, live_service
-from tests.sandbox.docker_support import leftovers_but_claim, remove_npm_proxy, settings_for, sweep
+from tests.api.stack import LiveService
+from tests.end_to_end import EndToEnd
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.slow, pytest.mark.npm]
 
-E2E_REDIS_DB = 4
 SECRET = "end-to-end-secret-0123456789"
 TODO_FILES = {
     "src/store.js",
@@ -38,44 +33,7 @@ TODO_FILES = {
     "README.md",
 }
 CONCURRENT_RUNS = 20
-
-
-@pytest.fixture(scope="module")
-def instance(redis_url: str) -> Iterator[str]:
-    """This module's kiln instance; every Docker object of it must be gone at the end."""
-    name = f"test-api-{secrets.token_hex(3)}"
-    yield name
-    client = docker.from_env()
-    try:
-        left = leftovers_but_claim(client, name)
-        sweep(client, name, e2e_redis_url(redis_url))
-    finally:
-        client.close()
-    assert not left, f"the end-to-end tests left Docker objects behind: {left}"
-
-
-def e2e_redis_url(session_url: str) -> str:
-    return session_url.rsplit("/", 1)[0] + f"/{E2E_REDIS_DB}"
-
-
-@pytest.fixture(scope="module")
-async def live(
-    instance: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[LiveService]:
-    """One served kiln for the module, with room for twenty concurrent runs."""
-    url = e2e_redis_url(redis_url)
-    root = tmp_path_factory.mktemp("e2e")
-    settings = ServiceSettings(root / "data", SECRET, redis_url=url, worker_concurrency=24)
-    sandbox_settings = settings_for(instance, url, warm_pool_size=0)
-    flusher = redis.Redis.from_url(url)
-    flusher.flushdb()  # before any worker creates its consumer group
-    flusher.close()
-    async with live_service(settings, sandbox_settings, copy_recordings(root / "rec")) as served:
-        yield served
-        for record in await served.stack.manager.list():
-            await served.stack.manager.destroy(record.id)
-        await remove_npm_proxy(served.stack.manager.client, sandbox_settings.instance)
-        await remove_volume(served.stack.manager.client, sandbox_settings.npm_cache_volume)
+END_TO_END = EndToEnd("api", 4, SECRET, worker_concurrency=24)  # twenty runs at once
 
 
 def person(live: LiveService, name: str) -> Person:

@@ -12,7 +12,7 @@ embedded one, so every connection on it is kiln's (or this test's one probe).
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,8 +26,10 @@ from app.config import ServiceSettings
 from app.service.embedded_redis import recorded_url
 from app.store import Store
 from tests.api.harness import sse_frames
-from tests.app.kiln_process import LOGIN_LINK, KilnProcess, free_port, hello_recordings, kiln_env
+from tests.app.kiln_process import LOGIN_LINK, KilnProcess, hello_recordings, kiln_env
 from tests.sandbox.docker_support import swept_instance
+from tests.servers import free_port
+from tests.waiting import until
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis, pytest.mark.slow]
 USERS = 25
@@ -145,12 +147,6 @@ def redis_clients(url: str) -> list[dict[str, Any]]:
         probe.close()
 
 
-async def until(done: Callable[[], bool]) -> None:
-    """Until ``done()`` holds (polled; the caller bounds the wait)."""
-    while not done():
-        await anyio.sleep(0.05)
-
-
 @pytest.mark.anyio
 async def test_500_streams_get_every_event_through_one_pub_sub_connection(
     served: Served, tmp_path: Path
@@ -166,8 +162,7 @@ async def test_500_streams_get_every_event_through_one_pub_sub_connection(
             for client, run_id, mine in zip(clients, run_ids, followers, strict=False):
                 for follower in mine:
                     tasks.start_soon(follow, client, run_id, follower, progress)
-            with anyio.fail_after(OPEN_LIMIT_SECONDS):
-                await until(lambda: progress.opened == STREAMS)
+            await until(lambda: progress.opened == STREAMS, "every stream open", OPEN_LIMIT_SECONDS)
             connections = redis_clients(url)
             other = clients[USERS]
             assert (await other.get("/healthz")).json()["ok"] is True
@@ -175,8 +170,8 @@ async def test_500_streams_get_every_event_through_one_pub_sub_connection(
             worker = ["worker", "--data-dir", str(served.data)]
             env = {**served.env, "KILN_WORKER_CONCURRENCY": str(USERS + 1)}
             with KilnProcess(worker, env, tmp_path / "worker.log") as running:
-                with anyio.fail_after(RUNS_LIMIT_SECONDS):
-                    await until(lambda: progress.ended == STREAMS)
+                ended = "every stream ended"
+                await until(lambda: progress.ended == STREAMS, ended, RUNS_LIMIT_SECONDS, 0.05)
                 assert running.process.poll() is None, running.tail()
     finally:
         for client in clients:

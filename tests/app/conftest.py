@@ -38,7 +38,6 @@ def instance(
             "KILN_INSTANCE": name,
             "REDIS_URL": redis_url,
             "KILN_SANDBOX_CA_BUNDLE": str(CA_BUNDLE),
-            "KILN_NPM_CACHE_VOLUME": f"kiln-npm-cache-{name}",
             "KILN_PUBLIC_PORT": PUBLIC_PORT,
             "KILN_WARM_POOL_SIZE": "0",
             "TIKTOKEN_CACHE_DIR": str(TIKTOKEN_CACHE),

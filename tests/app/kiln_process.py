@@ -10,7 +10,6 @@ import os
 import queue
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -35,21 +34,12 @@ def kiln_script() -> Path:
     return script
 
 
-def free_port() -> int:
-    """A loopback port nobody listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def kiln_env(instance: str, recordings: Path, **extra: str) -> dict[str, str]:
     """An environment for a kiln process: its own instance, no keys, no Redis unless given."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "REDIS_URL"}
     env.update(
         KILN_INSTANCE=instance,
         KILN_WARM_POOL_SIZE="0",
-        KILN_NPM_CACHE_VOLUME=f"kiln-npm-cache-{instance}",
         KILN_RECORDINGS_DIR=str(recordings),
         TIKTOKEN_CACHE_DIR=str(TIKTOKEN_CACHE),
         PYTHONUNBUFFERED="1",

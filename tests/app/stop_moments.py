@@ -25,9 +25,10 @@ from pathlib import Path
 import docker
 import httpx
 
-from tests.app.kiln_process import LOGIN_LINK, KilnProcess, free_port, hello_recordings, kiln_env
+from tests.app.kiln_process import LOGIN_LINK, KilnProcess, hello_recordings, kiln_env
 from tests.sandbox.docker_support import leftovers
-from tests.servers import wait_until
+from tests.servers import free_port
+from tests.waiting import wait_until
 
 STOP_LIMIT_SECONDS = 15.0  # KILN_STOP_LIMIT's default: the documented bound of a stop
 EXIT_MARGIN_SECONDS = 5.0  # the interpreter's own teardown after the bound, on a loaded host

@@ -26,10 +26,11 @@ import pytest
 
 from sandbox.containers.npm_proxy import proxy_volume_name
 from sandbox.lifecycle.instance_claim import claim_volume_name
-from tests.app.kiln_process import LOGIN_LINK, KilnProcess, free_port, hello_recordings, kiln_env
+from tests.app.kiln_process import LOGIN_LINK, KilnProcess, hello_recordings, kiln_env
 from tests.app.stop_moments import Moment, StopSequence
 from tests.app.test_serve_command import finish_event, sign_in
 from tests.sandbox.docker_support import DISK_ROOT, leftovers, swept_instance
+from tests.servers import free_port
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis, pytest.mark.npm, pytest.mark.slow]
 EXIT_LIMIT_SECONDS = 10.0

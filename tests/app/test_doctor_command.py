@@ -30,7 +30,8 @@ from app.parser_choice import ParserChoice
 from sandbox.disk_mounts import DEFAULT_DISK_ROOT, usable_root
 from sandbox.lifecycle.host_memory import HostMemory
 from sandbox.settings import SandboxSettings
-from tests.app.kiln_process import TIKTOKEN_CACHE, free_port
+from tests.app.kiln_process import TIKTOKEN_CACHE
+from tests.servers import free_port
 
 pytestmark = [pytest.mark.docker]
 

@@ -26,12 +26,12 @@ from tests.app.kiln_process import (
     LOGIN_LINK,
     STOP_LIMIT_SECONDS,
     KilnProcess,
-    free_port,
     hello_recordings,
     kiln_env,
 )
 from tests.sandbox.docker_support import leftovers, sweep
-from tests.servers import wait_until
+from tests.servers import free_port
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis]
 CREATED = re.compile(r"created user 'local'")

@@ -13,8 +13,9 @@ import pytest
 
 from app.cli import main
 from app.cli.worker_command import worker_settings
-from tests.app.kiln_process import LOGIN_LINK, KilnProcess, free_port, hello_recordings, kiln_env
+from tests.app.kiln_process import LOGIN_LINK, KilnProcess, hello_recordings, kiln_env
 from tests.sandbox.docker_support import swept_instance
+from tests.servers import free_port
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis]
 READY = re.compile(r"worker\(s\) consuming the run queue")

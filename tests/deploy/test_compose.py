@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import secrets
 import shlex
-import socket
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -36,6 +35,7 @@ from sandbox.images.builder import ImageBuilder
 from sandbox.images.docker_build import BuildResult
 from sandbox.images.settings import ImageBuildSettings
 from sandbox.settings import LABEL
+from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "compose.yaml"
@@ -45,13 +45,6 @@ PROJECT_LABEL = "com.docker.compose.project"
 DEMO = "todo-app"
 STARTUP_TIMEOUT = 180.0  # guards against hanging, not speed requirements
 RUN_READ_TIMEOUT = 120.0
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @dataclass(frozen=True)
@@ -156,14 +149,13 @@ def stack(
     token = secrets.token_hex(4)
     instance = f"compose-{token}"
     env_file = tmp_path_factory.mktemp("compose") / "kiln.env"
-    created = Stack(f"kilntest{token}", instance, _free_port(), _free_port(), env_file)
+    created = Stack(f"kilntest{token}", instance, free_port(), free_port(), env_file)
     settings = {
         "KILN_INSTANCE": instance,
         "KILN_PORT": created.api_port,
         "KILN_REDIS_PORT": created.redis_port,
         "KILN_HOST": "127.0.0.1",
         "KILN_WARM_POOL_SIZE": 0,
-        "KILN_NPM_CACHE_VOLUME": f"kiln-npm-cache-{instance}",
         "KILN_WORKER_CONCURRENCY": 1,
     }
     env_file.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))

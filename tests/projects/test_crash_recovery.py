@@ -102,7 +102,6 @@ def start_worker(
         "REDIS_URL": str(settings.redis_url),
         "KILN_RUN_CLAIM_IDLE": "1",
         "KILN_INSTANCE": instance,
-        "KILN_NPM_CACHE_VOLUME": f"kiln-npm-cache-{instance}",
         "KILN_WARM_POOL_SIZE": "0",
         "KILN_SANDBOX_CA_BUNDLE": str(CA_BUNDLE),
         "PYTHONPATH": str(REPO),

@@ -13,27 +13,21 @@ from __future__ import annotations
 import secrets
 import statistics
 import time
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
-import docker
 import pytest
-import redis
 
-from app.config import ServiceSettings
 from app.projects.workspace_io import SANDBOX_USER, read_workspace
 from sandbox import call
-from sandbox.containers.provisioning import remove_volume
 from tests.api.harness import Person, SseFrame, add_person, sse_frames
-from tests.api.stack import SLOW_PREFIX, LiveService, copy_recordings, live_service
+from tests.api.stack import SLOW_PREFIX, LiveService
+from tests.end_to_end import EndToEnd
 from tests.projects.test_restore_end_to_end import run_to_end
-from tests.sandbox.docker_support import leftovers_but_claim, remove_npm_proxy, settings_for, sweep
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.slow, pytest.mark.npm]
 
-HUGE_REDIS_DB = 15  # others: sandbox 0, api 3, end-to-end 4, runs 7, web 9, projects 11-14
 SECRET = "huge-workspace-secret-0123456789"
 FOOTER = "export default function Footer() {\n  return <footer>kiln</footer>;\n}\n"
 SANDBOX = '<edward_sandbox project="todo-app" base="vite-react">'
@@ -47,47 +41,7 @@ RECORDINGS = {
 }
 RESTORES = 20
 HEALTH_EVERY_SECONDS = 0.1
-
-
-@pytest.fixture(scope="module")
-def instance(redis_url: str) -> Iterator[str]:
-    """This module's kiln instance; every Docker object of it must be gone at the end."""
-    name = f"test-huge-{secrets.token_hex(3)}"
-    yield name
-    client = docker.from_env()
-    try:
-        left = leftovers_but_claim(client, name)
-        sweep(client, name, huge_redis_url(redis_url))
-    finally:
-        client.close()
-    assert not left, f"the huge-workspace tests left Docker objects behind: {left}"
-
-
-def huge_redis_url(session_url: str) -> str:
-    return session_url.rsplit("/", 1)[0] + f"/{HUGE_REDIS_DB}"
-
-
-@pytest.fixture(scope="module")
-async def live(
-    instance: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[LiveService]:
-    """One served kiln with two workers (Alice's and Bob's runs at once)."""
-    url = huge_redis_url(redis_url)
-    root = tmp_path_factory.mktemp("huge")
-    settings = ServiceSettings(root / "data", SECRET, redis_url=url)
-    sandbox_settings = settings_for(instance, url, warm_pool_size=0)
-    flusher = redis.Redis.from_url(url)
-    flusher.flushdb()
-    flusher.close()
-    recordings = copy_recordings(root / "rec")
-    for name, text in RECORDINGS.items():
-        (recordings / f"{name}.txt").write_text(text)
-    async with live_service(settings, sandbox_settings, recordings, workers=2) as served:
-        yield served
-        for record in await served.stack.manager.list():
-            await served.stack.manager.destroy(record.id)
-        await remove_npm_proxy(served.stack.manager.client, sandbox_settings.instance)
-        await remove_volume(served.stack.manager.client, sandbox_settings.npm_cache_volume)
+END_TO_END = EndToEnd("huge", 10, SECRET, RECORDINGS, workers=2)  # Alice's and Bob's runs at once
 
 
 async def fill(live: LiveService, sandbox_id: str) -> None:

@@ -21,7 +21,8 @@ import ipaddress
 import re
 import secrets
 import zipfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -33,15 +34,13 @@ from app.projects.store import VersionInfo
 from sandbox.containers.hardening import CA_BUNDLE_PATH
 from sandbox.containers.networks import BRIDGE_NAME_OPTION
 from sandbox.settings import SandboxSettings
+from tests.api.harness import Person, add_person
 from tests.api.stack import LiveService
-from tests.projects.test_restore_end_to_end import (  # noqa: F401 (the shared fixtures)
-    Story,
+from tests.projects.test_restore_end_to_end import (
+    END_TO_END,  # noqa: F401 (the same served kiln and recordings)
     as_tar,
-    instance,
-    live,
     project_files,
     run_to_end,
-    story,
 )
 from tests.sandbox.docker_support import CA_BUNDLE
 
@@ -61,8 +60,29 @@ def gateway(client: docker.DockerClient, network: str) -> str:
     return str(config["Gateway"])
 
 
+@dataclass
+class TodoChat:
+    """Alice's chat after the demo todo app was built in it (its lock names zustand)."""
+
+    alice: Person
+    chat_id: str
+
+
+@pytest.fixture(scope="module")
+async def todo_chat(live: LiveService) -> AsyncIterator[TodoChat]:
+    """One run, the demo app: all these tests need is a chat whose latest version has a lock
+    (test_restore_end_to_end's three-run story would cost two more runs and a restore)."""
+    alice = add_person(live.stack.store, f"alice-{secrets.token_hex(3)}", live.url)
+    chat = await alice.client.post("/api/chats", json={"title": "todos"})
+    chat_id = chat.json()["chat"]["id"]
+    run, _ = await run_to_end(alice, chat_id, "todo")
+    assert run["status"] == "completed", run
+    yield TodoChat(alice, chat_id)
+    await alice.client.aclose()
+
+
 @pytest.fixture
-def outside_network(instance: str) -> Iterator[str]:  # noqa: F811
+def outside_network(instance: str) -> Iterator[str]:
     """A network of this test's own with a ``kiln…`` bridge and an uplink; removed after."""
     client = docker.from_env()
     name = f"{instance}-outside"
@@ -115,11 +135,13 @@ def probe(url: str) -> str:
 
 
 async def test_the_zip_builds_where_kilns_proxy_cannot_be_reached(
-    story: Story,  # noqa: F811
-    live: LiveService,  # noqa: F811
+    todo_chat: TodoChat,
+    live: LiveService,
     outside_network: str,
 ) -> None:
-    answer = await story.alice.client.get(f"/api/chats/{story.chat_id}/versions/latest/archive")
+    answer = await todo_chat.alice.client.get(
+        f"/api/chats/{todo_chat.chat_id}/versions/latest/archive"
+    )
     assert answer.status_code == 200, answer.text
     with zipfile.ZipFile(io.BytesIO(answer.content)) as archive:
         files = {n: archive.read(n) for n in archive.namelist() if not n.endswith("/")}
@@ -157,19 +179,19 @@ def private_lock(lock: bytes, origin: str) -> bytes:
 
 
 async def test_a_restore_on_a_network_made_again_on_another_subnet_installs(
-    story: Story,  # noqa: F811
-    live: LiveService,  # noqa: F811
+    todo_chat: TodoChat,
+    live: LiveService,
 ) -> None:
     manager, projects = live.stack.manager, live.stack.projects
     settings: SandboxSettings = manager.settings
     client = docker.from_env()
     try:
         old = client.networks.get(settings.network).attrs["IPAM"]["Config"][0]
-        latest = project_files(live, story.chat_id, "latest")
+        latest = project_files(live, todo_chat.chat_id, "latest")
         private = f"http://{old['Gateway']}:{settings.npm_proxy_port}"
         files = {**latest, "package-lock.json": private_lock(latest["package-lock.json"], private)}
         note = VersionInfo(note="a lock written before issue 24")
-        await anyio.to_thread.run_sync(projects.commit, story.chat_id, files, note)
+        await anyio.to_thread.run_sync(projects.commit, todo_chat.chat_id, files, note)
         report = await manager.park()
         assert settings.network in report.networks_removed, report
         # Docker would hand the freed subnet out again: hold it so the network moves.
@@ -184,7 +206,7 @@ async def test_a_restore_on_a_network_made_again_on_another_subnet_installs(
         try:
             for record in await manager.list():
                 await manager.destroy(record.id)
-            run, events = await run_to_end(story.alice, story.chat_id, "readme")
+            run, events = await run_to_end(todo_chat.alice, todo_chat.chat_id, "readme")
         finally:
             holder.remove()
         new = client.networks.get(settings.network).attrs["IPAM"]["Config"][0]
@@ -201,5 +223,5 @@ async def test_a_restore_on_a_network_made_again_on_another_subnet_installs(
     origins = resolved_origins(result.output)
     assert origins == {"https://registry.npmjs.org"}, origins
     assert not any(is_private_origin(origin) for origin in origins)
-    recorded = project_files(live, story.chat_id, "latest")["package-lock.json"]
+    recorded = project_files(live, todo_chat.chat_id, "latest")["package-lock.json"]
     assert resolved_origins(recorded) == {"https://registry.npmjs.org"}

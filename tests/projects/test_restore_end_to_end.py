@@ -15,35 +15,28 @@ import json
 import secrets
 import tarfile
 import zipfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import docker
 import pytest
-import redis
 
-from app.config import ServiceSettings
 from app.projects.store import VersionInfo
 from app.projects.workspace_io import read_workspace
 from sandbox import call
 from sandbox.containers.hardening import CA_BUNDLE_PATH, sandbox_environment
-from sandbox.containers.provisioning import remove_volume
 from sandbox.settings import SandboxSettings
 from tests.api.harness import Person, SseFrame, add_person, sse_frames
-from tests.api.stack import LiveService, copy_recordings, live_service
+from tests.api.stack import LiveService
+from tests.end_to_end import EndToEnd
 from tests.sandbox.docker_support import (
     CA_BUNDLE,
-    leftovers_but_claim,
-    remove_npm_proxy,
-    settings_for,
-    sweep,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.slow, pytest.mark.npm]
 
-PROJECTS_REDIS_DB = 11  # others: sandbox 0, api 3, end-to-end 4, runs 7, web 9
 SECRET = "projects-end-to-end-secret-0123"
 FOOTER = "export default function Footer() {\n  return <footer>Made with kiln</footer>;\n}\n"
 README = "# Todos\n\nA todo app, now with a footer.\n"
@@ -55,47 +48,7 @@ RECORDINGS = {
     f'\n<file path="README.md">\n{README}</file>\n</edward_sandbox>\n</Response>\n'
     "<edward_done />\n",
 }
-
-
-@pytest.fixture(scope="module")
-def instance(redis_url: str) -> Iterator[str]:
-    """This module's kiln instance; every Docker object of it must be gone at the end."""
-    name = f"test-projects-{secrets.token_hex(3)}"
-    yield name
-    client = docker.from_env()
-    try:
-        left = leftovers_but_claim(client, name)
-        sweep(client, name, projects_redis_url(redis_url))
-    finally:
-        client.close()
-    assert not left, f"the projects tests left Docker objects behind: {left}"
-
-
-def projects_redis_url(session_url: str) -> str:
-    return session_url.rsplit("/", 1)[0] + f"/{PROJECTS_REDIS_DB}"
-
-
-@pytest.fixture(scope="module")
-async def live(
-    instance: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[LiveService]:
-    """One served kiln for the module."""
-    url = projects_redis_url(redis_url)
-    root = tmp_path_factory.mktemp("projects")
-    settings = ServiceSettings(root / "data", SECRET, redis_url=url)
-    sandbox_settings = settings_for(instance, url, warm_pool_size=0)
-    flusher = redis.Redis.from_url(url)
-    flusher.flushdb()
-    flusher.close()
-    recordings = copy_recordings(root / "rec")
-    for name, text in RECORDINGS.items():
-        (recordings / f"{name}.txt").write_text(text)
-    async with live_service(settings, sandbox_settings, recordings) as served:
-        yield served
-        for record in await served.stack.manager.list():
-            await served.stack.manager.destroy(record.id)
-        await remove_npm_proxy(served.stack.manager.client, sandbox_settings.instance)
-        await remove_volume(served.stack.manager.client, sandbox_settings.npm_cache_volume)
+END_TO_END = EndToEnd("projects", 11, SECRET, RECORDINGS)
 
 
 async def run_to_end(who: Person, chat_id: str, model: str) -> tuple[dict[str, Any], list[Any]]:

@@ -11,42 +11,27 @@ unfinished is left at its place.
 from __future__ import annotations
 
 import secrets
-import shutil
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
-import docker
 import pytest
-import redis
 
-from app.config import ServiceSettings
 from app.postgen.template_workspace import read_template_workspace
 from app.projects.workspace_io import read_workspace
 from parser import StreamParser
 from parser.events import FileContent
-from sandbox.containers.provisioning import remove_volume
 from tests.api.harness import Person, add_person, sse_frames
-from tests.api.stack import LiveService, copy_recordings, live_service
-from tests.sandbox.docker_support import (
-    leftovers_but_claim,
-    remove_npm_proxy,
-    settings_for,
-    sweep,
-)
+from tests.api.stack import LiveService
+from tests.end_to_end import EndToEnd
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.slow, pytest.mark.npm]
 
 # others: sandbox 0, api 3, end-to-end 4, runs 7, web 9, projects 11, 12, 13, 14
-CANCEL_REDIS_DB = 15
 SECRET = "cancel-end-to-end-secret-0123456"
 DEMO = Path(__file__).resolve().parents[2] / "app" / "demos" / "todo-app.txt"
 MOMENTS = [0.05 + 0.1 * index for index in range(10)]  # shares of the answer's file text
-
-
-def cancel_redis_url(session_url: str) -> str:
-    return session_url.rsplit("/", 1)[0] + f"/{CANCEL_REDIS_DB}"
+END_TO_END = EndToEnd("cancel", 15, SECRET, {"slow-demo": DEMO.read_text()})
 
 
 def demo_file_chars() -> int:
@@ -54,41 +39,6 @@ def demo_file_chars() -> int:
     parser = StreamParser()
     events = [*parser.feed(DEMO.read_text()), *parser.close()]
     return sum(len(event.content) for event in events if isinstance(event, FileContent))
-
-
-@pytest.fixture(scope="module")
-def instance(redis_url: str) -> Iterator[str]:
-    """This module's kiln instance; every Docker object of it must be gone at the end."""
-    name = f"test-cancel-{secrets.token_hex(3)}"
-    yield name
-    client = docker.from_env()
-    try:
-        left = leftovers_but_claim(client, name)
-        sweep(client, name, cancel_redis_url(redis_url))
-    finally:
-        client.close()
-    assert not left, f"the cancel tests left Docker objects behind: {left}"
-
-
-@pytest.fixture(scope="module")
-async def live(
-    instance: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[LiveService]:
-    url = cancel_redis_url(redis_url)
-    root = tmp_path_factory.mktemp("cancel")
-    settings = ServiceSettings(root / "data", SECRET, redis_url=url)
-    sandbox_settings = settings_for(instance, url, warm_pool_size=0)
-    flusher = redis.Redis.from_url(url)
-    flusher.flushdb()
-    flusher.close()
-    recordings = copy_recordings(root / "rec")
-    shutil.copy(DEMO, recordings / "slow-demo.txt")
-    async with live_service(settings, sandbox_settings, recordings) as served:
-        yield served
-        for record in await served.stack.manager.list():
-            await served.stack.manager.destroy(record.id)
-        await remove_npm_proxy(served.stack.manager.client, sandbox_settings.instance)
-        await remove_volume(served.stack.manager.client, sandbox_settings.npm_cache_volume)
 
 
 async def cancelled_at(who: Person, chat_id: str, chars: int) -> tuple[dict[str, Any], list[Any]]:

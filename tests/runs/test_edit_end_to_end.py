@@ -9,24 +9,18 @@ project stays byte for byte what the first run left.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
-import docker
 import pytest
-import redis
 
-from app.config import ServiceSettings
 from app.projects.workspace_io import read_workspace
-from sandbox.containers.provisioning import remove_volume
 from tests.api.harness import Person, SseFrame, add_person, sse_frames
-from tests.api.stack import LiveService, copy_recordings, live_service
-from tests.sandbox.docker_support import leftovers_but_claim, remove_npm_proxy, settings_for, sweep
+from tests.api.stack import LiveService
+from tests.end_to_end import EndToEnd
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.slow, pytest.mark.npm]
 
-EDITS_REDIS_DB = 12  # others: sandbox 0, api 3, end-to-end 4, runs 7, web 9, projects 11
 SECRET = "edits-end-to-end-secret-01234567"
 OLD_LINE, NEW_LINE = "      <h1>Todos</h1>\n", "      <h1>My todos</h1>\n"
 RENAME = (
@@ -35,45 +29,7 @@ RENAME = (
     f"<<<<<<< SEARCH\n{OLD_LINE}=======\n{NEW_LINE}>>>>>>> REPLACE\n</edward_edit>\n"
     "</edward_sandbox>\n</Response>\n<edward_done />\n"
 )
-
-
-def edits_redis_url(session_url: str) -> str:
-    return session_url.rsplit("/", 1)[0] + f"/{EDITS_REDIS_DB}"
-
-
-@pytest.fixture(scope="module")
-def instance(redis_url: str) -> Iterator[str]:
-    """This module's kiln instance; every Docker object of it must be gone at the end."""
-    name = f"test-edits-{secrets.token_hex(3)}"
-    yield name
-    client = docker.from_env()
-    try:
-        left = leftovers_but_claim(client, name)
-        sweep(client, name, edits_redis_url(redis_url))
-    finally:
-        client.close()
-    assert not left, f"the edit tests left Docker objects behind: {left}"
-
-
-@pytest.fixture(scope="module")
-async def live(
-    instance: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[LiveService]:
-    url = edits_redis_url(redis_url)
-    root = tmp_path_factory.mktemp("edits")
-    settings = ServiceSettings(root / "data", SECRET, redis_url=url)
-    sandbox_settings = settings_for(instance, url, warm_pool_size=0)
-    flusher = redis.Redis.from_url(url)
-    flusher.flushdb()
-    flusher.close()
-    recordings = copy_recordings(root / "rec")
-    (recordings / "rename.txt").write_text(RENAME)
-    async with live_service(settings, sandbox_settings, recordings) as served:
-        yield served
-        for record in await served.stack.manager.list():
-            await served.stack.manager.destroy(record.id)
-        await remove_npm_proxy(served.stack.manager.client, sandbox_settings.instance)
-        await remove_volume(served.stack.manager.client, sandbox_settings.npm_cache_volume)
+END_TO_END = EndToEnd("edits", 12, SECRET, {"rename": RENAME})
 
 
 async def run_to_end(

@@ -14,23 +14,19 @@ import secrets
 from collections.abc import AsyncIterator, Iterator
 
 import anyio
-import docker
 import pytest
-import redis
 
 from app.config import ServiceSettings
 from app.projects.workspace_io import read_workspace
 from app.runs.worker import default_provider_factory
-from sandbox.containers.provisioning import remove_volume
 from tests.api.harness import Person, add_person
-from tests.api.stack import LiveService, live_service
+from tests.api.stack import LiveService
+from tests.end_to_end import EndToEnd, serve_end_to_end
 from tests.runs.scripted_model import Change, ScriptedModel, serve
 from tests.runs.test_edit_end_to_end import run_to_end
-from tests.sandbox.docker_support import leftovers_but_claim, remove_npm_proxy, settings_for, sweep
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.slow, pytest.mark.npm]
 
-SCRIPTED_REDIS_DB = 13  # others: sandbox 0, api 3, end-to-end 4, runs 7, web 9, projects 11, 12
 SECRET = "scripted-model-secret-0123456789"
 MODEL = "scripted-coder"
 PROVIDER = "openai-compatible"
@@ -41,24 +37,7 @@ RENAME = Change(
     new="      <h1>My scripted todos</h1>\n",
 )
 PREVIEW_LIMIT_SECONDS = 120
-
-
-def scripted_redis_url(session_url: str) -> str:
-    return session_url.rsplit("/", 1)[0] + f"/{SCRIPTED_REDIS_DB}"
-
-
-@pytest.fixture(scope="module")
-def instance(redis_url: str) -> Iterator[str]:
-    """This module's kiln instance; every Docker object of it must be gone at the end."""
-    name = f"test-scripted-{secrets.token_hex(3)}"
-    yield name
-    client = docker.from_env()
-    try:
-        left = leftovers_but_claim(client, name)
-        sweep(client, name, scripted_redis_url(redis_url))
-    finally:
-        client.close()
-    assert not left, f"the scripted-model tests left Docker objects behind: {left}"
+END_TO_END = EndToEnd("scripted", 13, SECRET)
 
 
 @pytest.fixture(scope="module")
@@ -77,23 +56,14 @@ async def live(
     model: ScriptedModel,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[LiveService]:
-    url = scripted_redis_url(redis_url)
-    root = tmp_path_factory.mktemp("scripted")
-    settings = ServiceSettings(root / "data", SECRET, redis_url=url)
-    sandbox_settings = settings_for(instance, url, warm_pool_size=0)
-    flusher = redis.Redis.from_url(url)
-    flusher.flushdb()
-    flusher.close()
+    """The module's kiln, its runs answered by the scripted model (not replayed)."""
     env = {"KILN_OPENAI_COMPATIBLE_BASE_URL": model.url, "KILN_OPENAI_COMPATIBLE_MODEL": MODEL}
+    root = tmp_path_factory.mktemp(END_TO_END.name)
     providers = default_provider_factory(env)
-    async with live_service(
-        settings, sandbox_settings, root / "rec", providers=providers, provider_env=env
+    async with serve_end_to_end(
+        END_TO_END, instance, redis_url, root, providers=providers, provider_env=env
     ) as served:
         yield served
-        for record in await served.stack.manager.list():
-            await served.stack.manager.destroy(record.id)
-        await remove_npm_proxy(served.stack.manager.client, sandbox_settings.instance)
-        await remove_volume(served.stack.manager.client, sandbox_settings.npm_cache_volume)
 
 
 async def preview_serves(who: Person, sandbox_id: str, port: int, path: str, text: str) -> bool:

@@ -33,7 +33,6 @@ from app.runs.service import RunService
 from app.runs.stale import StaleRunReaper
 from app.runs.worker import Worker, default_provider_factory, sandbox_workspaces
 from app.store import Run, Store
-from sandbox.containers.provisioning import remove_volume
 from sandbox.docker_boundary import call, run_wrapped
 from sandbox.errors import ImageMissing, SandboxCapacity, SandboxError
 from sandbox.images.templates import WORKSPACE
@@ -426,7 +425,6 @@ async def sandbox_manager(redis_url: str) -> AsyncIterator[SandboxManager]:
         for record in await opened.list():
             await opened.destroy(record.id)
         await remove_npm_proxy(opened.client, opened.settings.instance)
-        await remove_volume(opened.client, opened.settings.npm_cache_volume)
     finally:
         await opened.aclose()
         left = leftovers(docker_client, instance)

@@ -82,7 +82,6 @@ async def _remove_shared(opened: SandboxManager) -> None:
     await remove_network(opened.client, opened.settings.network)
     await remove_proxy(opened.client, opened.settings.instance)
     await remove_volume(opened.client, proxy_volume_name(opened.settings.instance))
-    await remove_volume(opened.client, opened.settings.npm_cache_volume)
 
 
 @pytest.fixture

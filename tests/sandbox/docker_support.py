@@ -64,7 +64,6 @@ def settings_for(instance: str, redis_url: str, **overrides: object) -> SandboxS
         redis_url=redis_url,
         instance=instance,
         ca_bundle=CA_BUNDLE,
-        npm_cache_volume=f"kiln-npm-cache-{instance}",
         warm_pool_size=0,
         warm_pool_templates=(POOL_TEMPLATE,),
         mem_limit="768m",

@@ -37,7 +37,6 @@ def test_the_environment_sets_pool_networks_cache_registry_and_proxies(
     monkeypatch.setenv("KILN_SANDBOX_MAX_LIFETIME", "7200")
     monkeypatch.setenv("KILN_REAP_INTERVAL", "15")
     monkeypatch.setenv("KILN_NPM_PROXY_PORT", "4999")
-    monkeypatch.setenv("KILN_NPM_CACHE_VOLUME", "cache-x")
     monkeypatch.setenv("npm_config_registry", "https://npm.internal/")
     monkeypatch.setenv("https_proxy", "http://proxy:3128")
     monkeypatch.setenv("NO_PROXY", "localhost")
@@ -47,7 +46,7 @@ def test_the_environment_sets_pool_networks_cache_registry_and_proxies(
     assert settings.warm_pool_templates == ("vanilla", "vite-react")
     assert settings.warm_pool_size == 3
     assert (settings.max_lifetime_seconds, settings.reap_interval_seconds) == (7200.0, 15.0)
-    assert (settings.npm_proxy_port, settings.npm_cache_volume) == (4999, "cache-x")
+    assert settings.npm_proxy_port == 4999
     assert settings.npm_registry == "https://npm.internal/"
     assert settings.proxy_env["HTTPS_PROXY"] == "http://proxy:3128"
     assert settings.proxy_env["NO_PROXY"] == "localhost"

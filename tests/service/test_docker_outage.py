@@ -27,8 +27,9 @@ import httpx
 import pytest
 
 from app.api.health import CHECK_TIMEOUT_SECONDS
-from tests.app.kiln_process import LOGIN_LINK, KilnProcess, free_port, hello_recordings, kiln_env
+from tests.app.kiln_process import LOGIN_LINK, KilnProcess, hello_recordings, kiln_env
 from tests.sandbox.docker_support import swept_instance
+from tests.servers import free_port
 from tests.service.docker_relay import DockerRelay, Mode
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis, pytest.mark.npm, pytest.mark.slow]

@@ -72,15 +72,42 @@ def test_labels_carry_what_the_reaper_needs() -> None:
     }
 
 
-def test_mounts_are_the_own_workspace_and_the_ca_never_a_shared_cache(tmp_path: Path) -> None:
+def test_mounts_are_the_own_workspace_and_the_ca(tmp_path: Path) -> None:
     bundle = tmp_path / "ca.pem"
     bundle.write_text("pem")
-    volumes = _kwargs(SandboxSettings(npm_cache_volume="cache", ca_bundle=bundle))["volumes"]
+    volumes = _kwargs(SandboxSettings(ca_bundle=bundle))["volumes"]
     assert volumes == {
         "kiln-ws-abc123": {"bind": "/workspace", "mode": "rw"},
         str(bundle.resolve()): {"bind": CA_BUNDLE_PATH, "mode": "ro"},
     }
-    assert not any("docker.sock" in source for source in volumes)
+
+
+@pytest.mark.parametrize(
+    "quota", [pytest.param(False, id="volume"), pytest.param(True, id="quota")]
+)
+def test_two_sandboxes_share_no_writable_mount(tmp_path: Path, quota: bool) -> None:
+    """One sandbox can never write where another reads (a shared npm cache was such a place):
+    every read-write source is the sandbox's own; only read-only ones (the CA) are shared."""
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("pem")
+    settings = SandboxSettings(ca_bundle=bundle, disk_root=Path("/q"), instance="inst")
+    disk = SandboxDisk(Path("/q"), "inst", 2**30) if quota else None
+
+    def writable(sandbox_id: str) -> set[str]:
+        volumes = container_run_kwargs(
+            settings,
+            get_template("vite-react"),
+            sandbox_id,
+            volume=f"kiln-ws-{sandbox_id}",
+            network="kiln-net",
+            created=1000.0,
+            disk=disk,
+        )["volumes"]
+        return {source for source, mount in volumes.items() if mount["mode"] != "ro"}
+
+    first, second = writable("abc123"), writable("def456")
+    assert len(first) == (4 if quota else 1)
+    assert first.isdisjoint(second)
 
 
 def test_without_a_ca_bundle_nothing_is_mounted_or_exported_for_it() -> None:
@@ -123,7 +150,8 @@ def test_the_hosts_proxy_variables_stay_out_of_the_sandbox() -> None:
     secret = "http://user:secret@proxy:3128"
     settings = SandboxSettings(proxy_env={"HTTPS_PROXY": secret, "HTTP_PROXY": secret})
     env = sandbox_environment(settings)
-    assert not [name for name, value in env.items() if "secret" in value or "proxy" in name]
+    # Names in any case: HTTPS_PROXY and https_proxy both reach npm and node.
+    assert not [name for name, value in env.items() if "secret" in value or "proxy" in name.lower()]
 
 
 def test_with_a_disk_quota_the_root_is_read_only_and_home_and_tmp_are_the_sandboxs_own() -> None:

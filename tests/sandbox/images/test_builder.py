@@ -31,6 +31,7 @@ from sandbox.images.settings import ImageBuildSettings
 from sandbox.images.templates import SANDBOX_UID, TEMPLATES, WORKSPACE, Template
 from sandbox.settings import LABEL
 from tests.sandbox.conftest import TestInstances
+from tests.waiting import until
 
 IMAGES_DIR = Path(__file__).resolve().parents[3] / "images"
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -57,11 +58,6 @@ def test_the_registry_and_the_base_are_build_inputs() -> None:
     assert len(digests) == 3
 
 
-async def _until(condition: Callable[[], bool]) -> None:
-    while not condition():
-        await anyio.sleep(0.01)
-
-
 @pytest.mark.anyio
 async def test_concurrent_builds_take_turns(tmp_path: Path) -> None:
     lock, lines, order = tmp_path / "build.lock", list[str](), list[str]()
@@ -79,9 +75,9 @@ async def test_concurrent_builds_take_turns(tmp_path: Path) -> None:
 
     async with anyio.create_task_group() as group:
         group.start_soon(first)
-        await _until(lambda: bool(order))
+        await until(lambda: bool(order), "the first build to hold the lock")
         group.start_soon(second)
-        await _until(lambda: bool(lines))
+        await until(lambda: bool(lines), "the second build to say it waits")
         release.set()
     assert order == ["first in", "first out", "second in"]
     assert lines == ["waiting for another `kiln images build` to finish"]

@@ -18,7 +18,7 @@ from docker.models.containers import Container
 from sandbox.images.templates import get_template
 from sandbox.settings import LABEL
 from tests.sandbox.docker_support import TestInstances
-from tests.servers import wait_until
+from tests.waiting import wait_until
 
 TEMPLATE = get_template("vite-react")
 LIMIT_SECONDS = 60.0

@@ -28,7 +28,7 @@ from sandbox.images.templates import get_template
 from sandbox.lifecycle.manager import Sandbox, SandboxManager
 from sandbox.settings import LABEL
 from tests.sandbox.docker_support import TestInstances
-from tests.servers import wait_until
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 

@@ -14,8 +14,9 @@ import docker
 import pytest
 
 from sandbox.lifecycle.instance_claim import DATA_DIR_LABEL, claim_volume_name
-from tests.app.kiln_process import LOGIN_LINK, KilnProcess, free_port, hello_recordings, kiln_env
+from tests.app.kiln_process import LOGIN_LINK, KilnProcess, hello_recordings, kiln_env
 from tests.sandbox.docker_support import swept_instance
+from tests.servers import free_port
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis]
 START_LIMIT_SECONDS = 120.0

@@ -23,6 +23,7 @@ from sandbox.lifecycle.pool_report import describe_pool, pool_key
 from sandbox.lifecycle.registry import SandboxRecord
 from sandbox.settings import LABEL, SandboxSettings
 from tests.sandbox.docker_support import TestInstances, manager_on, settings_for
+from tests.waiting import until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 
@@ -179,9 +180,10 @@ async def test_a_warm_acquire_hands_out_a_running_dev_server_and_the_pool_refill
 
 
 async def _until_pool_has_one(manager: SandboxManager) -> None:
-    with anyio.fail_after(120):
-        while manager.pool.available("vanilla") < 1:
-            await anyio.sleep(0.2)
+    def filled() -> bool:
+        return manager.pool.available("vanilla") >= 1
+
+    await until(filled, "a warm vanilla sandbox in the pool", 120, 0.2)
 
 
 async def test_container_for_revives_a_dead_container_on_the_same_volume(

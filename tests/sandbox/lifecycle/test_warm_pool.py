@@ -11,6 +11,7 @@ import pytest
 from sandbox.errors import SandboxUnavailable
 from sandbox.lifecycle.pool_sizing import PoolTarget
 from sandbox.lifecycle.warm_pool import WarmPool
+from tests.waiting import until
 
 pytestmark = pytest.mark.anyio
 
@@ -110,13 +111,6 @@ async def running(engine: FakeEngine) -> AsyncIterator[WarmPool[str]]:
         await until(lambda: pool.available("vanilla") == pool.available("vite-react") == 2)
         yield pool
         group.cancel_scope.cancel()
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    """Wait (bounded) until ``condition()`` holds."""
-    with anyio.fail_after(5):
-        while not condition():
-            await anyio.sleep(0.001)
 
 
 async def test_the_pool_fills_every_template_to_its_size(

@@ -34,6 +34,7 @@ from tests.sandbox.preview.test_proxy import (
     write_into,
     ws_connect,
 )
+from tests.waiting import until
 
 # The real vite-react sandbox and the proxies of the proxy's own tests.
 proxy_errors = proxy_tests.proxy_errors
@@ -65,9 +66,7 @@ class FakeUpstream:
 
 async def wait_for(sent: list[Message], count: int) -> None:
     """Until the browser got ``count`` messages, under a deadline."""
-    with anyio.fail_after(DEADLINE_SECONDS):
-        while len(sent) < count:
-            await anyio.sleep(0.01)
+    await until(lambda: len(sent) >= count, f"{count} message(s) to the browser", DEADLINE_SECONDS)
 
 
 @pytest.mark.anyio

@@ -44,7 +44,8 @@ from sandbox.errors import SandboxUnavailable
 from sandbox.images.templates import SANDBOX_UID, WORKSPACE, get_template
 from sandbox.preview.proxy import PreviewProxy, allow_all, preview_label, preview_url
 from sandbox.settings import LABEL
-from tests.servers import UvicornThread, WebSocketThread, loopback_socket, wait_until
+from tests.servers import UvicornThread, WebSocketThread, loopback_socket
+from tests.waiting import wait_until
 
 HOST = "abc.preview.localhost"
 CHUNK = 256 * 1024
