@@ -61,29 +61,40 @@ function fingerprint() {
   }).join('|')
 }
 
+// A JSON file's content: {} when it is not there (yet), null when it cannot be read (half
+// written by npm, or broken): what was loaded is then unknown.
 function readJson(file) {
+  let text
   try {
-    return JSON.parse(readFileSync(file, 'utf8'))
+    text = readFileSync(file, 'utf8')
   } catch {
-    return null // not there (yet), or half written: the next change is read again
+    return {}
+  }
+  try {
+    return JSON.parse(text)
+  } catch {
+    return null
   }
 }
 
 // What the dev server may have loaded: package.json but its package lists, and each installed
-// package's identity (npm's hidden lock file in node_modules says what is there).
+// package's identity (npm's hidden lock file in node_modules says what is there); null when
+// either cannot be read.
 function packagesServed() {
-  const manifest = readJson(PACKAGE_JSON) || {}
+  const manifest = readJson(PACKAGE_JSON)
+  const record = readJson(INSTALLED)
+  if (manifest === null || record === null) return null
   const rest = Object.keys(manifest).sort().filter((key) => !NOT_SERVED.includes(key))
   const installed = new Map()
-  for (const [where, entry] of Object.entries(readJson(INSTALLED)?.packages || {})) {
+  for (const [where, entry] of Object.entries(record.packages || {})) {
     installed.set(where, `${entry.version}|${entry.integrity || entry.resolved || ''}`)
   }
   return { config: JSON.stringify(rest.map((key) => [key, manifest[key]])), installed }
 }
 
-// Whether `now` differs from `before` in anything but packages added.
+// Whether `now` differs from `before` in anything but packages added (unknown: it does).
 function startsOver(before, now) {
-  if (before.config !== now.config) return true
+  if (before === null || now === null || before.config !== now.config) return true
   for (const [where, identity] of before.installed) {
     if (now.installed.get(where) !== identity) return true
   }
