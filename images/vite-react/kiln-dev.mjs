@@ -8,9 +8,10 @@
 //   one consistent set of dependencies. Packages only added (a restore's or a run's install of
 //   a new package) or a write of the same content (npm rewrites package.json at every install's
 //   end) keep it running: Vite resolves and pre-bundles a newly imported package when it is
-//   first asked for (one reload), while starting over costs ~3 s of preview (issue 24). Vite's in-process
-//   restart was tried first: now and then its close() waited forever for a request held by the
-//   dependency optimizer, the port already closed, and the preview said "starting" for good.
+//   first asked for (one reload), while starting over costs seconds of preview (issue 24).
+//   Vite's in-process restart was tried first: now and then its close() waited forever for a
+//   request held by the dependency optimizer, the port already closed, and the preview said
+//   "starting" for good.
 //   A process group ends for sure (SIGTERM, then SIGKILL after a grace period).
 // - The dev server exited on its own (a crash, an unhandled rejection while files were half
 //   written): it is started again after a short pause that grows while it keeps failing, so
@@ -81,15 +82,15 @@ function readJson(file) {
 // package's identity (npm's hidden lock file in node_modules says what is there); null when
 // either cannot be read.
 function packagesServed() {
-  const manifest = readJson(PACKAGE_JSON)
+  const declared = readJson(PACKAGE_JSON)
   const record = readJson(INSTALLED)
-  if (manifest === null || record === null) return null
-  const rest = Object.keys(manifest).sort().filter((key) => !NOT_SERVED.includes(key))
+  if (declared === null || record === null) return null
+  const rest = Object.keys(declared).sort().filter((key) => !NOT_SERVED.includes(key))
   const installed = new Map()
   for (const [where, entry] of Object.entries(record.packages || {})) {
     installed.set(where, `${entry.version}|${entry.integrity || entry.resolved || ''}`)
   }
-  return { config: JSON.stringify(rest.map((key) => [key, manifest[key]])), installed }
+  return { config: JSON.stringify(rest.map((key) => [key, declared[key]])), installed }
 }
 
 // Whether `now` differs from `before` in anything but packages added (unknown: it does).
