@@ -6,7 +6,9 @@ its ``zustand`` installed, recorded as version 1. Then, for ``--trials`` rounds 
 
 - **restore, cold**: no sandbox and no warm pool: acquire (provision a container), write the
   latest version, ``npm install`` (the project declares a package the template lacks), until
-  the preview (the dev server) answers 200;
+  the preview serves the restored version: ``/``, the demo's ``src/store.js`` and the
+  ``zustand`` it imports, pre-bundled by Vite (what a message to a chat whose sandbox is gone
+  waits for before its preview shows the latest version);
 - **restore, warm**: the same with a warm pool of one (a started sandbox is handed out);
 
 each split into acquire / write / install / preview. And the cost of recording a version of a
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import secrets
 import statistics
 import sys
@@ -48,6 +51,9 @@ from sandbox import SandboxManager, SandboxSettings, connect, sandbox_disk, swee
 DEMO = Path(__file__).resolve().parents[1] / "app" / "demos" / "todo-app.txt"
 TEMPLATE = "vite-react"
 PREVIEW_LIMIT_SECONDS = 120.0
+STORE_MODULE = "src/store.js"  # the demo's module that imports zustand
+# Vite rewrites a bare import to its pre-bundled copy: what the store's import is served as.
+DEPENDENCY_URL = re.compile(r"/node_modules/\.vite/deps/zustand\.js[^\"']*")
 
 
 def demo_files() -> dict[str, bytes]:
@@ -92,17 +98,25 @@ async def timed(work: Awaitable[Any]) -> tuple[Any, float]:
     return result, time.perf_counter() - start
 
 
+async def serves_latest(client: httpx.AsyncClient, base: str) -> bool:
+    """Whether the dev server serves the restored version: ``/``, the demo's store module and
+    the ``zustand`` it imports (which only the restore's install brought)."""
+    try:
+        if (await client.get(f"{base}/")).status_code != 200:
+            return False
+        store = await client.get(f"{base}/{STORE_MODULE}")
+        found = DEPENDENCY_URL.search(store.text) if store.status_code == 200 else None
+        return found is not None and (await client.get(f"{base}{found[0]}")).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 async def wait_preview(manager: SandboxManager, sandbox_id: str) -> None:
-    """Until the sandbox's dev server answers 200 on ``/``."""
+    """Until the sandbox's dev server serves the restored version (:func:`serves_latest`)."""
     sandbox = await manager.wait_ready(sandbox_id)
     async with httpx.AsyncClient(timeout=5) as client:
         with anyio.fail_after(PREVIEW_LIMIT_SECONDS):
-            while True:
-                try:
-                    if (await client.get(f"{sandbox.dev_url}/")).status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
+            while not await serves_latest(client, sandbox.dev_url):
                 await anyio.sleep(0.05)
 
 

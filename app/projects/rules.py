@@ -29,8 +29,8 @@ IGNORED: tuple[str, ...] = (
     ".DS_Store",
     "*.tsbuildinfo",
     # Vite 5 writes its bundled config beside vite.config.js for the moments it loads it (at
-    # every dev-server start: the supervisor restarts it after installs); a version recorded
-    # then must not take it in.
+    # every dev-server start: the supervisor starts it over after an install that changed a
+    # package); a version recorded then must not take it in.
     "*.timestamp-*.mjs",
     "*.timestamp-*.cjs",
 )

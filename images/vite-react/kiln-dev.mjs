@@ -2,10 +2,16 @@
 // `npm run dev` in /workspace and keeping it running. Plain Node, no dependencies, outside the
 // workspace so that a generated app cannot replace it.
 //
-// - package.json or the installed packages changed (kiln installed a package while the preview is open): the dev server
-//   starts over as a new process, with one consistent set of dependencies. Vite's in-process
-//   restart was tried first: now and then its close() waited forever for a request held by the
-//   dependency optimizer, the port already closed, and the preview said "starting" for good.
+// - package.json or the installed packages changed in a way the running dev server may have
+//   already loaded (an installed package's version changed or it was removed, or package.json
+//   changed outside its dependency lists): the dev server starts over as a new process, with
+//   one consistent set of dependencies. Packages only added (a restore's or a run's install of
+//   a new package) or a write of the same content (npm rewrites package.json at every install's
+//   end) keep it running: Vite resolves and pre-bundles a newly imported package when it is
+//   first asked for (one reload), while starting over costs seconds of preview (issue 24).
+//   Vite's in-process restart was tried first: now and then its close() waited forever for a
+//   request held by the dependency optimizer, the port already closed, and the preview said
+//   "starting" for good.
 //   A process group ends for sure (SIGTERM, then SIGKILL after a grace period).
 // - The dev server exited on its own (a crash, an unhandled rejection while files were half
 //   written): it is started again after a short pause that grows while it keeps failing, so
@@ -13,12 +19,17 @@
 // - SIGTERM/SIGINT (docker stop): the dev server's group is stopped, then this process exits.
 // - It also serves the resident builder (kiln-build-service.mjs), which builds the app for kiln.
 import { spawn } from 'node:child_process'
-import { statSync } from 'node:fs'
+import { readFileSync, statSync } from 'node:fs'
 import path from 'node:path'
 import { startBuildService } from './kiln-build-service.mjs'
 
 const WORKSPACE = process.env.KILN_WORKSPACE || '/workspace'
 const WATCHED = ['package.json', 'node_modules/.package-lock.json'].map((f) => path.join(WORKSPACE, f))
+const [PACKAGE_JSON, INSTALLED] = WATCHED
+// package.json fields that only list or describe packages: what is installed is read from npm's
+// record of node_modules instead.
+const NOT_SERVED = ['dependencies', 'devDependencies', 'optionalDependencies', 'peerDependencies',
+  'name', 'version', 'description', 'private']
 const POLL_MS = 250
 const DEBOUNCE_MS = 400 // npm writes package.json and its lock file in a burst
 const STOP_GRACE_MS = 3000
@@ -31,6 +42,7 @@ let crashes = 0
 let startedAt = 0
 let manifest = fingerprint()
 let changedAt = 0
+let served = null // what the running dev server was started with (packagesServed())
 
 function say(message) {
   console.log(`[kiln] ${message}`)
@@ -50,9 +62,50 @@ function fingerprint() {
   }).join('|')
 }
 
+// A JSON file's content: {} when it is not there (yet), null when it cannot be read (half
+// written by npm, or broken): what was loaded is then unknown.
+function readJson(file) {
+  let text
+  try {
+    text = readFileSync(file, 'utf8')
+  } catch {
+    return {}
+  }
+  try {
+    return JSON.parse(text)
+  } catch {
+    return null
+  }
+}
+
+// What the dev server may have loaded: package.json but its package lists, and each installed
+// package's identity (npm's hidden lock file in node_modules says what is there); null when
+// either cannot be read.
+function packagesServed() {
+  const declared = readJson(PACKAGE_JSON)
+  const record = readJson(INSTALLED)
+  if (declared === null || record === null) return null
+  const rest = Object.keys(declared).sort().filter((key) => !NOT_SERVED.includes(key))
+  const installed = new Map()
+  for (const [where, entry] of Object.entries(record.packages || {})) {
+    installed.set(where, `${entry.version}|${entry.integrity || entry.resolved || ''}`)
+  }
+  return { config: JSON.stringify(rest.map((key) => [key, declared[key]])), installed }
+}
+
+// Whether `now` differs from `before` in anything but packages added (unknown: it does).
+function startsOver(before, now) {
+  if (before === null || now === null || before.config !== now.config) return true
+  for (const [where, identity] of before.installed) {
+    if (now.installed.get(where) !== identity) return true
+  }
+  return false
+}
+
 function start() {
   wanted = 'running'
   startedAt = Date.now()
+  served = packagesServed()
   // Its own process group: npm, the shell and Vite (with esbuild) end together.
   const started = spawn('npm', ['run', 'dev'], { cwd: WORKSPACE, stdio: 'inherit', detached: true })
   started.on('exit', (code, signal) => exited(started, code, signal))
@@ -104,6 +157,13 @@ async function exited(which, code, signal) {
 
 function restart() {
   if (!child || wanted !== 'running') return
+  const now = packagesServed()
+  if (!startsOver(served, now)) {
+    const added = now.installed.size - served.installed.size
+    served = now
+    say(`packages: ${added} added, none changed or removed: the dev server keeps running`)
+    return
+  }
   say('packages changed: restarting the dev server')
   wanted = 'restarting'
   if (child.exitCode !== null || child.signalCode !== null) return start() // between crashes

@@ -3,8 +3,10 @@
 Alice builds the todo app (the shared recording: files, an install of zustand, a build), her
 sandbox's container and volume are then removed by hand, and a follow-up run adds a footer: its
 new sandbox must hold the latest version byte for byte with zustand installed, the user told
-("restore" events) before the run's files arrive. A third run edits the README; restoring
-version 1 then gives version 1's files, as a new version. Bob reaches none of it.
+("restore" events) before the run's files arrive, and its dev server, never started over for an
+install that only added zustand (kiln issue 24), serves the restored store with zustand. A
+third run edits the README; restoring version 1 then gives version 1's files, as a new
+version. Bob reaches none of it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import secrets
 import tarfile
 import zipfile
@@ -21,6 +24,7 @@ from typing import Any
 
 import anyio
 import docker
+import httpx
 import pytest
 
 from app.projects.store import VersionInfo
@@ -89,6 +93,8 @@ class Story:
     after_footer: list[dict[str, Any]]
     sandbox_after_footer: dict[str, bytes]
     zustand_installed: bool
+    restored_serves_zustand: bool  # the restored sandbox's dev server serves store.js's import
+    restored_supervisor_log: str  # what its dev-server supervisor said
 
 
 async def remove_by_hand(live: LiveService, sandbox_id: str) -> None:
@@ -99,6 +105,30 @@ async def remove_by_hand(live: LiveService, sandbox_id: str) -> None:
     await call(container.remove, force=True)
     volume = await call(client.volumes.get, sandbox.volume)
     await call(volume.remove, force=True)
+
+
+async def serves_zustand(live: LiveService, sandbox_id: str) -> bool:
+    """Whether the sandbox's dev server serves the demo's store with Vite's pre-bundled zustand
+    (polled: Vite pre-bundles a newly imported package when it is first asked for)."""
+    base = (await live.stack.manager.get(sandbox_id)).dev_url
+    async with httpx.AsyncClient(timeout=10, trust_env=False) as client:
+        with anyio.move_on_after(90):
+            while True:
+                try:
+                    store = await client.get(f"{base}/src/store.js")
+                    found = re.search(r"/node_modules/\.vite/deps/zustand\.js[^\"']*", store.text)
+                    if found and (await client.get(f"{base}{found[0]}")).status_code == 200:
+                        return True
+                except httpx.HTTPError:
+                    pass
+                await anyio.sleep(0.2)
+    return False
+
+
+async def supervisor_log(live: LiveService, sandbox_id: str) -> str:
+    container = await live.stack.manager.container_for(sandbox_id)
+    logs: bytes = await call(container.logs)
+    return logs.decode(errors="replace")
 
 
 async def installed(live: LiveService, sandbox_id: str, package: str) -> bool:
@@ -121,9 +151,11 @@ async def story(live: LiveService) -> AsyncIterator[Story]:
     container = await live.stack.manager.container_for(second["sandbox_id"])
     in_sandbox = (await read_workspace(container)).files
     zustand = await installed(live, second["sandbox_id"], "zustand")
+    served = await serves_zustand(live, second["sandbox_id"])
+    said = await supervisor_log(live, second["sandbox_id"])
     third, third_events = await run_to_end(alice, chat_id, "readme")
     runs, events = [first, second, third], [first_events, second_events, third_events]
-    yield Story(alice, chat_id, runs, events, before, after, in_sandbox, zustand)
+    yield Story(alice, chat_id, runs, events, before, after, in_sandbox, zustand, served, said)
     await alice.client.aclose()
 
 
@@ -153,6 +185,15 @@ async def test_a_removed_sandbox_is_restored_byte_for_byte(story: Story, live: L
     assert story.sandbox_after_footer["src/Footer.jsx"] == FOOTER.encode()
     assert story.zustand_installed
     assert b"zustand" in restored["package.json"]
+
+
+async def test_the_restored_dev_server_kept_running_and_serves_the_new_package(
+    story: Story,
+) -> None:
+    assert "none changed or removed: the dev server keeps running" in story.restored_supervisor_log
+    assert "restarting the dev server" not in story.restored_supervisor_log
+    assert story.restored_supervisor_log.count("ready in") == 1
+    assert story.restored_serves_zustand
 
 
 async def test_the_user_sees_the_restore_before_the_runs_files(story: Story) -> None:
