@@ -1,0 +1,182 @@
+"""The render check: its hardened container, its parsing, and (against a real vite-react
+sandbox and the real kiln/render-browser image) what it finds and what it cannot reach."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+
+import docker
+import pytest
+
+from sandbox import SandboxManager
+from sandbox.containers.docker_boundary import call
+from sandbox.env_settings import EnvReader
+from sandbox.errors import SandboxConfigError
+from sandbox.preview.render_check import (
+    SKIP_DISABLED,
+    SKIP_FAILED,
+    SKIP_TIMEOUT,
+    RenderCheckSettings,
+    parse_runner_output,
+    render_run_kwargs,
+    run_render_check,
+)
+
+ORIGIN = "http://localhost:5173"
+THROWING_APP = """export default function App() {
+  const user = undefined;
+  return <h1>Hello {user.name}</h1>;
+}
+"""
+FIXED_APP = """export default function App() {
+  const user = { name: "Ada" };
+  return <h1>Hello {user.name}</h1>;
+}
+"""
+
+
+pytestmark = pytest.mark.anyio
+
+
+def _line(result: dict[str, object]) -> bytes:
+    return (json.dumps(result) + "\n").encode()
+
+
+def test_the_container_is_confined_like_a_sandbox() -> None:
+    kwargs = render_run_kwargs(RenderCheckSettings(), "abc123", "{}", instance="i")
+    assert kwargs["network_mode"] == "container:abc123"
+    assert kwargs["cap_drop"] == ["ALL"]
+    assert kwargs["security_opt"] == ["no-new-privileges"]
+    assert kwargs["read_only"] is True
+    assert kwargs["user"] == "1000:1000"
+    assert kwargs["mem_limit"] == kwargs["memswap_limit"] == "768m"
+    assert kwargs["pids_limit"] == 256
+    assert set(kwargs["tmpfs"]) == {"/tmp"}
+    assert "volumes" not in kwargs
+    assert "ports" not in kwargs
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        pytest.param({}, RenderCheckSettings(), id="defaults"),
+        pytest.param({"KILN_RENDER_CHECK": "0"}, RenderCheckSettings(enabled=False), id="off"),
+        pytest.param(
+            {"KILN_RENDER_CHECK_TIMEOUT": "30"}, RenderCheckSettings(timeout_seconds=30), id="t"
+        ),
+    ],
+)
+def test_settings_are_read_through_the_reader(
+    env: dict[str, str], expected: RenderCheckSettings
+) -> None:
+    assert RenderCheckSettings.from_env(EnvReader(env)) == expected
+
+
+def test_a_bad_timeout_is_refused_in_words() -> None:
+    with pytest.raises(SandboxConfigError, match="KILN_RENDER_CHECK_TIMEOUT"):
+        RenderCheckSettings.from_env(EnvReader({"KILN_RENDER_CHECK_TIMEOUT": "1"}))
+
+
+def test_reports_are_normalised_merged_and_junk_dropped() -> None:
+    raw = {
+        "kind": "uncaught",
+        "message": "TypeError: x" + "y" * 5000,
+        "stack": "",
+        "source": {"file": "src/App.jsx", "line": 3, "column": 7},
+        "url": f"{ORIGIN}/",
+    }
+    output = _line({"reports": [raw, raw, {"kind": "nope"}, "junk"], "blank": False})
+    report = parse_runner_output(output, origin=ORIGIN, seconds=1.0)
+    assert not report.ok
+    [error] = report.errors
+    assert error.count == 2
+    assert len(error.message) == 2000
+    assert error.source == {"file": "src/App.jsx", "line": 3, "column": 7}
+
+
+def test_warnings_are_shown_but_are_no_finding() -> None:
+    warn = {"kind": "console_warn", "message": "careful", "url": ORIGIN}
+    report = parse_runner_output(_line({"reports": [warn]}), origin=ORIGIN, seconds=1.0)
+    assert report.ok
+    assert report.to_dict()["errors"] == []
+
+
+def test_a_blank_page_is_a_finding() -> None:
+    report = parse_runner_output(_line({"reports": [], "blank": True}), origin=ORIGIN, seconds=1)
+    assert not report.ok
+    assert [e.kind for e in report.findings] == ["blank_page"]
+
+
+@pytest.mark.parametrize(
+    ("output", "code"),
+    [
+        pytest.param(b"", SKIP_FAILED, id="nothing"),
+        pytest.param(b"not json\n", SKIP_FAILED, id="junk"),
+        pytest.param(_line({"error": "deadline passed", "timed_out": True}), SKIP_TIMEOUT, id="t"),
+        pytest.param(_line({"error": "chromium exited (1)"}), SKIP_FAILED, id="crash"),
+    ],
+)
+def test_a_check_that_could_not_run_is_skipped_in_words(output: bytes, code: str) -> None:
+    report = parse_runner_output(output, origin=ORIGIN, seconds=1.0)
+    assert report.ok
+    assert report.skipped == code
+    assert report.skipped_message
+
+
+async def test_off_means_no_container() -> None:
+    settings = RenderCheckSettings(enabled=False)
+    report = await run_render_check(
+        None,  # type: ignore[arg-type]  # never touched when off
+        settings,
+        sandbox_container="x",
+        dev_port=5173,
+        instance="i",
+    )
+    assert report.skipped == SKIP_DISABLED
+    assert report.ok
+
+
+def _put(container: docker.models.containers.Container, path: str, text: str) -> None:
+    data = text.encode()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        info = tarfile.TarInfo(path)
+        info.size, info.uid, info.gid = len(data), 1000, 1000
+        tar.addfile(info, io.BytesIO(data))
+    container.put_archive("/workspace", buffer.getvalue())
+
+
+@pytest.mark.docker
+async def test_a_real_app_that_throws_is_found_then_renders_once_fixed(
+    manager: SandboxManager, docker_client: docker.DockerClient
+) -> None:
+    sandbox = await manager.acquire("chat-render", "owner-1", "vite-react")
+    await manager.wait_ready(sandbox.id)
+    container = docker_client.containers.get(sandbox.container_id)
+    settings = RenderCheckSettings(timeout_seconds=60)
+    check = {
+        "sandbox_container": sandbox.container_id,
+        "dev_port": sandbox.dev_port,
+        "instance": manager.settings.instance,
+    }
+    try:
+        await call(_put, container, "src/App.jsx", THROWING_APP)
+        broken = await run_render_check(docker_client, settings, **check)
+        messages = [e.message for e in broken.findings]
+        assert not broken.ok, broken.to_dict()
+        wanted = "TypeError: Cannot read properties of undefined (reading 'name')"
+        [thrown] = [e for e in broken.findings if e.message == wanted and e.kind == "uncaught"]
+        assert thrown.source is not None, messages
+        assert thrown.source["file"] == "src/App.jsx", messages
+        assert thrown.source["line"] == 3, thrown.to_dict()
+        assert broken.blank
+        await call(_put, container, "src/App.jsx", FIXED_APP)
+        fixed = await run_render_check(docker_client, settings, **check)
+        assert fixed.ok, fixed.to_dict()
+        assert not fixed.blank
+        assert fixed.screenshot_png is not None
+        assert fixed.screenshot_png[:4] == b"\x89PNG"
+    finally:
+        await manager.destroy(sandbox.id)
