@@ -53,10 +53,10 @@ FINDING_KINDS = frozenset(
 )
 BLANK_MESSAGE = "the page rendered nothing: its root element stayed empty"
 # Stable codes of a check that could not run (app/errors.py's vocabulary words them).
-SKIP_DISABLED = "render_check_disabled"
+RENDER_SKIP_DISABLED = SKIP_DISABLED = "render_check_disabled"
 SKIP_IMAGE = "render_check_image_missing"
 SKIP_TIMEOUT = "render_check_timeout"
-SKIP_FAILED = "render_check_failed"
+RENDER_SKIP_FAILED = SKIP_FAILED = "render_check_failed"
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024  # a runner's JSON line with its screenshot
 
 
