@@ -7,6 +7,8 @@ import io
 import json
 import tarfile
 
+import anyio
+import anyio.abc
 import docker
 import pytest
 
@@ -180,3 +182,71 @@ async def test_a_real_app_that_throws_is_found_then_renders_once_fixed(
         assert fixed.screenshot_png[:4] == b"\x89PNG"
     finally:
         await manager.destroy(sandbox.id)
+
+
+# A raw TCP connection from the render container (argv 1 and 2: address and port).
+CONNECT_TO = (
+    "const s = require('net').connect(+process.argv[2], process.argv[1]);"
+    "s.setTimeout(1500, () => { console.log('error timeout'); process.exit(3) });"
+    "s.on('connect', () => { console.log('connected'); process.exit(0) });"
+    "s.on('error', e => { console.log('error', e.code); process.exit(3) })"
+)
+INTERNET = ("1.1.1.1", "443")
+
+
+def _probe_from_render_container(
+    client: docker.DockerClient, sandbox_container: str, instance: str, host: str, port: str
+) -> str:
+    """Connect to ``host:port`` from a render container confined exactly like the check's."""
+    kwargs = render_run_kwargs(RenderCheckSettings(), sandbox_container, "{}", instance=instance)
+    kwargs.update(entrypoint=["node", "-e", CONNECT_TO], command=[host, port])
+    container = client.containers.run(**kwargs)
+    try:
+        container.wait(timeout=30)
+        return bytes(container.logs()).decode().strip()
+    finally:
+        container.remove(force=True)
+
+
+@pytest.mark.docker
+async def test_the_render_container_reaches_its_sandbox_and_nothing_else(
+    manager: SandboxManager, docker_client: docker.DockerClient, redis_url: str
+) -> None:
+    first = await manager.acquire("chat-render-net-1", "owner-1", "vanilla")
+    other = await manager.acquire("chat-render-net-2", "owner-1", "vanilla")
+    attrs = docker_client.networks.get(manager.settings.network).attrs
+    gateway = str(attrs["IPAM"]["Config"][0]["Gateway"])
+    redis_port = redis_url.rsplit(":", 1)[1].split("/")[0]
+    try:
+        await manager.wait_ready(first.id)
+        await manager.wait_ready(other.id)
+        probe = (docker_client, first.container_id, manager.settings.instance)
+        own = await call(_probe_from_render_container, *probe, "127.0.0.1", str(first.dev_port))
+        assert own == "connected"  # the probe works: the sandbox's own dev server
+        async with await anyio.create_tcp_listener(local_host="0.0.0.0") as listener:
+            kiln_port = str(listener.extra(anyio.abc.SocketAttribute.local_port))
+            async with anyio.create_task_group() as serve:
+                serve.start_soon(listener.serve, _close)
+                await (await anyio.connect_tcp(gateway, int(kiln_port))).aclose()
+                unreachable = {
+                    "a port on the host (kiln's)": (gateway, kiln_port),
+                    "Redis": (gateway, redis_port),
+                    "the docker host bridge": ("172.17.0.1", redis_port),
+                    "another sandbox": (other.ip, str(other.dev_port)),
+                    "the internet": INTERNET,
+                }
+                answers = {
+                    what: await call(_probe_from_render_container, *probe, host, port)
+                    for what, (host, port) in unreachable.items()
+                }
+                serve.cancel_scope.cancel()
+        assert {what: answer.split()[0] for what, answer in answers.items()} == dict.fromkeys(
+            unreachable, "error"
+        ), answers
+    finally:
+        await manager.destroy(first.id)
+        await manager.destroy(other.id)
+
+
+async def _close(stream: anyio.abc.SocketStream) -> None:
+    await stream.aclose()
