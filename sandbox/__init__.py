@@ -137,6 +137,7 @@ if TYPE_CHECKING:
         RENDER_SKIP_FAILED,
         RenderCheckSettings,
         RenderReport,
+        probe_render_browser,
         render_image_present,
         run_render_check,
     )
@@ -223,6 +224,7 @@ _EXPORTS: dict[str, str] = {
     "RenderCheckSettings": "sandbox.preview.render_check",
     "RenderReport": "sandbox.preview.render_check",
     "render_image_present": "sandbox.preview.render_check",
+    "probe_render_browser": "sandbox.preview.render_check",
     "run_render_check": "sandbox.preview.render_check",
     "RENDER_IMAGE": "sandbox.images.builder",
     "RENDER_NAME": "sandbox.images.builder",
@@ -350,6 +352,7 @@ __all__ = [
     "preview_url",
     "probe_npm",
     "probe_preview",
+    "probe_render_browser",
     "proxy_caches",
     "proxy_container_name",
     "read_stdout",

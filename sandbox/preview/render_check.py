@@ -171,9 +171,30 @@ async def run_render_check(
     if not settings.enabled:
         return RenderReport.skip(SKIP_DISABLED, "the render check is off (KILN_RENDER_CHECK=0)")
     url = f"http://localhost:{dev_port}/"
-    kwargs = render_run_kwargs(
-        settings, sandbox_container, runner_config(url, settings, reporter), instance=instance
-    )
+    config = runner_config(url, settings, reporter)
+    kwargs = render_run_kwargs(settings, sandbox_container, config, instance=instance)
+    return await _check(client, settings, kwargs, url, started)
+
+
+async def probe_render_browser(
+    client: docker.DockerClient, settings: RenderCheckSettings, *, instance: str
+) -> RenderReport:
+    """``kiln doctor``: the render browser started under the check's confinement, with no
+    network at all, on an empty page; a skipped report says why it cannot run."""
+    config = runner_config("about:blank", settings, None)
+    kwargs = render_run_kwargs(settings, "", config, instance=instance)
+    kwargs["network_mode"] = "none"
+    return await _check(client, settings, kwargs, "about:blank", time.monotonic())
+
+
+async def _check(
+    client: docker.DockerClient,
+    settings: RenderCheckSettings,
+    kwargs: dict[str, Any],
+    url: str,
+    started: float,
+) -> RenderReport:
+    """Run the browser container and read its answer; the check's own failures are skips."""
     try:
         output = await call(_run_to_end, client, kwargs, settings.timeout_seconds)
     except ImageMissing:
