@@ -25,8 +25,10 @@ import contextlib
 import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import docker
 import requests
 
@@ -58,6 +60,18 @@ SKIP_IMAGE = "render_check_image_missing"
 SKIP_TIMEOUT = "render_check_timeout"
 RENDER_SKIP_FAILED = SKIP_FAILED = "render_check_failed"
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024  # a runner's JSON line with its screenshot
+# The preview's error reporter (helper "reporter", issue 23): when present, the browser installs
+# it before the app's code and it reports through the ``__kilnReport`` binding.
+REPORTER_SCRIPT = Path(__file__).with_name("reporter.js")
+
+
+def reporter_script() -> str | None:
+    """The preview reporter's source, or ``None`` while there is none (the check's own CDP
+    collection works without it)."""
+    try:
+        return REPORTER_SCRIPT.read_text(encoding="utf-8")
+    except OSError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,12 +180,14 @@ async def run_render_check(
     reporter: str | None = None,
 ) -> RenderReport:
     """Open the sandbox's dev server (``localhost:dev_port`` in its namespace) in the render
-    browser; never raises for the check's own failures (see the module docstring)."""
+    browser with ``reporter`` installed (default: :func:`reporter_script`); never raises for the
+    check's own failures (see the module docstring)."""
     started = time.monotonic()
     if not settings.enabled:
         return RenderReport.skip(SKIP_DISABLED, "the render check is off (KILN_RENDER_CHECK=0)")
     url = f"http://localhost:{dev_port}/"
-    config = runner_config(url, settings, reporter)
+    script = reporter if reporter is not None else await anyio.to_thread.run_sync(reporter_script)
+    config = runner_config(url, settings, script)
     kwargs = render_run_kwargs(settings, sandbox_container, config, instance=instance)
     return await _check(client, settings, kwargs, url, started)
 
