@@ -178,8 +178,27 @@ function stackText(frames) {
     .join("\n");
 }
 
+// A hostile page may throw thousands of errors a second with megabyte messages: identical
+// reports are merged (count), text is capped, and past MAX_REPORTS distinct ones are dropped.
+const MAX_REPORTS = 100;
+const seen = new Map();
+function keep(raw) {
+  if (!raw || typeof raw !== "object") return;
+  const message = String(raw.message || "").slice(0, 2000);
+  const key = `${raw.kind}\u0000${message}\u0000${JSON.stringify(raw.source || null)}`;
+  const earlier = seen.get(key);
+  if (earlier) {
+    earlier.count = (earlier.count || 1) + 1;
+    return;
+  }
+  if (reports.length >= MAX_REPORTS) return;
+  const kept = { ...raw, message, stack: String(raw.stack || "").slice(0, 4000), count: 1 };
+  seen.set(key, kept);
+  reports.push(kept);
+}
+
 function report(kind, message, frames, url) {
-  reports.push({ kind, message, stack: stackText(frames), source: sourceOf(frames), url: url || target.href });
+  keep({ kind, message, stack: stackText(frames), source: sourceOf(frames), url: url || target.href });
   lastActivity = Date.now();
 }
 
@@ -209,9 +228,10 @@ handlers.set("Log.entryAdded", ({ entry }) => {
 });
 handlers.set("Runtime.bindingCalled", ({ name, payload }) => {
   if (name !== "__kilnReport") return;
+  if (payload.length > 256 * 1024) return; // no report is that long: junk
   try {
     const parsed = JSON.parse(payload);
-    for (const raw of Array.isArray(parsed) ? parsed : [parsed]) reports.push(raw);
+    for (const raw of (Array.isArray(parsed) ? parsed : [parsed]).slice(0, MAX_REPORTS)) keep(raw);
   } catch {
     // junk from the page: kiln ignores what it cannot read
   }

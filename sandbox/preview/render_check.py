@@ -60,6 +60,7 @@ SKIP_IMAGE = "render_check_image_missing"
 SKIP_TIMEOUT = "render_check_timeout"
 RENDER_SKIP_FAILED = SKIP_FAILED = "render_check_failed"
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024  # a runner's JSON line with its screenshot
+MAX_COUNT = 1_000_000_000  # a count is shown, never trusted to be small
 # The preview's error reporter (helper "reporter", issue 23): when present, the browser installs
 # it before the app's code and it reports through the ``__kilnReport`` binding.
 REPORTER_SCRIPT = Path(__file__).with_name("reporter.js")
@@ -265,6 +266,7 @@ def parse_runner_output(output: bytes, *, origin: str, seconds: float) -> Render
     for raw in result.get("reports") or []:
         error = normalize_report(raw, origin=origin)
         if error is not None:
+            error.count = _count(raw)  # the runner merged identical reports already
             deduper.add(error)
     blank = bool(result.get("blank"))
     if blank:
@@ -273,6 +275,14 @@ def parse_runner_output(output: bytes, *, origin: str, seconds: float) -> Render
     report.ok = not report.findings
     report.screenshot_png = _png(result.get("screenshot"))
     return report
+
+
+def _count(raw: object) -> int:
+    """A raw report's ``count``: a whole number from 1 to :data:`MAX_COUNT`, else 1."""
+    count = raw.get("count") if isinstance(raw, dict) else None
+    if isinstance(count, int) and not isinstance(count, bool):
+        return min(max(count, 1), MAX_COUNT)
+    return 1
 
 
 def _png(data: object) -> bytes | None:

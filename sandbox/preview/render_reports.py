@@ -103,7 +103,7 @@ class ReportDeduper:
         """Keep ``error``; ``False`` when it was merged into an earlier one."""
         earlier = self._seen.get(error.key)
         if earlier is not None:
-            earlier.count += 1
+            earlier.count += error.count
             return False
         self._seen[error.key] = error
         return True

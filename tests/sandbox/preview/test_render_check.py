@@ -250,3 +250,42 @@ async def test_the_render_container_reaches_its_sandbox_and_nothing_else(
 
 async def _close(stream: anyio.abc.SocketStream) -> None:
     await stream.aclose()
+
+
+HOSTILE_PAGE = """<!doctype html>
+<html><body><div id="root">content</div><script>
+fetch("http://1.1.1.1/").catch(() => {}).finally(() => {
+  for (let i = 0; i < 10000; i++) console.error("<img src=x onerror=alert(1)> spam");
+  for (let i = 0; i < 300; i++) console.error("distinct " + i);
+  console.error("m".repeat(1000000));
+});
+</script></body></html>
+"""
+
+
+@pytest.mark.docker
+async def test_a_hostile_page_is_capped_merged_and_kept_off_the_network(
+    manager: SandboxManager, docker_client: docker.DockerClient
+) -> None:
+    sandbox = await manager.acquire("chat-render-hostile", "owner-1", "vanilla")
+    try:
+        await manager.wait_ready(sandbox.id)
+        container = docker_client.containers.get(sandbox.container_id)
+        await call(_put, container, "index.html", HOSTILE_PAGE)
+        report = await run_render_check(
+            docker_client,
+            RenderCheckSettings(timeout_seconds=60),
+            sandbox_container=sandbox.container_id,
+            dev_port=sandbox.dev_port,
+            instance=manager.settings.instance,
+        )
+    finally:
+        await manager.destroy(sandbox.id)
+    assert report.skipped is None, report.to_dict()
+    spam = [e for e in report.errors if e.message.endswith(" spam")]
+    assert [e.count for e in spam] == [10000]
+    assert spam[0].message == "<img src=x onerror=alert(1)> spam"  # data, never markup
+    assert len(report.errors) <= 100
+    assert max(len(e.message) for e in report.errors) <= 2000
+    blocked = [e for e in report.errors if e.kind == "network" and "1.1.1.1" in e.message]
+    assert blocked, [e.message for e in report.errors if e.kind == "network"]
