@@ -38,9 +38,13 @@ const VITE_OVERLAY = `(() => {
   return body ? body.textContent : null;
 })()`;
 
+// Milestones in seconds since the runner started (bench/render_check.py prints them).
+const timings = {};
+const mark = (name) => { timings[name] = (Date.now() - started) / 1000; };
+
 function finish(result) {
   const seconds = (Date.now() - started) / 1000;
-  process.stdout.write(JSON.stringify({ reports, seconds, ...result }) + "\n");
+  process.stdout.write(JSON.stringify({ reports, seconds, timings, ...result }) + "\n");
   process.exit(0);
 }
 
@@ -267,6 +271,7 @@ handlers.set("Network.loadingFailed", ({ requestId, errorText, canceled, type })
 });
 handlers.set("Page.loadEventFired", () => {
   loaded = true;
+  mark("loaded");
   lastActivity = Date.now();
 });
 
@@ -283,6 +288,7 @@ async function main() {
   const { targetId } = await send("Target.createTarget", { url: "about:blank" });
   const { sessionId } = await send("Target.attachToTarget", { targetId, flatten: true });
   const page = (method, params) => send(method, params, sessionId);
+  mark("browser");
   await Promise.all([
     page("Runtime.enable"),
     page("Log.enable"),
@@ -297,6 +303,7 @@ async function main() {
     report("network", `GET ${target.href} failed: ${navigation.errorText}`, null, target.href);
   }
   const timedOut = await settle();
+  mark("settled");
   const evaluate = async (expression) =>
     (await page("Runtime.evaluate", { expression, returnByValue: true })).result.value;
   const overlay = await evaluate(VITE_OVERLAY);
@@ -306,6 +313,7 @@ async function main() {
   if (config.screenshot !== false) {
     screenshot = (await page("Page.captureScreenshot", { format: "png" })).data;
   }
+  mark("screenshot");
   finish({ loaded, blank, timed_out: timedOut, screenshot, error: null });
 }
 

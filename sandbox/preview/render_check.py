@@ -80,7 +80,7 @@ class RenderCheckSettings:
     """``KILN_RENDER_CHECK*``: on/off, the check's one deadline, the page's idle, the limits."""
 
     enabled: bool = True
-    timeout_seconds: float = 20.0
+    timeout_seconds: float = 30.0  # measured 16.6 s median for the demo app at load 26 (bench)
     idle_ms: int = 500
     mem_limit: str = "768m"
     pids_limit: int = 256
@@ -93,7 +93,7 @@ class RenderCheckSettings:
         env = reader or EnvReader()
         return cls(
             enabled=env.boolean("KILN_RENDER_CHECK", True),
-            timeout_seconds=env.number("KILN_RENDER_CHECK_TIMEOUT", 20.0, low=3.0, high=300.0),
+            timeout_seconds=env.number("KILN_RENDER_CHECK_TIMEOUT", 30.0, low=3.0, high=300.0),
             idle_ms=env.integer("KILN_RENDER_CHECK_IDLE_MS", 500, low=50, high=10_000),
             mem_limit=env.size("KILN_RENDER_CHECK_MEMORY", "768m", low="128m"),
         )

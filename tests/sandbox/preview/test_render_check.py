@@ -66,7 +66,7 @@ def test_the_container_is_confined_like_a_sandbox() -> None:
         pytest.param({}, RenderCheckSettings(), id="defaults"),
         pytest.param({"KILN_RENDER_CHECK": "0"}, RenderCheckSettings(enabled=False), id="off"),
         pytest.param(
-            {"KILN_RENDER_CHECK_TIMEOUT": "30"}, RenderCheckSettings(timeout_seconds=30), id="t"
+            {"KILN_RENDER_CHECK_TIMEOUT": "45"}, RenderCheckSettings(timeout_seconds=45), id="t"
         ),
     ],
 )
