@@ -250,9 +250,11 @@ handlers.set("Network.requestWillBeSent", ({ requestId, request, type }) => {
 });
 handlers.set("Network.responseReceived", ({ requestId, response }) => {
   const request = requests.get(requestId) || { method: "GET", url: response.url };
-  // The page's own requests only (a favicon's 500 is no finding).
-  if (response.status >= 500 && REPORTED_TYPES.has(request.type)) {
-    const kind = request.type === "Script" ? "module_load" : "network";
+  // The page's own requests only (a favicon's 500 is no finding); a script that is not there
+  // (404) breaks the page as surely as one that fails.
+  const script = request.type === "Script";
+  if ((response.status >= 500 || (script && response.status >= 400)) && REPORTED_TYPES.has(request.type)) {
+    const kind = script ? "module_load" : "network";
     report(kind, `${request.method} ${request.url} answered ${response.status}`, null, request.url);
   }
 });

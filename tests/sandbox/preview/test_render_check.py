@@ -289,3 +289,35 @@ async def test_a_hostile_page_is_capped_merged_and_kept_off_the_network(
     assert max(len(e.message) for e in report.errors) <= 2000
     blocked = [e for e in report.errors if e.kind == "network" and "1.1.1.1" in e.message]
     assert blocked, [e.message for e in report.errors if e.kind == "network"]
+
+
+MISSING_MODULE_PAGE = """<!doctype html>
+<html><body><div id="root"></div>
+<script type="module" src="/src/missing.js"></script>
+<script type="module">import("/src/also-missing.js");</script>
+</body></html>
+"""
+
+
+@pytest.mark.docker
+async def test_a_module_that_does_not_load_is_reported_with_its_url(
+    manager: SandboxManager, docker_client: docker.DockerClient
+) -> None:
+    sandbox = await manager.acquire("chat-render-module", "owner-1", "vanilla")
+    try:
+        await manager.wait_ready(sandbox.id)
+        container = docker_client.containers.get(sandbox.container_id)
+        await call(_put, container, "index.html", MISSING_MODULE_PAGE)
+        report = await run_render_check(
+            docker_client,
+            RenderCheckSettings(timeout_seconds=60),
+            sandbox_container=sandbox.container_id,
+            dev_port=sandbox.dev_port,
+            instance=manager.settings.instance,
+        )
+    finally:
+        await manager.destroy(sandbox.id)
+    loads = [e for e in report.findings if e.kind == "module_load"]
+    assert any("/src/missing.js" in e.message and "404" in e.message for e in loads), loads
+    assert any("also-missing.js" in e.message for e in report.findings), report.to_dict()
+    assert report.blank
