@@ -224,7 +224,11 @@ handlers.set("Runtime.consoleAPICalled", ({ type, args, stackTrace }) => {
   if (!kind) return;
   const message = args.map(remote).join(" ");
   const vite = message.startsWith("[vite]") || message.includes("[plugin:vite");
-  report(vite && kind === "console_error" ? "vite_error" : kind, message, stackTrace && stackTrace.callFrames);
+  // React 18's development warnings (a missing key, ...) go through console.error but say
+  // "Warning:": shown as warnings, never findings that could fail a run that works.
+  const reactWarning = kind === "console_error" && message.startsWith("Warning: ");
+  const shown = vite && kind === "console_error" ? "vite_error" : reactWarning ? "console_warn" : kind;
+  report(shown, message, stackTrace && stackTrace.callFrames);
 });
 handlers.set("Log.entryAdded", ({ entry }) => {
   if (entry.level !== "error" || entry.source === "network" || entry.source === "console-api") return;

@@ -34,9 +34,9 @@ THROWING_APP = """export default function App() {
 """
 FIXED_APP = """export default function App() {
   const user = { name: "Ada" };
-  return <h1>Hello {user.name}</h1>;
+  return <h1>Hello {user.name}{["a", "b"].map((x) => <i>{x}</i>)}</h1>;
 }
-"""
+"""  # the list without keys: React warns (through console.error), which is no finding
 
 
 pytestmark = pytest.mark.anyio
@@ -178,6 +178,8 @@ async def test_a_real_app_that_throws_is_found_then_renders_once_fixed(
         fixed = await run_render_check(docker_client, settings, **check)
         assert fixed.ok, fixed.to_dict()
         assert not fixed.blank
+        warnings = [e.message for e in fixed.errors if e.kind == "console_warn"]
+        assert any('unique "key" prop' in w for w in warnings), fixed.errors
         assert fixed.screenshot_png is not None
         assert fixed.screenshot_png[:4] == b"\x89PNG"
     finally:
