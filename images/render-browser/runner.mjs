@@ -15,6 +15,9 @@ const started = Date.now();
 const config = JSON.parse(process.env.KILN_RENDER_CONFIG || "{}");
 const deadline = started + (config.deadline_ms || 15000);
 const idleMs = config.idle_ms || 500;
+// A page that never goes quiet (polling, a stream) is judged this long after its load.
+const settleMaxMs = config.settle_max_ms || 5000;
+let loadedAt = 0;
 const target = new URL(config.url || "http://localhost:5173/");
 const reports = [];
 const requests = new Map(); // requestId -> {method, url, type}
@@ -277,6 +280,7 @@ handlers.set("Network.loadingFailed", ({ requestId, errorText, canceled, type })
 });
 handlers.set("Page.loadEventFired", () => {
   loaded = true;
+  loadedAt = Date.now();
   mark("loaded");
   lastActivity = Date.now();
 });
@@ -284,7 +288,7 @@ handlers.set("Page.loadEventFired", () => {
 async function settle() {
   while (Date.now() < deadline) {
     const quiet = inflight.size === 0 && Date.now() - lastActivity >= idleMs;
-    if (loaded && quiet) return false;
+    if (loaded && (quiet || Date.now() - loadedAt >= settleMaxMs)) return false;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   return true;
