@@ -296,8 +296,8 @@ class AgentRun:
         await self._emit({"type": "postgen", **postgen.to_dict()})
 
     async def _render_findings(self, render: RenderReport | None) -> None:
-        """One ``preview_error`` event per finding; the current files the findings name, for
-        the fix-up prompt."""
+        """One ``preview_error`` event per finding; the current files the first findings name
+        (at most five: the fix-up prompt shows them whole), for the fix-up prompt."""
         self._render_files = {}
         if render is None:
             return
@@ -305,7 +305,7 @@ class AgentRun:
         for error in render.findings:
             await self._emit({"type": "preview_error", **error.to_dict()})
             path = error.source["file"] if error.source else None
-            if path and path not in self._render_files:
+            if path and path not in self._render_files and len(self._render_files) < 5:
                 content = await target.read_file(path)
                 if content is not None:
                     self._render_files[path] = content
