@@ -314,6 +314,11 @@ async function main() {
   }
   const timedOut = await settle();
   mark("settled");
+  if (!loaded) {
+    // Judging a page that never finished loading (a slow first compile) would call it blank.
+    finish({ error: "the page did not finish loading before the deadline", loaded, blank: false, timed_out: true });
+    return;
+  }
   const evaluate = async (expression) =>
     (await page("Runtime.evaluate", { expression, returnByValue: true })).result.value;
   const overlay = await evaluate(VITE_OVERLAY);

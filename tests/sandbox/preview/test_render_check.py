@@ -323,3 +323,11 @@ async def test_a_module_that_does_not_load_is_reported_with_its_url(
     assert any("/src/missing.js" in e.message and "404" in e.message for e in loads), loads
     assert any("also-missing.js" in e.message for e in report.findings), report.to_dict()
     assert report.blank
+
+
+def test_a_page_that_never_loaded_is_a_timeout_not_a_blank_page() -> None:
+    never = {"error": "the page did not finish loading", "timed_out": True, "blank": False}
+    report = parse_runner_output(_line(never), origin=ORIGIN, seconds=28.0)
+    assert report.ok
+    assert report.skipped == SKIP_TIMEOUT
+    assert not report.findings
