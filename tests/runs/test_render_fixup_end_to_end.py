@@ -18,20 +18,15 @@ from dataclasses import dataclass, field
 import docker
 import pytest
 import redis
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
 
 from app.config import ServiceSettings
 from app.runs.worker import default_provider_factory
 from sandbox.containers.provisioning import remove_volume
 from tests.api.harness import add_person
 from tests.api.stack import LiveService, live_service
-from tests.runs.scripted_model import Json, message_text, stream
+from tests.runs.scripted_model import Json, message_text, serve
 from tests.runs.test_edit_end_to_end import run_to_end
 from tests.sandbox.docker_support import leftovers_but_claim, remove_npm_proxy, settings_for, sweep
-from tests.servers import UvicornThread
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.slow, pytest.mark.npm]
 
@@ -67,32 +62,17 @@ class FixingModel:
     requests: list[Json] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def reply(self, body: Json) -> str | None:
-        """The answer to ``body``; ``None`` for a fix-up that does not say what broke."""
+    def reply(self, body: Json) -> tuple[str | None, str]:
+        """The answer to ``body``, or ``(None, why)`` for a fix-up that does not say what broke
+        (served by :func:`tests.runs.scripted_model.serve`, like the scripted model)."""
         with self.lock:
             self.requests.append(body)
         users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
         last = message_text(users[-1]) if users else ""
         if len(users) < 2:
-            return BROKEN
+            return BROKEN, ""
         told = THROWN in last and f"src/App.jsx:{THROWING_LINE}" in last
-        return FIXED if told else None
-
-
-def serve(model: FixingModel) -> UvicornThread:
-    """The model on a loopback port (OpenAI's Chat Completions stream)."""
-
-    async def completions(request: Request) -> Response:
-        body = await request.json()
-        answer = model.reply(body)
-        if answer is None:
-            error = {"message": "not told what broke", "code": "not_told"}
-            return JSONResponse({"error": error}, status_code=422)
-        name = str(body.get("model") or MODEL)
-        return StreamingResponse(stream(name, answer), media_type="text/event-stream")
-
-    app = Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
-    return UvicornThread(app)
+        return (FIXED, "") if told else (None, "the fix-up does not say what broke, nor where")
 
 
 def render_redis_url(session_url: str) -> str:
@@ -116,7 +96,7 @@ def instance(redis_url: str) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def model() -> Iterator[FixingModel]:
     fixing = FixingModel()
-    with serve(fixing) as server:
+    with serve(fixing) as server:  # type: ignore[arg-type]  # same reply() as ScriptedModel
         fixing.url = f"{server.url}/v1"
         yield fixing
 
