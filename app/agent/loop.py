@@ -304,7 +304,7 @@ class AgentRun:
         target = await self._workspace.target(self._on_record)
         for error in render.findings:
             await self._emit({"type": "preview_error", **error.to_dict()})
-            path = error.source["file"] if error.source else None
+            path = error.source.file if error.source else None
             if path and path not in self._render_files and len(self._render_files) < 5:
                 content = await target.read_file(path)
                 if content is not None:

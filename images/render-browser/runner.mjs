@@ -172,9 +172,11 @@ function sourceOf(frames) {
     const file = projectPath(frame.url);
     if (!file) continue;
     const mapped = originalPosition(frame.url, frame.lineNumber, frame.columnNumber);
+    // "/src/App.jsx": a path on the dev server's origin; kiln's normalisation makes it the
+    // project path.
     return mapped
-      ? { file, ...mapped }
-      : { file, line: frame.lineNumber + 1, column: frame.columnNumber + 1 };
+      ? { file: `/${file}`, ...mapped }
+      : { file: `/${file}`, line: frame.lineNumber + 1, column: frame.columnNumber + 1 };
   }
   return null;
 }

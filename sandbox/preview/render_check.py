@@ -37,7 +37,7 @@ from sandbox.containers.labels import shared_labels
 from sandbox.env_settings import EnvReader
 from sandbox.errors import ImageMissing, SandboxError, SandboxNotFound
 from sandbox.images.builder import RENDER_IMAGE
-from sandbox.preview.render_reports import PreviewError, ReportDeduper, normalize_report
+from sandbox.preview.render_reports import PreviewError, merge, normalize_report
 
 RENDER_ROLE_LABEL = "kiln.role"
 RENDER_ROLE = "render-check"
@@ -60,7 +60,6 @@ SKIP_IMAGE = "render_check_image_missing"
 SKIP_TIMEOUT = "render_check_timeout"
 RENDER_SKIP_FAILED = SKIP_FAILED = "render_check_failed"
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024  # a runner's JSON line with its screenshot
-MAX_COUNT = 1_000_000_000  # a count is shown, never trusted to be small
 # The preview's error reporter (helper "reporter", issue 23): when present, the browser installs
 # it before the app's code and it reports through the ``__kilnReport`` binding.
 REPORTER_SCRIPT = Path(__file__).with_name("reporter.js")
@@ -262,27 +261,18 @@ def parse_runner_output(output: bytes, *, origin: str, seconds: float) -> Render
         message = f"the render browser failed: {str(result['error'])[:300]}"
         code = SKIP_TIMEOUT if result.get("timed_out") else SKIP_FAILED
         return RenderReport.skip(code, message, seconds)
-    deduper = ReportDeduper()
-    for raw in result.get("reports") or []:
-        error = normalize_report(raw, origin=origin)
-        if error is not None:
-            error.count = _count(raw)  # the runner merged identical reports already
-            deduper.add(error)
+    raws = result.get("reports")
+    normalized = [
+        normalize_report(raw, origin=origin) for raw in (raws if isinstance(raws, list) else [])
+    ]
+    errors = merge(error for error in normalized if error is not None)
     blank = bool(result.get("blank"))
     if blank:
-        deduper.add(PreviewError("blank_page", BLANK_MESSAGE, "", None, f"{origin}/"))
-    report = RenderReport(ok=True, errors=deduper.errors(), blank=blank, seconds=seconds)
+        errors.append(PreviewError("blank_page", BLANK_MESSAGE, "", None, f"{origin}/"))
+    report = RenderReport(ok=True, errors=errors, blank=blank, seconds=seconds)
     report.ok = not report.findings
     report.screenshot_png = _png(result.get("screenshot"))
     return report
-
-
-def _count(raw: object) -> int:
-    """A raw report's ``count``: a whole number from 1 to :data:`MAX_COUNT`, else 1."""
-    count = raw.get("count") if isinstance(raw, dict) else None
-    if isinstance(count, int) and not isinstance(count, bool):
-        return min(max(count, 1), MAX_COUNT)
-    return 1
 
 
 def _png(data: object) -> bytes | None:

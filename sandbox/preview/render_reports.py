@@ -1,7 +1,8 @@
 """Stand-in for helper "reporter"'s ``sandbox/preview/error_reports.py`` (issue 23's shared
-contract): the same names and signatures, so the render check calls the one normalisation once
-both are merged (the lead then deletes this module and changes one import in
-:mod:`sandbox.preview.render_check`).
+contract): the subset the render check uses, with the same names, fields and semantics
+(:class:`SourceLocation`, a frozen :class:`PreviewError`, :func:`normalize_report`,
+:func:`merge`). Once both are merged, the lead deletes this module and changes the one import in
+:mod:`sandbox.preview.render_check`.
 
 A raw report is untrusted data from the app's page: anything that is not a mapping with a known
 ``kind`` and a message is dropped; text is capped (message 2000, stack 4000, url 500 characters).
@@ -9,7 +10,7 @@ A raw report is untrusted data from the app's page: anything that is not a mappi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,87 +28,102 @@ KINDS = frozenset(
         "blank_page",
     }
 )
-MESSAGE_CAP, STACK_CAP, URL_CAP = 2000, 4000, 500
+MAX_MESSAGE, MAX_STACK, MAX_URL, MAX_COUNT, MAX_LINE = 2000, 4000, 500, 1_000_000_000, 10**7
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
+class SourceLocation:
+    """Where an error points: a project path and a 1-based line and column."""
+
+    file: str
+    line: int
+    column: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"file", "line", "column"}``."""
+        return {"file": self.file, "line": self.line, "column": self.column}
+
+
+@dataclass(frozen=True, slots=True)
 class PreviewError:
     """One preview error in the shared contract's shape."""
 
     kind: str
     message: str
     stack: str
-    source: dict[str, Any] | None
+    source: SourceLocation | None
     url: str
     count: int = 1
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        """What makes two reports the same (merged into one with a ``count``)."""
-        return (self.kind, self.message, repr(self.source))
+    def key(self) -> tuple[str, str, SourceLocation | None]:
+        """What makes two reports the same one: kind, message and source."""
+        return (self.kind, self.message, self.source)
+
+    def with_count(self, count: int) -> PreviewError:
+        """This error merged ``count`` times."""
+        return PreviewError(self.kind, self.message, self.stack, self.source, self.url, count)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
+        """The shared JSON shape of a preview error."""
         return {
             "kind": self.kind,
             "message": self.message,
             "stack": self.stack,
-            "source": self.source,
+            "source": None if self.source is None else self.source.to_dict(),
             "url": self.url,
             "count": self.count,
         }
 
 
 def normalize_report(raw: object, *, origin: str) -> PreviewError | None:
-    """``raw`` in the contract's shape, capped; ``None`` for junk. ``origin`` is the dev
-    server's (``http://localhost:5173``): a source file is a project path, never a URL."""
-    if not isinstance(raw, Mapping) or raw.get("kind") not in KINDS:
+    """``raw`` in the contract's shape, capped; ``None`` for junk. A source file on ``origin``
+    (``/src/App.jsx`` or the whole URL) becomes a project path (``src/App.jsx``)."""
+    if not isinstance(raw, dict) or raw.get("kind") not in KINDS:
         return None
-    message = _text(raw.get("message"), MESSAGE_CAP)
+    message = _text(raw.get("message"), MAX_MESSAGE).strip()
     if not message:
         return None
     return PreviewError(
         kind=str(raw["kind"]),
         message=message,
-        stack=_text(raw.get("stack"), STACK_CAP),
+        stack=_text(raw.get("stack"), MAX_STACK),
         source=_source(raw.get("source"), origin),
-        url=_text(raw.get("url"), URL_CAP),
+        url=_text(raw.get("url"), MAX_URL),
+        count=_whole(raw.get("count"), MAX_COUNT) or 1,
     )
+
+
+def merge(errors: Iterable[PreviewError]) -> list[PreviewError]:
+    """Identical errors as one each (counts summed), in order of first appearance."""
+    merged: dict[tuple[str, str, SourceLocation | None], PreviewError] = {}
+    for error in errors:
+        seen = merged.get(error.key)
+        count = error.count if seen is None else min(seen.count + error.count, MAX_COUNT)
+        merged[error.key] = (seen or error).with_count(count)
+    return list(merged.values())
 
 
 def _text(value: object, cap: int) -> str:
     return value[:cap] if isinstance(value, str) else ""
 
 
-def _source(value: object, origin: str) -> dict[str, Any] | None:
-    if not isinstance(value, Mapping) or not isinstance(value.get("file"), str):
+def _whole(value: object, high: int) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+        return None
+    return value
+
+
+def _source(value: object, origin: str) -> SourceLocation | None:
+    if not isinstance(value, dict) or not isinstance(value.get("file"), str):
         return None
     file = str(value["file"])
     if file.startswith(origin):
         file = file[len(origin) :]
-    file = urlsplit(file).path.lstrip("/")[:URL_CAP]
-    line, column = value.get("line"), value.get("column")
-    if not file or not isinstance(line, int) or line < 1:
+    elif not file.startswith("/"):
+        return None  # another origin's file is not the project's
+    path = urlsplit(file).path.lstrip("/")[:MAX_URL]
+    line = _whole(value.get("line"), MAX_LINE)
+    if not path or ".." in path.split("/") or line is None:
         return None
-    return {"file": file, "line": line, "column": column if isinstance(column, int) else None}
-
-
-class ReportDeduper:
-    """Merges identical reports (same kind, message and source) into one with a ``count``."""
-
-    def __init__(self) -> None:
-        """An empty deduper."""
-        self._seen: dict[tuple[str, str, str], PreviewError] = {}
-
-    def add(self, error: PreviewError) -> bool:
-        """Keep ``error``; ``False`` when it was merged into an earlier one."""
-        earlier = self._seen.get(error.key)
-        if earlier is not None:
-            earlier.count += error.count
-            return False
-        self._seen[error.key] = error
-        return True
-
-    def errors(self) -> list[PreviewError]:
-        """The reports kept, first seen first."""
-        return list(self._seen.values())
+    return SourceLocation(path, line, _whole(value.get("column"), MAX_LINE) or 1)

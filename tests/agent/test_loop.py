@@ -17,7 +17,7 @@ from app.providers.base import ProviderRequest, ProviderStream, StreamOutcome
 from app.providers.replay import ReplayPacing, ReplayProvider
 from prompts.compose import nudge_prompt
 from sandbox import RenderReport
-from sandbox.preview.render_reports import PreviewError
+from sandbox.preview.render_reports import PreviewError, SourceLocation
 from tests.agent.fakes import RECORDINGS, Collector, FakeTools, FakeWorkspace
 
 pytestmark = pytest.mark.anyio
@@ -336,7 +336,7 @@ async def test_an_app_that_throws_when_it_renders_gets_a_fixup_in_the_browsers_w
         "uncaught",
         THROWN,
         "    at App (http://localhost:5173/src/App.jsx:4:20)",
-        {"file": "src/App.jsx", "line": 3, "column": 18},
+        SourceLocation("src/App.jsx", 3, 18),
         "http://localhost:5173/",
     )
     space, events = FakeWorkspace(), Collector()

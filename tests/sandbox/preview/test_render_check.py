@@ -86,7 +86,7 @@ def test_reports_are_normalised_merged_and_junk_dropped() -> None:
         "kind": "uncaught",
         "message": "TypeError: x" + "y" * 5000,
         "stack": "",
-        "source": {"file": "src/App.jsx", "line": 3, "column": 7},
+        "source": {"file": "/src/App.jsx", "line": 3, "column": 7},
         "url": f"{ORIGIN}/",
     }
     output = _line({"reports": [raw, raw, {"kind": "nope"}, "junk"], "blank": False})
@@ -95,7 +95,8 @@ def test_reports_are_normalised_merged_and_junk_dropped() -> None:
     [error] = report.errors
     assert error.count == 2
     assert len(error.message) == 2000
-    assert error.source == {"file": "src/App.jsx", "line": 3, "column": 7}
+    assert error.source is not None
+    assert error.source.to_dict() == {"file": "src/App.jsx", "line": 3, "column": 7}
 
 
 def test_warnings_are_shown_but_are_no_finding() -> None:
@@ -171,8 +172,8 @@ async def test_a_real_app_that_throws_is_found_then_renders_once_fixed(
         wanted = "TypeError: Cannot read properties of undefined (reading 'name')"
         [thrown] = [e for e in broken.findings if e.message == wanted and e.kind == "uncaught"]
         assert thrown.source is not None, messages
-        assert thrown.source["file"] == "src/App.jsx", messages
-        assert thrown.source["line"] == 3, thrown.to_dict()
+        assert thrown.source.file == "src/App.jsx", messages
+        assert thrown.source.line == 3, thrown.to_dict()
         assert broken.blank
         await call(_put, container, "src/App.jsx", FIXED_APP)
         fixed = await run_render_check(docker_client, settings, **check)
