@@ -206,9 +206,23 @@ function keep(raw) {
   reports.push(kept);
 }
 
+// One error seen by both the browser (CDP) and the preview reporter (the same page) is one
+// finding, whichever comes first, with the browser's stack and mapped source.
+const seenByBrowser = new Set(); // kind + message
+const fromReporter = new Map(); // kind + message -> the reporter's kept report
+
 function report(kind, message, frames, url) {
-  keep({ kind, message, stack: stackText(frames), source: sourceOf(frames), url: url || target.href });
+  const both = `${kind}\u0000${String(message).slice(0, 2000)}`;
+  const seen = { kind, message, stack: stackText(frames), source: sourceOf(frames), url: url || target.href };
+  seenByBrowser.add(both);
   lastActivity = Date.now();
+  const reported = fromReporter.get(both);
+  if (reported) {
+    fromReporter.delete(both);
+    Object.assign(reported, { stack: seen.stack.slice(0, 4000), source: seen.source, url: seen.url });
+    return;
+  }
+  keep(seen);
 }
 
 function remote(arg) {
@@ -244,7 +258,14 @@ handlers.set("Runtime.bindingCalled", ({ name, payload }) => {
   if (payload.length > 256 * 1024) return; // no report is that long: junk
   try {
     const parsed = JSON.parse(payload);
-    for (const raw of (Array.isArray(parsed) ? parsed : [parsed]).slice(0, MAX_REPORTS)) keep(raw);
+    for (const raw of (Array.isArray(parsed) ? parsed : [parsed]).slice(0, MAX_REPORTS)) {
+      if (!raw || typeof raw !== "object") continue;
+      const both = `${raw.kind}\u0000${String(raw.message || "").slice(0, 2000)}`;
+      if (seenByBrowser.has(both)) continue;
+      const before = reports.length;
+      keep(raw);
+      if (reports.length > before) fromReporter.set(both, reports[reports.length - 1]);
+    }
   } catch {
     // junk from the page: kiln ignores what it cannot read
   }

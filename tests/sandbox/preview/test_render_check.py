@@ -332,3 +332,45 @@ def test_a_page_that_never_loaded_is_a_timeout_not_a_blank_page() -> None:
     assert report.ok
     assert report.skipped == SKIP_TIMEOUT
     assert not report.findings
+
+
+# A stand-in for the preview reporter (sandbox/preview/reporter.js): it reports through the
+# binding the check installs, in the shared shape.
+REPORTER = """
+window.addEventListener("error", (event) => {
+  const error = event.error;
+  const message = error.name + ": " + error.message;
+  window.__kilnReport(JSON.stringify({kind: "uncaught", message}));
+  window.__kilnReport(JSON.stringify({kind: "console_log", message: "the reporter was here"}));
+});
+"""
+THROWING_PAGE = """<!doctype html>
+<html><body><div id="root">hi</div><script>
+const user = undefined;
+console.log(user.name);
+</script></body></html>
+"""
+
+
+@pytest.mark.docker
+async def test_the_reporter_is_installed_and_an_error_both_see_is_one_finding(
+    manager: SandboxManager, docker_client: docker.DockerClient
+) -> None:
+    sandbox = await manager.acquire("chat-render-reporter", "owner-1", "vanilla")
+    try:
+        await manager.wait_ready(sandbox.id)
+        container = docker_client.containers.get(sandbox.container_id)
+        await call(_put, container, "index.html", THROWING_PAGE)
+        report = await run_render_check(
+            docker_client,
+            RenderCheckSettings(timeout_seconds=60),
+            sandbox_container=sandbox.container_id,
+            dev_port=sandbox.dev_port,
+            instance=manager.settings.instance,
+            reporter=REPORTER,
+        )
+    finally:
+        await manager.destroy(sandbox.id)
+    assert "the reporter was here" in [e.message for e in report.errors], report.errors
+    thrown = [e for e in report.findings if "reading 'name'" in e.message]
+    assert [(e.kind, e.count) for e in thrown] == [("uncaught", 1)], thrown
