@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from importlib import resources
-from typing import Protocol
+from typing import Any, Protocol
 
 from prompts.fitting import (
     CountTokens,
@@ -308,6 +308,8 @@ def _tool_result_block(result: ToolResultLike, text: str) -> str:
 def fixup_prompt(
     findings: Sequence[FindingLike],
     *,
+    render_errors: Sequence[Mapping[str, Any]] = (),
+    render_files: Mapping[str, str] | None = None,
     build_output: str | None = None,
     attempt: int = 1,
     max_attempts: int = 1,
@@ -319,11 +321,13 @@ def fixup_prompt(
     At most :data:`MAX_LISTED_PROBLEMS` findings are listed (the rest are counted). The build
     output is cut to ``build_output_budget_tokens`` when both it and ``count_tokens`` are given.
     """
-    if not findings and not build_output:
-        raise ValueError("a fix-up prompt needs findings or build output")
+    if not findings and not build_output and not render_errors:
+        raise ValueError("a fix-up prompt needs findings, render errors or build output")
     lines = [_finding_line(finding) for finding in findings[:MAX_LISTED_PROBLEMS]]
-    if len(findings) > MAX_LISTED_PROBLEMS:
-        lines.append(f"- ... and {len(findings) - MAX_LISTED_PROBLEMS} more problems")
+    lines += [_render_line(error) for error in render_errors[:MAX_LISTED_PROBLEMS]]
+    listed = len(findings) + len(render_errors)
+    if listed > len(lines):
+        lines.append(f"- ... and {listed - len(lines)} more problems")
     problems = "\n".join(lines) if lines else "- the build failed; its output is below"
     output = build_output or ""
     if output and build_output_budget_tokens is not None and count_tokens is not None:
@@ -335,8 +339,38 @@ def fixup_prompt(
         max_attempts=str(max_attempts),
         problems=problems,
         build_output=output_block,
+        render_check=_render_block(render_errors, render_files or {}),
     )
     return text + "\n"
+
+
+def _render_line(error: Mapping[str, Any]) -> str:
+    """``- file:line [kind] message`` and the stack's first lines, in the browser's words."""
+    source = error.get("source") or {}
+    where = f"{source['file']}:{source['line']}" if source.get("file") else error.get("url", "")
+    stack = "\n".join(
+        f"    {line.strip()}" for line in str(error.get("stack", "")).splitlines()[:5]
+    )
+    head = f"- {where} [{error['kind']}] {error['message']}"
+    return f"{head}\n{stack}" if stack else head
+
+
+def _render_block(errors: Sequence[Mapping[str, Any]], files: Mapping[str, str]) -> str:
+    """Why the render check's problems are there, and the current content of the files they
+    name (the model fixes what is, not what it remembers)."""
+    if not errors:
+        return ""
+    current = "".join(
+        f'<current_file path="{path}">\n{content.rstrip()}\n</current_file>\n'
+        for path, content in files.items()
+    )
+    intro = (
+        "\nThe app builds, but kiln opened it in a headless browser and the problems marked"
+        " [uncaught], [unhandled_rejection], [console_error], [vite_error], [module_load],"
+        " [network] or [blank_page] happened there (the browser's own words; file:line is the"
+        " original source).\n"
+    )
+    return intro + current
 
 
 def _finding_line(finding: FindingLike) -> str:

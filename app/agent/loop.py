@@ -36,7 +36,7 @@ from app.providers.base import Message, Provider, ProviderRequest
 from app.tokens import TokenCounter
 from parser import StreamParser
 from prompts.compose import Mode, continuation_prompt, fixup_prompt, nudge_prompt
-from sandbox import get_template
+from sandbox import RenderReport, get_template
 
 __all__ = ["EMPTY_ANSWER", "NO_CHANGES", "AgentRun", "Emit", "RunResult", "RunSettings", "Save"]
 
@@ -79,6 +79,7 @@ class AgentRun:
         self._take_output = self._events.take_output
         self._cancellable = self._watch.cancellable
         self._postgen: PostGenReport | None = None
+        self._render_files: dict[str, str] = {}  # files the render check's findings name
         self._mode, self._template = settings.mode, settings.template
 
     async def run(self, request: str = "", checkpoint: Checkpoint | None = None) -> RunResult:
@@ -173,14 +174,36 @@ class AgentRun:
         await self._cancellable(self._keep_postgen(report))
 
     async def _keep_postgen(self, report: Awaitable[PostGenReport]) -> None:
-        self._postgen = await report
-        await self._emit({"type": "postgen", **self._postgen.to_dict()})
+        postgen = await report
+        if postgen.built:  # the app builds: does it render? (issue 23)
+            postgen.render = await self._workspace.check_render()
+            await self._render_findings(postgen.render)
+        self._postgen = postgen
+        await self._emit({"type": "postgen", **postgen.to_dict()})
+
+    async def _render_findings(self, render: RenderReport | None) -> None:
+        """One ``preview_error`` event per finding; the current files the first findings name
+        (at most five: the fix-up prompt shows them whole), for the fix-up prompt."""
+        self._render_files = {}
+        if render is None:
+            return
+        target = await self._workspace.target(self._on_record)
+        for error in render.findings:
+            await self._emit({"type": "preview_error", **error.to_dict()})
+            path = error.source.file if error.source else None
+            if path and path not in self._render_files and len(self._render_files) < 5:
+                content = await target.read_file(path)
+                if content is not None:
+                    self._render_files[path] = content
 
     def _fixup_prompt(self, attempt: int) -> str:
         assert self._postgen is not None
         build = self._postgen.build
+        render = self._postgen.render
         return fixup_prompt(
             self._postgen.findings,
+            render_errors=[e.to_dict() for e in render.findings] if render else [],
+            render_files=self._render_files,
             build_output=None if build is None or build.ok else build.output,
             attempt=attempt,
             max_attempts=self.settings.budgets.max_fixup_turns,

@@ -25,9 +25,13 @@ from app.projects.store import VersionInfo
 from app.projects.sync import ProjectSync
 from sandbox import (
     DEFAULT_TEMPLATE,
+    RENDER_SKIP_DISABLED,
+    RENDER_SKIP_FAILED,
     TEMPLATES,
     NestedExits,
     RecordSink,
+    RenderCheckSettings,
+    RenderReport,
     Sandbox,
     SandboxError,
     SandboxManager,
@@ -35,6 +39,7 @@ from sandbox import (
     SessionLog,
     get_template,
     manager_session,
+    run_render_check,
 )
 
 CLOSE_LIMIT_SECONDS = 600.0  # waiting for the last installs and flushes when a run ends
@@ -91,6 +96,11 @@ class Workspace(Protocol):
     async def close(self, *, abandon: bool = False) -> SessionLog | None:
         """Finish pending work (flush files; with ``abandon``, leave installs and commands) and
         release the sandbox; the session's log, if one was opened."""
+        ...
+
+    async def check_render(self) -> RenderReport | None:
+        """Open the sandbox's app in the render browser once its build passed (issue 23);
+        ``None`` when there is no sandbox. Never raises for the check's own failures."""
         ...
 
     async def record_version(self, turn: int, note: str = "") -> None:
@@ -227,6 +237,29 @@ class SandboxWorkspace:
             log.errors.append({"code": "dev_server_not_ready", "message": str(exc)})
         await self._manager.release(self.sandbox_id)
         return log
+
+    async def check_render(self) -> RenderReport | None:
+        """The render check of the sandbox's dev server (:mod:`sandbox.preview.render_check`),
+        once the dev server answers; a dev server that does not is said as a skipped check."""
+        if self._session is None or self.sandbox_id is None:
+            return None
+        settings = RenderCheckSettings.from_env()
+        if not settings.enabled:
+            return RenderReport.skip(
+                RENDER_SKIP_DISABLED, "the render check is off (KILN_RENDER_CHECK=0)"
+            )
+        try:
+            await self._session.settle()
+            sandbox = await self._manager.wait_ready(self.sandbox_id)
+        except SandboxError as exc:
+            return RenderReport.skip(RENDER_SKIP_FAILED, f"the dev server is not ready: {exc}")
+        return await run_render_check(
+            self._manager.client,
+            settings,
+            sandbox_container=sandbox.container_id,
+            dev_port=sandbox.dev_port,
+            instance=self._manager.settings.instance,
+        )
 
     async def record_version(self, turn: int, note: str = "") -> None:
         """Once the project's files are final (a build may still run: it changes none of

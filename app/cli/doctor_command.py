@@ -33,6 +33,7 @@ from app.cli.doctor_capacity import check_capacity
 from app.cli.doctor_firewall import check_firewall
 from app.cli.doctor_npm import check_npm
 from app.cli.doctor_pool import check_pool
+from app.cli.doctor_render import check_render
 from app.cli.doctor_result import CheckResult
 from app.errors import ConfigError
 from app.parser_choice import BUILD_COMMAND, ParserChoice, activate
@@ -89,6 +90,7 @@ async def run_checks(
     results.append(await anyio.to_thread.run_sync(check_pool, redis_url, data_dir, env))
     results.append(await anyio.to_thread.run_sync(check_firewall, env))
     results.extend(await check_npm(client, env))
+    results.append(await check_render(client, env))
     results.append(await anyio.to_thread.run_sync(check_tokenizer_files))
     results.append(check_parser(activate()))  # the choice app.cli.main made
     if client is not None:

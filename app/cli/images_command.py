@@ -20,7 +20,7 @@ import docker
 from app.cli.commands import COMMANDS
 from app.deploy.service_images import ServiceImageBuilder, ServiceImageSettings
 from sandbox import (
-    PROXY_NAME,
+    SERVICE_IMAGES,
     TEMPLATES,
     BuildResult,
     ImageBuilder,
@@ -39,9 +39,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     build.add_argument(
         "--template",
         action="append",
-        choices=[*TEMPLATES, PROXY_NAME],
+        choices=[*TEMPLATES, *SERVICE_IMAGES],
         dest="templates",
-        help="build only this template, or the npm proxy (repeatable); default: all",
+        help="build only this template, the npm proxy or the render browser (repeatable)",
     )
     build.add_argument(
         "--force", action="store_true", help="rebuild templates even if their inputs are unchanged"

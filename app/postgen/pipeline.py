@@ -15,7 +15,7 @@ from app.postgen.fixes import Fix, apply_fixes
 from app.postgen.template_workspace import read_template_workspace
 from app.postgen.validation import Finding, validate_project
 from parser.events import Command, EditEnd, Event, FileContent, FileEnd, FileStart, InstallContent
-from sandbox import BUILD_COMMAND, AppliedEdit, FailedEdit, SessionLog, Template
+from sandbox import BUILD_COMMAND, AppliedEdit, FailedEdit, RenderReport, SessionLog, Template
 
 REUSED_BUILD = "the build already passed on these files; not run again"
 
@@ -69,11 +69,18 @@ class PostGenReport:
     fixes: list[Fix] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     build: BuildReport | None = None
+    # The render check (issue 23), run once the rest is ok; ``None`` when it did not run.
+    render: RenderReport | None = None
+
+    @property
+    def built(self) -> bool:
+        """No findings left and the build passed: the render check may run."""
+        return not self.findings and self.build is not None and self.build.ok
 
     @property
     def ok(self) -> bool:
-        """No findings left and the build passed."""
-        return not self.findings and self.build is not None and self.build.ok
+        """Built, and the render check (when it ran) found nothing."""
+        return self.built and (self.render is None or self.render.ok)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -84,6 +91,7 @@ class PostGenReport:
                 for f in self.findings
             ],
             "build": self.build.to_dict() if self.build else None,
+            "render": self.render.to_dict() if self.render else None,
         }
 
 

@@ -1,5 +1,7 @@
 """Building the sandbox images: one per template (``images/<name>/``), on the base image, and
-the npm registry proxy's (``images/npm-proxy``, :mod:`sandbox.containers.npm_proxy`) the same way.
+the npm registry proxy's (``images/npm-proxy``, :mod:`sandbox.containers.npm_proxy`) and the
+render check's browser (``images/render-browser``, :mod:`sandbox.preview.render_check`) the
+same way.
 
 ``ImageBuilder.build`` makes sure the base exists (present, pulled, or built locally, see
 ``sandbox.images.base_image``), then builds each template's ``Dockerfile`` with ``BASE`` and the
@@ -55,6 +57,10 @@ PROXY_NAME = "npm-proxy"  # built like a template: same build args, same skip ru
 PROXY_IMAGE = (
     "kiln/npm-proxy:latest"  # the npm registry proxy's image (sandbox.containers.npm_proxy)
 )
+RENDER_NAME = "render-browser"  # the render check's browser (sandbox.preview.render_check)
+RENDER_IMAGE = "kiln/render-browser:latest"
+# Images built like templates from ``images/<name>/`` that are not templates.
+SERVICE_IMAGES = {PROXY_NAME: PROXY_IMAGE, RENDER_NAME: RENDER_IMAGE}
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,22 +110,22 @@ class ImageBuilder:
     async def build(
         self, names: Iterable[str] | None = None, *, force: bool = False, rebuild_base: bool = False
     ) -> list[BuildResult]:
-        """Ensure the base, then build the images ``names``: templates, and ``npm-proxy``
-        (all of them by default).
+        """Ensure the base, then build the images ``names``: templates, ``npm-proxy`` and
+        ``render-browser`` (all of them by default).
 
         ``force`` rebuilds the templates without the build cache; ``rebuild_base`` rebuilds the
         base locally even if one is present.
         """
-        wanted = list(names or [*TEMPLATES, PROXY_NAME])
-        templates = [template_named(name) for name in wanted if name != PROXY_NAME]
+        wanted = list(names or [*TEMPLATES, *SERVICE_IMAGES])
+        templates = [template_named(name) for name in wanted if name not in SERVICE_IMAGES]
         async with build_lock(BUILD_LOCK, self.progress):
             base = await ensure_base(self.client, self.settings, self.progress, force=rebuild_base)
             results = [base]
             for template in templates:
                 results.append(await self.build_template(template, base.image_id, force=force))
-            if PROXY_NAME in wanted:
-                proxy = await self.build_image(PROXY_NAME, PROXY_IMAGE, base.image_id, force=force)
-                results.append(proxy)
+            for name, image in SERVICE_IMAGES.items():
+                if name in wanted:
+                    results.append(await self.build_image(name, image, base.image_id, force=force))
             await call(remove_replaced, self.client, base.replaced_id, base.image_id)
         return results
 
@@ -163,7 +169,8 @@ class ImageBuilder:
         base_id = base.image_id if base else None
         for template in TEMPLATES.values():
             rows.append(await self.template_status(template, base_id))
-        rows.append(await self.image_status(PROXY_NAME, PROXY_IMAGE, base_id))
+        for name, image in SERVICE_IMAGES.items():
+            rows.append(await self.image_status(name, image, base_id))
         return rows
 
     async def template_status(self, template: Template, base_id: str | None) -> ImageStatus:

@@ -22,6 +22,7 @@ from parser.events import (
     FileStart,
     InstallContent,
 )
+from sandbox import RenderReport
 from sandbox.session_log import AppliedEdit, FailedEdit, RecordSink, SessionLog
 from sandbox.writes.edit_blocks import apply_edit_blocks
 
@@ -137,6 +138,15 @@ class FakeWorkspace:
         self.versions_recorded: list[tuple[int, str]] = []
         self.acquired_early = False
         self._exit_codes = exit_codes or {}
+        # What each render check answers, in order (the last one again once used up).
+        self.renders: list[RenderReport] = []
+        self.render_checks = 0
+
+    async def check_render(self) -> RenderReport | None:
+        self.render_checks += 1
+        if not self.renders:
+            return None
+        return self.renders.pop(0) if len(self.renders) > 1 else self.renders[0]
 
     async def target(self, on_record: RecordSink) -> FakeTarget:
         if self.target_ is None:

@@ -17,6 +17,8 @@ from app.errors import Overloaded
 from app.providers.base import ProviderRequest, ProviderStream, StreamOutcome
 from app.providers.replay import ReplayPacing, ReplayProvider
 from prompts.compose import nudge_prompt
+from sandbox import RenderReport
+from sandbox.preview.error_reports import PreviewError, SourceLocation
 from tests.agent.fakes import RECORDINGS, Collector, FakeTools, FakeWorkspace
 
 pytestmark = pytest.mark.anyio
@@ -323,3 +325,51 @@ async def test_commands_count_against_the_runs_tool_budget(tmp_path: Path) -> No
     refused = events.of_type("tool_result")
     assert [(r["tool"], r["request"]) for r in refused] == [("budget", "npm run lint")]
     assert result.usage["tool_calls"] == 2
+
+
+THROWING = (
+    '<edward_sandbox project="x" base="vite-react">\n<file path="src/App.jsx">\n'
+    "export default function App() {\n  const user = undefined;\n"
+    "  return <h1>{user.name}</h1>;\n}\n</file>\n</edward_sandbox>\n<edward_done />\n"
+)
+RENDERING = THROWING.replace("const user = undefined;", 'const user = { name: "Ada" };')
+THROWN = "TypeError: Cannot read properties of undefined (reading 'name')"
+
+
+def _render(*errors: PreviewError) -> RenderReport:
+    return RenderReport(ok=not errors, errors=list(errors), seconds=1.0)
+
+
+async def test_an_app_that_throws_when_it_renders_gets_a_fixup_in_the_browsers_words(
+    tmp_path: Path,
+) -> None:
+    thrown = PreviewError(
+        "uncaught",
+        THROWN,
+        "    at App (http://localhost:5173/src/App.jsx:4:20)",
+        SourceLocation("src/App.jsx", 3, 18),
+        "http://localhost:5173/",
+    )
+    space, events = FakeWorkspace(), Collector()
+    checkpoints: list[Checkpoint] = []
+    space.renders = [_render(thrown), _render()]
+    recording = write(tmp_path, "throws.jsonl", [THROWING, RENDERING])
+    result = await run(recording, workspace=space, emit=events, checkpoints=checkpoints)
+    assert (result.status, result.turns) == ("completed", 2)
+    fixup = checkpoints[-1].messages[2].content
+    assert f"- src/App.jsx:3 [uncaught] {THROWN}" in fixup
+    assert "const user = undefined;" in fixup  # the file as it is now
+    [preview_error] = events.of_type("preview_error")
+    assert preview_error["message"] == THROWN
+    renders = [e["render"] for e in events.of_type("postgen")]
+    assert [r["ok"] for r in renders] == [False, True]
+
+
+async def test_a_check_that_could_not_run_never_fails_the_run() -> None:
+    space = FakeWorkspace()
+    space.renders = [RenderReport.skip("render_check_timeout", "took too long")]
+    result = await run(RECORDINGS / "todo-vite-react.txt", workspace=space)
+    assert result.status == "completed"
+    assert result.postgen is not None
+    assert result.postgen["render"]["skipped"] == "render_check_timeout"
+    assert space.render_checks == 1

@@ -62,6 +62,7 @@ def test_everything_passes_on_a_set_up_machine(
         "image vanilla": True,
         "image nextjs": True,
         "image npm-proxy": True,
+        "image render-browser": True,
         "capacity": True,
         "memory": True,
         "pids": True,
@@ -72,6 +73,7 @@ def test_everything_passes_on_a_set_up_machine(
         "ca bundle": True,
         "npm registry": True,
         "npm cache": True,
+        "render check": True,
         "tokenizer": True,
         "parser": True,
     }

@@ -6,7 +6,7 @@ import pytest
 
 from app.cli import main
 from app.cli.images_command import format_results, format_statuses
-from sandbox.images.builder import PROXY_NAME, ImageStatus
+from sandbox.images.builder import SERVICE_IMAGES, ImageStatus
 from sandbox.images.docker_build import BuildResult
 from sandbox.images.templates import TEMPLATES
 
@@ -56,12 +56,12 @@ def test_the_listing_shows_short_ids_and_sizes() -> None:
 
 
 @pytest.mark.docker
-def test_ls_lists_the_base_every_template_and_the_npm_proxy(
+def test_ls_lists_the_base_every_template_the_npm_proxy_and_the_render_browser(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert main(["images", "ls"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]]
-    assert names == ["base", *TEMPLATES, PROXY_NAME]
+    assert names == ["base", *TEMPLATES, *SERVICE_IMAGES]
 
 
 @pytest.mark.docker

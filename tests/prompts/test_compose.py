@@ -283,7 +283,7 @@ def test_fixup_with_build_output_only() -> None:
 
 
 def test_fixup_needs_something_to_fix() -> None:
-    with pytest.raises(ValueError, match="findings or build output"):
+    with pytest.raises(ValueError, match="findings, render errors or build output"):
         fixup_prompt([])
 
 
@@ -321,3 +321,22 @@ def test_edit_mode_shows_the_edit_example_and_the_file_map() -> None:
     assert load_text("example_vite-react") not in prompt
     assert "- src/big.js (9000 bytes)" in prompt
     assert load_text("example_vite-react") in system_prompt("vite-react", Mode.GENERATE)
+
+
+def test_fixup_carries_the_browsers_words_the_line_and_the_current_file() -> None:
+    error = {
+        "kind": "uncaught",
+        "message": "TypeError: Cannot read properties of undefined (reading 'name')",
+        "stack": "    at App (http://localhost:5173/src/App.jsx:5:20)",
+        "source": {"file": "src/App.jsx", "line": 3, "column": 18},
+        "url": "http://localhost:5173/",
+        "count": 1,
+    }
+    prompt = fixup_prompt(
+        [], render_errors=[error], render_files={"src/App.jsx": "const user = undefined;\n"}
+    )
+
+    assert "- src/App.jsx:3 [uncaught] TypeError: Cannot read properties of undefined" in prompt
+    assert "at App (http://localhost:5173/src/App.jsx:5:20)" in prompt
+    assert '<current_file path="src/App.jsx">\nconst user = undefined;\n</current_file>' in prompt
+    assert "headless browser" in prompt

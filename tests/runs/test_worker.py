@@ -440,7 +440,11 @@ async def test_the_todo_recording_runs_into_a_real_sandbox(
     store: Store,
     client: redis.asyncio.Redis,
     sandbox_manager: SandboxManager,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The worker's part, within its hang guard: the render check after the build (a browser
+    # in a container, ~3-17 s on a loaded host) has tests of its own, end to end included.
+    monkeypatch.setenv("KILN_RENDER_CHECK", "0")
     service = RunService(store, client, settings)
     workspaces = sandbox_workspaces(sandbox_manager)
     async with running_workers(settings, store, client, workspaces, replay_factory()):

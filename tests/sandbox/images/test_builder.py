@@ -25,7 +25,12 @@ from docker.models.containers import Container
 from docker.models.volumes import Volume
 
 from sandbox.docker_boundary import connect
-from sandbox.images.builder import PROXY_IMAGE, ImageBuilder, build_lock, template_params
+from sandbox.images.builder import (
+    SERVICE_IMAGES,
+    ImageBuilder,
+    build_lock,
+    template_params,
+)
 from sandbox.images.docker_build import IMAGE_LABEL, INPUTS_LABEL, BuildResult, inputs_digest
 from sandbox.images.settings import ImageBuildSettings
 from sandbox.images.templates import SANDBOX_UID, TEMPLATES, WORKSPACE, Template
@@ -172,7 +177,7 @@ async def test_every_template_image_exists_and_is_labelled(
 async def test_a_second_build_skips_every_image(
     built: list[BuildResult], docker_client: docker.DockerClient
 ) -> None:
-    images = [*(t.image for t in TEMPLATES.values()), PROXY_IMAGE]
+    images = [*(t.image for t in TEMPLATES.values()), *SERVICE_IMAGES.values()]
     before = [docker_client.images.get(image).id for image in images]
     client = connect()
     try:
