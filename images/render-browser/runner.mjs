@@ -243,10 +243,9 @@ handlers.set("Runtime.consoleAPICalled", ({ type, args, stackTrace }) => {
   if (!kind) return;
   const message = args.map(remote).join(" ");
   const vite = message.startsWith("[vite]") || message.includes("[plugin:vite");
-  // React 18's development warnings (a missing key, ...) go through console.error but say
-  // "Warning:": shown as warnings, never findings that could fail a run that works.
-  const reactWarning = kind === "console_error" && message.startsWith("Warning: ");
-  const shown = vite && kind === "console_error" ? "vite_error" : reactWarning ? "console_warn" : kind;
+  // React's "Warning: ..." lines are made warnings where every report is normalised
+  // (sandbox/preview/error_reports.py), for this runner and the preview's reporter alike.
+  const shown = vite && kind === "console_error" ? "vite_error" : kind;
   report(shown, message, stackTrace && stackTrace.callFrames);
 });
 handlers.set("Log.entryAdded", ({ entry }) => {

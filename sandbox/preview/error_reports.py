@@ -53,6 +53,9 @@ ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]")
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 # Served paths that are no file of the project: dependencies (Vite's pre-bundled ones too),
 # Vite's client and helpers, files outside the root, kiln's reporter.
+# React's development warnings (a missing key, ...) go through console.error but say
+# "Warning:": shown as warnings, never findings that could fail a run whose app works.
+REACT_WARNING = "Warning: "
 NOT_PROJECT = ("node_modules/", "@vite/", "@react-refresh", "@id/", "@fs/", "__kiln/")
 # A stack frame's location: ``<url>:<line>:<column>`` (Chrome ``at f (url:1:2)``, Firefox
 # ``f@url:1:2``).
@@ -181,6 +184,8 @@ def normalize_report(raw: object, *, origin: str) -> PreviewError | None:
     stack = plain_text(raw.get("stack"), MAX_STACK)
     if not message and not stack.strip():
         return None
+    if kind == "console_error" and message.startswith(REACT_WARNING):
+        kind = "console_warn"
     source = source_of(raw.get("source"), origin) or first_frame(stack, origin)
     count = whole_number(raw.get("count"), 1, MAX_COUNT) or 1
     url = plain_text(raw.get("url"), MAX_URL)

@@ -21,7 +21,6 @@ import redis
 
 from app.config import ServiceSettings
 from app.runs.worker import default_provider_factory
-from sandbox.containers.provisioning import remove_volume
 from tests.api.harness import add_person
 from tests.api.stack import LiveService, live_service
 from tests.runs.scripted_model import Json, message_text, serve
@@ -121,7 +120,6 @@ async def live(
         for record in await served.stack.manager.list():
             await served.stack.manager.destroy(record.id)
         await remove_npm_proxy(served.stack.manager.client, sandbox_settings.instance)
-        await remove_volume(served.stack.manager.client, sandbox_settings.npm_cache_volume)
 
 
 async def test_an_app_that_throws_when_it_renders_ends_fixed_in_the_same_run(

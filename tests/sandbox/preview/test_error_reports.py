@@ -69,6 +69,21 @@ def test_the_shared_shape() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("message", "kind"),
+    [
+        pytest.param('Warning: Each child in a list should have a "key".', "console_warn",
+                     id="react-warning"),
+        pytest.param("TypeError: x is undefined", "console_error", id="a-real-error"),
+        pytest.param("Warnings: 3", "console_error", id="not-the-prefix"),
+    ],
+)  # fmt: skip
+def test_react_development_warnings_are_warnings(message: str, kind: str) -> None:
+    error = normalize_report(raw(kind="console_error", message=message), origin=ORIGIN)
+    assert error is not None
+    assert error.kind == kind
+
+
 def test_sizes_are_capped_and_a_megabyte_costs_no_more() -> None:
     huge = "x" * 1_000_000
     error = normalize_report(raw(message=huge, stack=huge, url=huge), origin=ORIGIN)
