@@ -145,6 +145,7 @@ if TYPE_CHECKING:
     from sandbox.preview.render_check import (
         RENDER_SKIP_DISABLED,
         RENDER_SKIP_FAILED,
+        RenderBrowser,
         RenderCheckSettings,
         RenderReport,
         probe_render_browser,
@@ -236,6 +237,7 @@ _EXPORTS: dict[str, str] = {
     "PROXY_NAME": "sandbox.images.builder",
     "RENDER_SKIP_DISABLED": "sandbox.preview.render_check",
     "RENDER_SKIP_FAILED": "sandbox.preview.render_check",
+    "RenderBrowser": "sandbox.preview.render_check",
     "RenderCheckSettings": "sandbox.preview.render_check",
     "RenderReport": "sandbox.preview.render_check",
     "render_image_present": "sandbox.preview.render_check",
@@ -335,6 +337,7 @@ __all__ = [
     "Record",
     "RecordSink",
     "Refusal",
+    "RenderBrowser",
     "RenderCheckSettings",
     "RenderReport",
     "Resolve",

@@ -30,6 +30,7 @@ from sandbox import (
     TEMPLATES,
     NestedExits,
     RecordSink,
+    RenderBrowser,
     RenderCheckSettings,
     RenderReport,
     Sandbox,
@@ -66,6 +67,15 @@ class _EarlyAcquire:
     template: str
     done: anyio.Event = field(default_factory=anyio.Event)
     sandbox: Sandbox | None = None
+
+
+@dataclass(slots=True)
+class _BrowserAhead:
+    """A render browser being started while the answer streams (its start is most of a check's
+    cost: :class:`sandbox.RenderBrowser`)."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    browser: RenderBrowser | None = None
 
 
 class Workspace(Protocol):
@@ -146,6 +156,9 @@ class SandboxWorkspace:
         # record (the tar out of the sandbox costs ~0.1 s at the end of every run).
         self._recorded_state: int | None = None
         self._early: _EarlyAcquire | None = None
+        self._render_settings = RenderCheckSettings.from_env()
+        self._ahead: _BrowserAhead | None = None
+        self._tasks: TaskGroup | None = None
         self.sandbox_id: str | None = None
         self.dev_url: str | None = None
 
@@ -207,7 +220,44 @@ class SandboxWorkspace:
             build_ahead=True,  # post-generation builds every run: start it once the files are in
         )
         self._session = await self._stack.enter_async_context(session)
+        # Unwound in reverse: the browser's start ends (task group) before it is discarded.
+        self._stack.push_async_callback(self._discard_browser_ahead)
+        self._tasks = await self._stack.enter_async_context(anyio.create_task_group())
+        self._start_browser_ahead(sandbox)
         return self._session
+
+    def _start_browser_ahead(self, sandbox: Sandbox) -> None:
+        """Start the render check's browser now, in the background (nothing when it is off)."""
+        if self._render_settings.enabled and self._tasks is not None and self._ahead is None:
+            self._ahead = _BrowserAhead()
+            self._tasks.start_soon(self._browser_ahead, self._ahead, sandbox)
+
+    async def _browser_ahead(self, ahead: _BrowserAhead, sandbox: Sandbox) -> None:
+        try:
+            ahead.browser = await RenderBrowser.start(
+                self._manager.client,
+                self._render_settings,
+                sandbox_container=sandbox.container_id,
+                dev_port=sandbox.dev_port,
+                instance=self._manager.settings.instance,
+            )
+        except SandboxError:
+            pass  # the check starts its own browser and says what failed there
+        finally:
+            ahead.done.set()
+
+    async def _take_browser_ahead(self) -> RenderBrowser | None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return None
+        await ahead.done.wait()
+        return ahead.browser
+
+    async def _discard_browser_ahead(self) -> None:
+        with anyio.CancelScope(shield=True):
+            browser = await self._take_browser_ahead()
+            if browser is not None:
+                await browser.discard()
 
     async def close(self, *, abandon: bool = False) -> SessionLog | None:
         """Finish the session, wait for the dev server, release the sandbox for reuse.
@@ -243,7 +293,7 @@ class SandboxWorkspace:
         once the dev server answers; a dev server that does not is said as a skipped check."""
         if self._session is None or self.sandbox_id is None:
             return None
-        settings = RenderCheckSettings.from_env()
+        settings = self._render_settings
         if not settings.enabled:
             return RenderReport.skip(
                 RENDER_SKIP_DISABLED, "the render check is off (KILN_RENDER_CHECK=0)"
@@ -253,13 +303,23 @@ class SandboxWorkspace:
             sandbox = await self._manager.wait_ready(self.sandbox_id)
         except SandboxError as exc:
             return RenderReport.skip(RENDER_SKIP_FAILED, f"the dev server is not ready: {exc}")
-        return await run_render_check(
-            self._manager.client,
-            settings,
-            sandbox_container=sandbox.container_id,
-            dev_port=sandbox.dev_port,
-            instance=self._manager.settings.instance,
-        )
+        browser = await self._take_browser_ahead()
+        if browser is not None and browser.sandbox_container != sandbox.container_id:
+            await browser.discard()  # its sandbox's container was replaced meanwhile
+            browser = None
+        if browser is not None:
+            report = await browser.check()
+        else:
+            report = await run_render_check(
+                self._manager.client,
+                settings,
+                sandbox_container=sandbox.container_id,
+                dev_port=sandbox.dev_port,
+                instance=self._manager.settings.instance,
+            )
+        if report.findings:  # a fix-up turn follows: its check's browser starts meanwhile
+            self._start_browser_ahead(sandbox)
+        return report
 
     async def record_version(self, turn: int, note: str = "") -> None:
         """Once the project's files are final (a build may still run: it changes none of

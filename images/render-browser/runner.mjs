@@ -6,14 +6,18 @@
 // is told to go nowhere but loopback (a dead proxy for everything else, names resolve to nothing).
 //
 // Input: env KILN_RENDER_CONFIG = {"url", "deadline_ms", "idle_ms", "reporter": str|null,
-// "screenshot": bool}. Output: {"loaded", "blank", "timed_out", "reports": [raw reports],
+// "screenshot": bool, "go_file": str|null, "wait_ms"}. With "go_file", the browser starts at once
+// and waits on an empty page until that file exists (kiln starts it while the answer streams and
+// creates the file when the build passed); the deadline counts from then. Output: {"loaded", "blank", "timed_out", "reports": [raw reports],
 // "screenshot": base64 PNG|null, "seconds", "error": str|null}. Raw reports carry the shared
 // preview-error field names (kind, message, stack, source, url); kiln normalises them.
 import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 
 const started = Date.now();
 const config = JSON.parse(process.env.KILN_RENDER_CONFIG || "{}");
-const deadline = started + (config.deadline_ms || 15000);
+const deadlineMs = config.deadline_ms || 15000;
+let deadline = started + deadlineMs;
 const idleMs = config.idle_ms || 500;
 // A page that never goes quiet (polling, a stream) is judged this long after its load.
 const settleMaxMs = config.settle_max_ms || 5000;
@@ -316,6 +320,22 @@ async function settle() {
   return true;
 }
 
+// The browser is ready: wait (polling; a file is all a confined container is told by) for the
+// check, then count the check's deadline from there.
+async function waitForGo(file, until) {
+  process.stderr.write("kiln-render: the browser is ready, waiting for the check\n");
+  while (!existsSync(file)) {
+    if (Date.now() > until) finish({ error: "no render check came for the waiting browser", loaded, blank: false });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  mark("go");
+  deadline = Date.now() + deadlineMs;
+}
+
+function armDeadline() {
+  setTimeout(() => finish({ error: "deadline passed", loaded, blank: false, timed_out: true }), deadline - Date.now() + 2000);
+}
+
 async function main() {
   const { targetId } = await send("Target.createTarget", { url: "about:blank" });
   const { sessionId } = await send("Target.attachToTarget", { targetId, flatten: true });
@@ -330,6 +350,10 @@ async function main() {
     page("Runtime.addBinding", { name: "__kilnReport" }),
   ]);
   if (config.reporter) await page("Page.addScriptToEvaluateOnNewDocument", { source: config.reporter });
+  if (config.go_file) {
+    await waitForGo(config.go_file, Date.now() + (config.wait_ms || 1800000));
+    armDeadline();
+  }
   const navigation = await page("Page.navigate", { url: target.href });
   if (navigation.errorText) {
     report("network", `GET ${target.href} failed: ${navigation.errorText}`, null, target.href);
@@ -354,5 +378,5 @@ async function main() {
   finish({ loaded, blank, timed_out: timedOut, screenshot, error: null });
 }
 
-setTimeout(() => finish({ error: "deadline passed", loaded, blank: false, timed_out: true }), deadline - Date.now() + 2000);
+if (!config.go_file) armDeadline();  // a waiting browser arms it at the go
 main().catch((error) => finish({ error: String(error && error.message), loaded, blank: false }));

@@ -31,6 +31,7 @@ from typing import Any
 import anyio.to_thread
 import docker
 import requests
+from docker.models.containers import Container
 
 from sandbox.containers.labels import shared_labels
 from sandbox.docker_boundary import call
@@ -60,6 +61,9 @@ SKIP_IMAGE = "render_check_image_missing"
 SKIP_TIMEOUT = "render_check_timeout"
 RENDER_SKIP_FAILED = SKIP_FAILED = "render_check_failed"
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024  # a runner's JSON line with its screenshot
+# A browser started ahead waits for its check at this path (its tmpfs), this long at most.
+GO_FILE = "/tmp/kiln-render-go"
+WAIT_FOR_GO_MS = 30 * 60 * 1000
 # The preview's error reporter (helper "reporter", issue 23): when present, the browser installs
 # it before the app's code and it reports through the ``__kilnReport`` binding.
 REPORTER_SCRIPT = Path(__file__).with_name("reporter.js")
@@ -134,12 +138,16 @@ class RenderReport:
         }
 
 
-def runner_config(url: str, settings: RenderCheckSettings, reporter: str | None) -> str:
-    """The runner's ``KILN_RENDER_CONFIG``: the page, its deadline and idle, the reporter."""
+def runner_config(
+    url: str, settings: RenderCheckSettings, reporter: str | None, *, go_file: str | None = None
+) -> str:
+    """The runner's ``KILN_RENDER_CONFIG``: the page, its deadline and idle, the reporter; with
+    ``go_file``, the browser waits on an empty page until that file exists."""
     # The runner's own deadline leaves room for the container's start and its answer.
     deadline_ms = int(max(settings.timeout_seconds - 2.0, 1.0) * 1000)
     config = {"url": url, "deadline_ms": deadline_ms, "idle_ms": settings.idle_ms}
-    return json.dumps({**config, "reporter": reporter, "screenshot": True})
+    waiting = {"go_file": go_file, "wait_ms": WAIT_FOR_GO_MS} if go_file else {}
+    return json.dumps({**config, **waiting, "reporter": reporter, "screenshot": True})
 
 
 def render_run_kwargs(
@@ -192,6 +200,59 @@ async def run_render_check(
     return await _check(client, settings, kwargs, url, started)
 
 
+class RenderBrowser:
+    """A render browser started ahead of its check, in ``sandbox_container``'s namespace.
+
+    Chromium's start is most of a check's cost (1.6-2.7 s of 3.7 s measured, bench/
+    render_check.py), so a run starts the browser while its answer still streams; the browser
+    waits on an empty page, and :meth:`check` tells it to open the app (a file in its tmpfs, the
+    one thing a confined container can be told by) and reads the answer. One check per browser.
+    """
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        settings: RenderCheckSettings,
+        container: Container,
+        *,
+        sandbox_container: str,
+        url: str,
+    ) -> None:
+        self._client, self._settings, self._container = client, settings, container
+        self.sandbox_container, self._url = sandbox_container, url
+
+    @classmethod
+    async def start(
+        cls,
+        client: docker.DockerClient,
+        settings: RenderCheckSettings,
+        *,
+        sandbox_container: str,
+        dev_port: int,
+        instance: str,
+    ) -> RenderBrowser:
+        """Start the browser; :class:`ImageMissing` or :class:`SandboxError` when it cannot."""
+        url = f"http://localhost:{dev_port}/"
+        script = await anyio.to_thread.run_sync(reporter_script)
+        config = runner_config(url, settings, script, go_file=GO_FILE)
+        kwargs = render_run_kwargs(settings, sandbox_container, config, instance=instance)
+        container = await call(_start, client, kwargs)
+        return cls(client, settings, container, sandbox_container=sandbox_container, url=url)
+
+    async def check(self) -> RenderReport:
+        """Open the app now and report what the browser found (never raises, as
+        :func:`run_render_check`); the browser is gone afterwards."""
+        started = time.monotonic()
+        # A browser that already ended (it failed to start) cannot be told: its answer says why.
+        with contextlib.suppress(SandboxError):
+            await call(self._container.exec_run, ["touch", GO_FILE], user="1000:1000")
+        return await _report(self._settings, self._url, started, self._container)
+
+    async def discard(self) -> None:
+        """Remove the browser (unused, or its sandbox was replaced)."""
+        await call(_remove, self._container)
+
+
 async def probe_render_browser(
     client: docker.DockerClient, settings: RenderCheckSettings, *, instance: str
 ) -> RenderReport:
@@ -212,40 +273,59 @@ async def _check(
 ) -> RenderReport:
     """Run the browser container and read its answer; the check's own failures are skips."""
     try:
-        output = await call(_run_to_end, client, kwargs, settings.timeout_seconds)
+        container = await call(_start, client, kwargs)
     except ImageMissing:
         message = f"the render browser image {RENDER_IMAGE!r} is missing: run `kiln images build`"
         return RenderReport.skip(SKIP_IMAGE, message, time.monotonic() - started)
+    except SandboxError as exc:
+        message = f"the render check could not run: {exc}"
+        return RenderReport.skip(SKIP_FAILED, message, time.monotonic() - started)
+    return await _report(settings, url, started, container)
+
+
+async def _report(
+    settings: RenderCheckSettings, url: str, started: float, container: Container
+) -> RenderReport:
+    """Wait for the browser's answer (the container is removed in every case) as a report."""
+    try:
+        output = await call(_output, container, settings.timeout_seconds)
     except TimeoutError:
         message = f"the render check took longer than {settings.timeout_seconds:g} s"
         return RenderReport.skip(SKIP_TIMEOUT, message, time.monotonic() - started)
     except SandboxError as exc:
         message = f"the render check could not run: {exc}"
         return RenderReport.skip(SKIP_FAILED, message, time.monotonic() - started)
+    finally:
+        await call(_remove, container)
     return parse_runner_output(output, origin=url.rstrip("/"), seconds=time.monotonic() - started)
 
 
-def _run_to_end(client: docker.DockerClient, kwargs: dict[str, Any], timeout: float) -> bytes:
-    """Run the browser container to its end and return its stdout (blocking; in a thread).
-
-    ``TimeoutError`` past ``timeout``; the container is removed in every case.
-    """
+def _start(client: docker.DockerClient, kwargs: dict[str, Any]) -> Container:
+    """Start the browser container (blocking; in a thread)."""
     try:
-        container = client.containers.run(**kwargs)
+        return client.containers.run(**kwargs)
     except docker.errors.ImageNotFound as exc:
         raise ImageMissing(f"image {RENDER_IMAGE!r} is missing") from exc
     except docker.errors.DockerException as exc:
         raise SandboxError(f"the render browser did not start: {exc}") from exc
+
+
+def _output(container: Container, timeout: float) -> bytes:
+    """The browser's stdout once it ended (blocking; in a thread); ``TimeoutError`` past
+    ``timeout``."""
     try:
-        try:
-            container.wait(timeout=timeout)
-        except requests.exceptions.RequestException as exc:  # the client's read deadline
-            raise TimeoutError(f"render check past {timeout:g} s") from exc
-        return bytes(container.logs(stdout=True, stderr=False)[:MAX_OUTPUT_BYTES])
-    finally:
-        # Already gone, or the engine refuses: a sweep removes what is left (shared labels).
-        with contextlib.suppress(docker.errors.DockerException):
-            container.remove(force=True)
+        container.wait(timeout=timeout)
+    except requests.exceptions.RequestException as exc:  # the client's read deadline
+        raise TimeoutError(f"render check past {timeout:g} s") from exc
+    except docker.errors.DockerException as exc:
+        raise SandboxError(f"the render browser was lost: {exc}") from exc
+    return bytes(container.logs(stdout=True, stderr=False)[:MAX_OUTPUT_BYTES])
+
+
+def _remove(container: Container) -> None:
+    # Already gone, or the engine refuses: a sweep removes what is left (shared labels).
+    with contextlib.suppress(docker.errors.DockerException):
+        container.remove(force=True)
 
 
 def parse_runner_output(output: bytes, *, origin: str, seconds: float) -> RenderReport:

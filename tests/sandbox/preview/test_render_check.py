@@ -13,18 +13,23 @@ import docker
 import pytest
 
 from sandbox import SandboxManager
+from sandbox.containers.labels import INSTANCE_LABEL
 from sandbox.docker_boundary import call
 from sandbox.env_settings import EnvReader
 from sandbox.errors import SandboxConfigError
 from sandbox.preview.render_check import (
+    RENDER_ROLE,
+    RENDER_ROLE_LABEL,
     SKIP_DISABLED,
     SKIP_FAILED,
     SKIP_TIMEOUT,
+    RenderBrowser,
     RenderCheckSettings,
     parse_runner_output,
     render_run_kwargs,
     run_render_check,
 )
+from tests.waiting import until
 
 ORIGIN = "http://localhost:5173"
 THROWING_APP = """export default function App() {
@@ -184,6 +189,42 @@ async def test_a_real_app_that_throws_is_found_then_renders_once_fixed(
         assert fixed.screenshot_png is not None
         assert fixed.screenshot_png[:4] == b"\x89PNG"
     finally:
+        await manager.destroy(sandbox.id)
+
+
+@pytest.mark.docker
+async def test_a_browser_started_ahead_opens_the_app_only_when_told(
+    manager: SandboxManager, docker_client: docker.DockerClient
+) -> None:
+    sandbox = await manager.acquire("chat-render-ahead", "owner-1", "vite-react")
+    await manager.wait_ready(sandbox.id)
+    container = docker_client.containers.get(sandbox.container_id)
+    browser = await RenderBrowser.start(
+        docker_client,
+        RenderCheckSettings(timeout_seconds=60),
+        sandbox_container=sandbox.container_id,
+        dev_port=sandbox.dev_port,
+        instance=manager.settings.instance,
+    )
+    instance = f"{INSTANCE_LABEL}={manager.settings.instance}"
+    [started] = docker_client.containers.list(
+        filters={"label": [f"{RENDER_ROLE_LABEL}={RENDER_ROLE}", instance]}
+    )
+    try:
+        await until(
+            lambda: b"waiting for the check" in started.logs(stdout=False, stderr=True),
+            "the browser started ahead is waiting",
+            limit=60,
+            interval=0.2,
+        )
+        # Written only now: a browser that had opened the app at its start saw the template's.
+        await call(_put, container, "src/App.jsx", THROWING_APP)
+        report = await browser.check()
+        wanted = "TypeError: Cannot read properties of undefined (reading 'name')"
+        assert wanted in [e.message for e in report.findings], report.to_dict()
+        assert not docker_client.containers.list(all=True, filters={"id": started.id})
+    finally:
+        await browser.discard()
         await manager.destroy(sandbox.id)
 
 
