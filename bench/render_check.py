@@ -129,7 +129,9 @@ async def run_phase(
     peaks = PeakMemory(args.instance)
     peaks.start()
     async with EmbeddedRedis(folder / "redis-host") as redis_server:
-        env = serve_env(args.instance, redis_server.url, True)
+        recordings = folder / "recordings"  # none: every message is the demo answer
+        recordings.mkdir()
+        env = serve_env(args.instance, redis_server.url, True, recordings)
         env["KILN_RENDER_CHECK"] = "1" if check else "0"
         process, login_url = start_serve(folder, args.port, env)
         try:

@@ -304,6 +304,22 @@ handlers.set("Network.loadingFailed", ({ requestId, errorText, canceled, type })
   if (kind === "network" && !["Fetch", "XHR"].includes(type)) return;
   report(kind, `${request.method} ${request.url} failed: ${errorText}`, null, request.url);
 });
+// A page that reloads itself (Vite does once it optimized dependencies it discovered on this
+// first load: the earlier document may have thrown with a stale React) is judged by its new
+// document: what the old one reported went with it.
+let navigations = 0;
+handlers.set("Page.frameNavigated", ({ frame }) => {
+  if (frame.parentId || frame.url === "about:blank") return;
+  navigations += 1;
+  if (navigations === 1) return; // the check's own navigation
+  reports.length = 0;
+  seen.clear();
+  seenByBrowser.clear();
+  fromReporter.clear();
+  loaded = false;
+  lastActivity = Date.now();
+  mark(`reload ${navigations - 1}`);
+});
 handlers.set("Page.loadEventFired", () => {
   loaded = true;
   loadedAt = Date.now();
@@ -311,10 +327,20 @@ handlers.set("Page.loadEventFired", () => {
   lastActivity = Date.now();
 });
 
+// Findings are confirmed this long after the page went quiet: a reload that follows them (Vite's
+// reload comes over its socket, not as a request) replaces them with the new document's.
+const CONFIRM_MS = config.confirm_ms || 1500;
+const QUIET_KINDS = new Set(["console_warn", "console_log"]); // never findings: no wait for them
+
 async function settle() {
+  let quietSince = 0;
   while (Date.now() < deadline) {
     const quiet = inflight.size === 0 && Date.now() - lastActivity >= idleMs;
-    if (loaded && (quiet || Date.now() - loadedAt >= settleMaxMs)) return false;
+    const settled = loaded && (quiet || Date.now() - loadedAt >= settleMaxMs);
+    if (!settled) quietSince = 0;
+    else if (!reports.some((r) => !QUIET_KINDS.has(r.kind))) return false;
+    else if (!quietSince) quietSince = Date.now();
+    else if (Date.now() - quietSince >= CONFIRM_MS) return false;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   return true;
