@@ -25,6 +25,7 @@ from app.agent.budgets import BudgetTracker, trim_history
 from app.agent.cancel_watch import CancelWatch
 from app.agent.checkpoint import Checkpoint
 from app.agent.project_edits import ProjectEdits
+from app.agent.render_findings import publish_render_findings
 from app.agent.run_result import RunResult, RunSettings, run_status
 from app.agent.turn_events import Emit, TurnEvents
 from app.agent.turn_outcome import PromptKind, Stop, StopReason, matching_rule, resolve_turn_outcome
@@ -36,7 +37,7 @@ from app.providers.base import Message, Provider, ProviderRequest
 from app.tokens import TokenCounter
 from parser import StreamParser
 from prompts.compose import Mode, continuation_prompt, fixup_prompt, nudge_prompt
-from sandbox import RenderReport, get_template
+from sandbox import get_template
 
 __all__ = ["EMPTY_ANSWER", "NO_CHANGES", "AgentRun", "Emit", "RunResult", "RunSettings", "Save"]
 
@@ -175,26 +176,13 @@ class AgentRun:
 
     async def _keep_postgen(self, report: Awaitable[PostGenReport]) -> None:
         postgen = await report
+        self._render_files = {}
         if postgen.built:  # the app builds: does it render? (issue 23)
             postgen.render = await self._workspace.check_render()
-            await self._render_findings(postgen.render)
+            target = await self._workspace.target(self._on_record)
+            self._render_files = await publish_render_findings(postgen.render, self._emit, target)
         self._postgen = postgen
         await self._emit({"type": "postgen", **postgen.to_dict()})
-
-    async def _render_findings(self, render: RenderReport | None) -> None:
-        """One ``preview_error`` event per finding; the current files the first findings name
-        (at most five: the fix-up prompt shows them whole), for the fix-up prompt."""
-        self._render_files = {}
-        if render is None:
-            return
-        target = await self._workspace.target(self._on_record)
-        for error in render.findings:
-            await self._emit({"type": "preview_error", **error.to_dict()})
-            path = error.source.file if error.source else None
-            if path and path not in self._render_files and len(self._render_files) < 5:
-                content = await target.read_file(path)
-                if content is not None:
-                    self._render_files[path] = content
 
     def _fixup_prompt(self, attempt: int) -> str:
         assert self._postgen is not None
