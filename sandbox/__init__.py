@@ -126,6 +126,7 @@ if TYPE_CHECKING:
         redis_hold,
         release_preview,
     )
+    from sandbox.preview.module_warmup import warm_dev_server
     from sandbox.preview.proxy import (
         SANDBOX_ID,
         WS_NOT_FOUND,
@@ -238,6 +239,7 @@ _EXPORTS: dict[str, str] = {
     "RENDER_SKIP_DISABLED": "sandbox.preview.render_check",
     "RENDER_SKIP_FAILED": "sandbox.preview.render_check",
     "RenderBrowser": "sandbox.preview.render_check",
+    "warm_dev_server": "sandbox.preview.module_warmup",
     "RenderCheckSettings": "sandbox.preview.render_check",
     "RenderReport": "sandbox.preview.render_check",
     "render_image_present": "sandbox.preview.render_check",
@@ -397,6 +399,7 @@ __all__ = [
     "sweep_instance",
     "usable_root",
     "valid_stream_id",
+    "warm_dev_server",
     "wrap_redis_errors",
 ]
 

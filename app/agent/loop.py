@@ -289,6 +289,10 @@ class AgentRun:
             if not self._cancel.is_set():  # a cancelled run's version is recorded at close
                 tasks.start_soon(self._workspace.record_version, turn, note)
             await target.wait_commands()
+        if not self._cancel.is_set():
+            # Before turn_end releases the preview (sandbox/preview/module_warmup.py), after
+            # the build (the sandbox has one CPU).
+            await self._workspace.warm_preview()
 
     async def _decide(self, state: Checkpoint, fatal: str | None) -> None:
         facts = self._events.recorder.facts(

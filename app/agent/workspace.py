@@ -41,8 +41,12 @@ from sandbox import (
     get_template,
     manager_session,
     run_render_check,
+    warm_dev_server,
 )
 
+# The module warm-up, waiting for the dev server included: it only saves time, so a turn never
+# waits for it longer than this.
+WARMUP_LIMIT_SECONDS = 30.0
 CLOSE_LIMIT_SECONDS = 600.0  # waiting for the last installs and flushes when a run ends
 RECENT_VERSIONS = 2  # the files these last versions changed are "changed in the last turns"
 # A first message that is only a greeting or thanks builds nothing; anything else (a question
@@ -111,6 +115,11 @@ class Workspace(Protocol):
     async def check_render(self) -> RenderReport | None:
         """Open the sandbox's app in the render browser once its build passed (issue 23);
         ``None`` when there is no sandbox. Never raises for the check's own failures."""
+        ...
+
+    async def warm_preview(self) -> None:
+        """Once the turn's files are final, have the dev server find what they import before a
+        page loads them (:mod:`sandbox.preview.module_warmup`); bounded, never raises."""
         ...
 
     async def record_version(self, turn: int, note: str = "") -> None:
@@ -287,6 +296,18 @@ class SandboxWorkspace:
             log.errors.append({"code": "dev_server_not_ready", "message": str(exc)})
         await self._manager.release(self.sandbox_id)
         return log
+
+    async def warm_preview(self) -> None:
+        """See :meth:`Workspace.warm_preview` (nothing without a sandbox)."""
+        if self._session is None or self.sandbox_id is None:
+            return
+        with anyio.move_on_after(WARMUP_LIMIT_SECONDS):
+            try:
+                await self._session.settle()
+                sandbox = await self._manager.wait_ready(self.sandbox_id)
+            except SandboxError:
+                return  # the preview and the render check say what is wrong with it
+            await warm_dev_server(sandbox.dev_url)
 
     async def check_render(self) -> RenderReport | None:
         """The render check of the sandbox's dev server (:mod:`sandbox.preview.render_check`),

@@ -141,6 +141,12 @@ class FakeWorkspace:
         # What each render check answers, in order (the last one again once used up).
         self.renders: list[RenderReport] = []
         self.render_checks = 0
+        # The turn_end events emitted before each warm-up (a test's emit sets turn_ends_seen).
+        self.warmups: list[int] = []
+        self.turn_ends_seen = 0
+
+    async def warm_preview(self) -> None:
+        self.warmups.append(self.turn_ends_seen)
 
     async def check_render(self) -> RenderReport | None:
         self.render_checks += 1

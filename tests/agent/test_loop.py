@@ -373,3 +373,18 @@ async def test_a_check_that_could_not_run_never_fails_the_run() -> None:
     assert result.postgen is not None
     assert result.postgen["render"]["skipped"] == "render_check_timeout"
     assert space.render_checks == 1
+
+
+async def test_the_dev_server_is_warmed_before_each_turn_end_releases_the_preview() -> None:
+    space = FakeWorkspace()
+    events = Collector()
+
+    async def emit(event: dict[str, Any]) -> None:
+        await events(event)
+        space.turn_ends_seen += event["type"] == "turn_end"
+
+    result = await run(RECORDINGS / "todo-vite-react.txt", workspace=space, emit=emit)
+    assert result.status == "completed"
+    # The one turn's warm-up came before its turn_end (which releases the preview's hold).
+    assert space.warmups == [0]
+    assert len(events.of_type("turn_end")) == 1

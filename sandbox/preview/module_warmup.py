@@ -1,0 +1,71 @@
+"""Warming a dev server's module graph once a turn's files are final, before any page loads it.
+
+Vite pre-bundles the dependencies it finds when the dev server starts. A package installed while
+it runs (a run's ``<edward_install>``, a restore's install: the supervisor keeps the server
+running for an added package, issue 24) is found only when a page first imports it; Vite then
+bundles the dependencies again, React with them, and reloads every open page. The page that
+found it may throw first with a stale React (``Cannot read properties of null (reading
+'useCallback')``), which the person's preview shows and reports, and which costs the render
+check a reload. Asking the dev server for the app's modules the way a page would, from
+``index.html`` down its imports, makes it find those packages with no page open: a request for a
+dependency being bundled returns once the bundling is done, and the page's real first load then
+meets one consistent set of dependencies and the transforms already cached.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+
+import anyio
+import httpx
+
+from sandbox.preview.source_map import FetchModule, dev_server_modules
+
+# Vite rewrites every import of a served module to a path on the dev server: "/src/App.jsx",
+# "/node_modules/.vite/deps/react.js?v=ab12cd34". Static (`from "..."`, `import "..."`) and
+# dynamic (`import("...")`) imports; the page's entry points are `<script src="...">`.
+IMPORTED = re.compile(r"""(?:\bfrom|\bimport)\s*\(?\s*["'](/[^"'\s]+)["']""")
+SCRIPT_SOURCE = re.compile(r"""<script\b[^>]*\bsrc\s*=\s*["'](/[^"'\s]+)["']""", re.IGNORECASE)
+# The app's own modules are read for their imports; anything else (a bundled dependency, Vite's
+# client) is only requested: that is what waits for a bundling to end.
+WALKED = ("/src/",)
+MAX_MODULES = 400
+WARMUP_SECONDS = 20.0
+
+
+async def warm_module_graph(fetch: FetchModule, max_modules: int = MAX_MODULES) -> int:
+    """Request ``/`` and every module it reaches (same origin, each once, at most
+    ``max_modules``); how many were requested. A failed request is skipped: warming only
+    saves time."""
+    queue = deque(SCRIPT_SOURCE.findall(await fetch("/") or ""))
+    seen = set(queue)
+    requested = 0
+    while queue and requested < max_modules:
+        path = queue.popleft()
+        text = await fetch(path)
+        requested += 1
+        if text is None or not path.startswith(WALKED):
+            continue
+        for imported in IMPORTED.findall(text):
+            if imported not in seen:
+                seen.add(imported)
+                queue.append(imported)
+    return requested
+
+
+async def warm_dev_server(base_url: str, limit_seconds: float = WARMUP_SECONDS) -> int:
+    """:func:`warm_module_graph` on the dev server at ``base_url`` (reachable from here), within
+    ``limit_seconds``; how many modules were requested by then."""
+    counted = 0
+
+    async def counting(path: str) -> str | None:
+        nonlocal counted
+        counted += 1
+        return await fetch(path)
+
+    async with httpx.AsyncClient() as client:
+        fetch = dev_server_modules(client, base_url)
+        with anyio.move_on_after(limit_seconds):
+            await warm_module_graph(counting)
+    return max(counted - 1, 0)  # "/" is the page, not a module
