@@ -41,10 +41,11 @@ from app.projects.workspace_io import (
     read_workspace,
     write_workspace,
 )
-from sandbox import RecordSink, SandboxError
+from sandbox import RecordSink, SandboxError, warm_dev_server
 
 PACKAGE_JSON = "package.json"
 RESTORE_INSTALL = ("npm", "install")  # the queue adds kiln's npm flags
+RESTORE_WARMUP_SECONDS = 30.0  # the warm-up after a restore's install only saves time
 FILE_NOT_KEPT = "file_not_kept"
 # chat id -> [its lock, how many hold or wait for it]: per event loop, dropped when unused.
 _CHAT_TURNS: RunVar[dict[str, tuple[anyio.Lock, list[int]]]] = RunVar("kiln_chat_turns")
@@ -287,6 +288,19 @@ def manager_installer(manager: Any) -> Installer:
             await on_record("error", _error_record(exc))
             return False
         await on_record("install", {"packages": [], "exit_code": result.result.exit_code})
+        if result.ok:  # the restored preview's first load meets the packages just installed
+            await _warm(manager, sandbox_id)
         return bool(result.ok)
 
     return install
+
+
+async def _warm(manager: Any, sandbox_id: str) -> None:
+    """The dev server's module graph walked (sandbox/preview/module_warmup.py), bounded; a dev
+    server that is not ready is said where the preview is shown, not here."""
+    with anyio.move_on_after(RESTORE_WARMUP_SECONDS):
+        try:
+            sandbox = await manager.wait_ready(sandbox_id)
+        except SandboxError:
+            return
+        await warm_dev_server(sandbox.dev_url)

@@ -167,9 +167,9 @@ def workspace_file(instance: str, path: str) -> bytes | None:
     """``path`` in the instance's one sandbox as it is now (``None``: there is none)."""
     client = docker.from_env()
     try:
-        labels = [f"kiln.instance={instance}", "kiln.role"]
-        found = client.containers.list(filters={"label": labels[0]})
-        [container] = [c for c in found if c.labels.get("kiln.role") != "npm-proxy"]
+        # A sandbox has a template; the npm proxy and a render browser of the instance do not.
+        labels = [f"kiln.instance={instance}", "kiln.template"]
+        [container] = client.containers.list(filters={"label": labels})
         code, output = container.exec_run(["cat", f"/workspace/{path}"], user="1000:1000")
     finally:
         client.close()
