@@ -242,6 +242,12 @@ class SandboxWorkspace:
             self._tasks.start_soon(self._browser_ahead, self._ahead, sandbox)
 
     async def _browser_ahead(self, ahead: _BrowserAhead, sandbox: Sandbox) -> None:
+        # Shielded: a start cancelled mid-call would leave its container running, unknown to
+        # the discard at close (a stop during a run must leave nothing behind).
+        with anyio.CancelScope(shield=True):
+            await self._start_browser(ahead, sandbox)
+
+    async def _start_browser(self, ahead: _BrowserAhead, sandbox: Sandbox) -> None:
         try:
             ahead.browser = await RenderBrowser.start(
                 self._manager.client,

@@ -250,7 +250,7 @@ class RenderBrowser:
 
     async def discard(self) -> None:
         """Remove the browser (unused, or its sandbox was replaced)."""
-        await call(_remove, self._container)
+        await _removed(self._container)
 
 
 async def probe_render_browser(
@@ -273,7 +273,8 @@ async def _check(
 ) -> RenderReport:
     """Run the browser container and read its answer; the check's own failures are skips."""
     try:
-        container = await call(_start, client, kwargs)
+        with anyio.CancelScope(shield=True):  # a container started is always removed
+            container = await call(_start, client, kwargs)
     except ImageMissing:
         message = f"the render browser image {RENDER_IMAGE!r} is missing: run `kiln images build`"
         return RenderReport.skip(SKIP_IMAGE, message, time.monotonic() - started)
@@ -296,7 +297,7 @@ async def _report(
         message = f"the render check could not run: {exc}"
         return RenderReport.skip(SKIP_FAILED, message, time.monotonic() - started)
     finally:
-        await call(_remove, container)
+        await _removed(container)
     return parse_runner_output(output, origin=url.rstrip("/"), seconds=time.monotonic() - started)
 
 
@@ -320,6 +321,12 @@ def _output(container: Container, timeout: float) -> bytes:
     except docker.errors.DockerException as exc:
         raise SandboxError(f"the render browser was lost: {exc}") from exc
     return bytes(container.logs(stdout=True, stderr=False)[:MAX_OUTPUT_BYTES])
+
+
+async def _removed(container: Container) -> None:
+    """Remove the container, even in a cancelled scope (a stop must leave nothing behind)."""
+    with anyio.CancelScope(shield=True):
+        await call(_remove, container)
 
 
 def _remove(container: Container) -> None:
