@@ -25,6 +25,7 @@ from sandbox.preview.render_check import (
     SKIP_TIMEOUT,
     RenderBrowser,
     RenderCheckSettings,
+    RenderReport,
     parse_runner_output,
     render_run_kwargs,
     run_render_check,
@@ -154,6 +155,31 @@ def _put(container: docker.models.containers.Container, path: str, text: str) ->
         info.size, info.uid, info.gid = len(data), 1000, 1000
         tar.addfile(info, io.BytesIO(data))
     container.put_archive("/workspace", buffer.getvalue())
+
+
+async def _check_page(
+    manager: SandboxManager,
+    docker_client: docker.DockerClient,
+    chat: str,
+    page: str,
+    reporter: str | None = None,
+) -> RenderReport:
+    """The render check of a vanilla sandbox whose ``index.html`` is ``page``."""
+    sandbox = await manager.acquire(chat, "owner-1", "vanilla")
+    try:
+        await manager.wait_ready(sandbox.id)
+        container = docker_client.containers.get(sandbox.container_id)
+        await call(_put, container, "index.html", page)
+        return await run_render_check(
+            docker_client,
+            RenderCheckSettings(timeout_seconds=60),
+            sandbox_container=sandbox.container_id,
+            dev_port=sandbox.dev_port,
+            instance=manager.settings.instance,
+            reporter=reporter,
+        )
+    finally:
+        await manager.destroy(sandbox.id)
 
 
 @pytest.mark.docker
@@ -311,20 +337,7 @@ fetch("http://1.1.1.1/").catch(() => {}).finally(() => {
 async def test_a_hostile_page_is_capped_merged_and_kept_off_the_network(
     manager: SandboxManager, docker_client: docker.DockerClient
 ) -> None:
-    sandbox = await manager.acquire("chat-render-hostile", "owner-1", "vanilla")
-    try:
-        await manager.wait_ready(sandbox.id)
-        container = docker_client.containers.get(sandbox.container_id)
-        await call(_put, container, "index.html", HOSTILE_PAGE)
-        report = await run_render_check(
-            docker_client,
-            RenderCheckSettings(timeout_seconds=60),
-            sandbox_container=sandbox.container_id,
-            dev_port=sandbox.dev_port,
-            instance=manager.settings.instance,
-        )
-    finally:
-        await manager.destroy(sandbox.id)
+    report = await _check_page(manager, docker_client, "chat-render-hostile", HOSTILE_PAGE)
     assert report.skipped is None, report.to_dict()
     spam = [e for e in report.errors if e.message.endswith(" spam")]
     assert [e.count for e in spam] == [10000]
@@ -347,20 +360,7 @@ MISSING_MODULE_PAGE = """<!doctype html>
 async def test_a_module_that_does_not_load_is_reported_with_its_url(
     manager: SandboxManager, docker_client: docker.DockerClient
 ) -> None:
-    sandbox = await manager.acquire("chat-render-module", "owner-1", "vanilla")
-    try:
-        await manager.wait_ready(sandbox.id)
-        container = docker_client.containers.get(sandbox.container_id)
-        await call(_put, container, "index.html", MISSING_MODULE_PAGE)
-        report = await run_render_check(
-            docker_client,
-            RenderCheckSettings(timeout_seconds=60),
-            sandbox_container=sandbox.container_id,
-            dev_port=sandbox.dev_port,
-            instance=manager.settings.instance,
-        )
-    finally:
-        await manager.destroy(sandbox.id)
+    report = await _check_page(manager, docker_client, "chat-render-module", MISSING_MODULE_PAGE)
     loads = [e for e in report.findings if e.kind == "module_load"]
     assert any("/src/missing.js" in e.message and "404" in e.message for e in loads), loads
     assert any("also-missing.js" in e.message for e in report.findings), report.to_dict()
@@ -397,21 +397,9 @@ console.log(user.name);
 async def test_the_reporter_is_installed_and_an_error_both_see_is_one_finding(
     manager: SandboxManager, docker_client: docker.DockerClient
 ) -> None:
-    sandbox = await manager.acquire("chat-render-reporter", "owner-1", "vanilla")
-    try:
-        await manager.wait_ready(sandbox.id)
-        container = docker_client.containers.get(sandbox.container_id)
-        await call(_put, container, "index.html", THROWING_PAGE)
-        report = await run_render_check(
-            docker_client,
-            RenderCheckSettings(timeout_seconds=60),
-            sandbox_container=sandbox.container_id,
-            dev_port=sandbox.dev_port,
-            instance=manager.settings.instance,
-            reporter=REPORTER,
-        )
-    finally:
-        await manager.destroy(sandbox.id)
+    report = await _check_page(
+        manager, docker_client, "chat-render-reporter", THROWING_PAGE, reporter=REPORTER
+    )
     assert "the reporter was here" in [e.message for e in report.errors], report.errors
     thrown = [e for e in report.findings if "reading 'name'" in e.message]
     assert [(e.kind, e.count) for e in thrown] == [("uncaught", 1)], thrown
