@@ -22,7 +22,7 @@ from app.agent.context import ExistingProject, existing_project, guess_template
 from app.postgen.pipeline import EventTarget
 from app.postgen.template_workspace import read_template_workspace
 from app.projects.store import VersionInfo
-from app.projects.sync import ProjectSync
+from app.projects.sync import ProjectSync, warm_preview_of
 from sandbox import (
     DEFAULT_TEMPLATE,
     RENDER_SKIP_DISABLED,
@@ -41,12 +41,8 @@ from sandbox import (
     get_template,
     manager_session,
     run_render_check,
-    warm_dev_server,
 )
 
-# The module warm-up, waiting for the dev server included: it only saves time, so a turn never
-# waits for it longer than this.
-WARMUP_LIMIT_SECONDS = 30.0
 CLOSE_LIMIT_SECONDS = 600.0  # waiting for the last installs and flushes when a run ends
 RECENT_VERSIONS = 2  # the files these last versions changed are "changed in the last turns"
 # A first message that is only a greeting or thanks builds nothing; anything else (a question
@@ -307,13 +303,11 @@ class SandboxWorkspace:
         """See :meth:`Workspace.warm_preview` (nothing without a sandbox)."""
         if self._session is None or self.sandbox_id is None:
             return
-        with anyio.move_on_after(WARMUP_LIMIT_SECONDS):
-            try:
-                await self._session.settle()
-                sandbox = await self._manager.wait_ready(self.sandbox_id)
-            except SandboxError:
-                return  # the preview and the render check say what is wrong with it
-            await warm_dev_server(sandbox.dev_url)
+        try:
+            await self._session.settle()
+        except SandboxError:
+            return  # the preview and the render check say what is wrong with it
+        await warm_preview_of(self._manager, self.sandbox_id)
 
     async def check_render(self) -> RenderReport | None:
         """The render check of the sandbox's dev server (:mod:`sandbox.preview.render_check`),

@@ -45,7 +45,9 @@ from sandbox import RecordSink, SandboxError, warm_dev_server
 
 PACKAGE_JSON = "package.json"
 RESTORE_INSTALL = ("npm", "install")  # the queue adds kiln's npm flags
-RESTORE_WARMUP_SECONDS = 30.0  # the warm-up after a restore's install only saves time
+# The module warm-up, waiting for the dev server included: it only saves time, so nothing waits
+# for it longer than this.
+WARMUP_LIMIT_SECONDS = 30.0
 FILE_NOT_KEPT = "file_not_kept"
 # chat id -> [its lock, how many hold or wait for it]: per event loop, dropped when unused.
 _CHAT_TURNS: RunVar[dict[str, tuple[anyio.Lock, list[int]]]] = RunVar("kiln_chat_turns")
@@ -289,16 +291,17 @@ def manager_installer(manager: Any) -> Installer:
             return False
         await on_record("install", {"packages": [], "exit_code": result.result.exit_code})
         if result.ok:  # the restored preview's first load meets the packages just installed
-            await _warm(manager, sandbox_id)
+            await warm_preview_of(manager, sandbox_id)
         return bool(result.ok)
 
     return install
 
 
-async def _warm(manager: Any, sandbox_id: str) -> None:
-    """The dev server's module graph walked (sandbox/preview/module_warmup.py), bounded; a dev
-    server that is not ready is said where the preview is shown, not here."""
-    with anyio.move_on_after(RESTORE_WARMUP_SECONDS):
+async def warm_preview_of(manager: Any, sandbox_id: str) -> None:
+    """Once its dev server is ready, the sandbox's module graph walked
+    (sandbox/preview/module_warmup.py), within :data:`WARMUP_LIMIT_SECONDS`; a dev server that
+    is not ready is said where the preview is shown, not here."""
+    with anyio.move_on_after(WARMUP_LIMIT_SECONDS):
         try:
             sandbox = await manager.wait_ready(sandbox_id)
         except SandboxError:
