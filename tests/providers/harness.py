@@ -9,8 +9,10 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 
+from app.chat_images import ChatImage
 from app.providers.base import Message, Provider, ProviderRequest, ProviderStream
 from app.providers.retry import RetryPolicy
+from tests.image_samples import gif, jpeg, png, webp
 from tests.providers.wire_servers import Wire, WireServer
 
 ProviderT = TypeVar("ProviderT", bound=Provider)
@@ -30,9 +32,10 @@ def ask(
     history: tuple[Message, ...] = (),
     system: str = "You are kiln.",
     max_output_tokens: int = 1000,
+    images: tuple[ChatImage, ...] = (),
 ) -> ProviderRequest:
-    """A request for ``model``: ``history`` then one user message."""
-    messages = (*history, Message("user", text))
+    """A request for ``model``: ``history`` then one user message (with ``images``)."""
+    messages = (*history, Message("user", text, images))
     return ProviderRequest(model, messages, system, max_output_tokens)
 
 
@@ -105,3 +108,17 @@ class OpenedProviders:
         """Close every provider made."""
         for provider in self.made:
             await provider.aclose()
+
+
+SENT_IMAGES = (
+    ChatImage("image/png", png(padding=300_000)),
+    ChatImage("image/gif", gif()),
+    ChatImage("image/jpeg", jpeg()),
+    ChatImage("image/webp", webp()),
+)
+"""Four images, one of each kind: what the wire servers must receive, byte for byte."""
+
+
+def sent_images() -> list[tuple[str, bytes]]:
+    """:data:`SENT_IMAGES` as :meth:`SeenRequest.images` reads them back."""
+    return [(image.media_type, image.data) for image in SENT_IMAGES]

@@ -20,6 +20,7 @@ from app.providers.google_provider import GoogleProvider
 from app.providers.retry import RetryPolicy
 from tests.providers.harness import (
     NO_RETRY,
+    SENT_IMAGES,
     OpenedProviders,
     SleepRecorder,
     ask,
@@ -28,6 +29,7 @@ from tests.providers.harness import (
     drain_into,
     retries,
     saw_disconnect,
+    sent_images,
     wire_server_fixture,
 )
 from tests.providers.wire_servers import Answer, Failure, WireServer, google_error
@@ -217,3 +219,13 @@ async def test_model_of_another_provider_is_refused_before_any_call(
     with pytest.raises(ModelRefused, match="'openai'"):
         make().stream(ask("gpt-4.1"))
     assert server.requests == []
+
+
+async def test_images_arrive_as_inline_data_byte_for_byte(
+    server: WireServer, make: MakeProvider
+) -> None:
+    server.script(Answer())
+    await drain(make().stream(ask(MODEL, "Like this mock-up.", images=SENT_IMAGES)))
+    [seen] = server.requests
+    assert seen.images() == sent_images()
+    assert seen.body["contents"][-1]["parts"][-1]["text"] == "Like this mock-up."

@@ -27,6 +27,7 @@ from app.providers.openai_compatible import (
 from app.providers.retry import RetryPolicy
 from tests.providers.harness import (
     NO_RETRY,
+    SENT_IMAGES,
     OpenedProviders,
     SleepRecorder,
     ask,
@@ -35,6 +36,7 @@ from tests.providers.harness import (
     drain_into,
     retries,
     saw_disconnect,
+    sent_images,
     wire_server_fixture,
 )
 from tests.providers.wire_servers import Answer, Failure, WireServer, openai_error
@@ -248,3 +250,13 @@ async def test_a_malformed_name_is_refused_before_any_call(
     with pytest.raises(ModelRefused, match="whitespace"):
         make().stream(ask(model))
     assert server.requests == []
+
+
+async def test_images_arrive_as_data_urls_byte_for_byte(
+    server: WireServer, make: MakeProvider
+) -> None:
+    server.script(Answer())
+    await drain(make().stream(ask(MODEL, "Like this mock-up.", images=SENT_IMAGES)))
+    [seen] = server.requests
+    assert seen.images() == sent_images()
+    assert seen.body["messages"][-1]["content"][0] == {"type": "text", "text": "Like this mock-up."}
