@@ -13,6 +13,7 @@ export const MAX_IMAGE_BYTES = 5 * 1024 * 1024;
 const MB = 1024 * 1024;
 
 // [offset, magic bytes, media type]: the formats' signatures, as on the server.
+/** @type {[number, number[], string][]} */
 const SIGNATURES = [
   [0, [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a], "image/png"],
   [0, [0xff, 0xd8, 0xff], "image/jpeg"],
