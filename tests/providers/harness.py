@@ -13,7 +13,7 @@ from app.chat_images import ChatImage
 from app.providers.base import Message, Provider, ProviderRequest, ProviderStream
 from app.providers.retry import RetryPolicy
 from tests.image_samples import gif, jpeg, png, webp
-from tests.providers.wire_servers import Wire, WireServer
+from tests.providers.wire_servers import Answer, SeenRequest, Wire, WireServer
 
 ProviderT = TypeVar("ProviderT", bound=Provider)
 NO_RETRY = RetryPolicy(max_attempts=1)
@@ -119,6 +119,15 @@ SENT_IMAGES = (
 """Four images, one of each kind: what the wire servers must receive, byte for byte."""
 
 
-def sent_images() -> list[tuple[str, bytes]]:
-    """:data:`SENT_IMAGES` as :meth:`SeenRequest.images` reads them back."""
-    return [(image.media_type, image.data) for image in SENT_IMAGES]
+async def sent_with_images(
+    server: WireServer, provider: Provider, model: str, history: tuple[Message, ...] = ()
+) -> SeenRequest:
+    """Stream a request whose message carries :data:`SENT_IMAGES`; the request ``server``
+    received, whose images were checked to be those sent, byte for byte."""
+    server.script(Answer())
+    await drain(
+        provider.stream(ask(model, "Like this mock-up.", history=history, images=SENT_IMAGES))
+    )
+    [seen] = server.requests
+    assert seen.images() == [(image.media_type, image.data) for image in SENT_IMAGES]
+    return seen

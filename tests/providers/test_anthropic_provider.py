@@ -20,7 +20,6 @@ from app.providers.base import FinishReason, Message, Usage
 from app.providers.retry import RetryPolicy
 from tests.providers.harness import (
     NO_RETRY,
-    SENT_IMAGES,
     OpenedProviders,
     SleepRecorder,
     ask,
@@ -29,7 +28,7 @@ from tests.providers.harness import (
     drain_into,
     retries,
     saw_disconnect,
-    sent_images,
+    sent_with_images,
     wire_server_fixture,
 )
 from tests.providers.wire_servers import Answer, WireServer, anthropic_error
@@ -190,13 +189,8 @@ async def test_model_of_another_provider_is_refused_before_any_call(
 async def test_images_arrive_as_base64_image_blocks_byte_for_byte(
     server: WireServer, make: MakeProvider
 ) -> None:
-    server.script(Answer())
     history = (Message("user", "hello"), Message("assistant", "Hi there."))
-    await drain(
-        make().stream(ask(MODEL, "Like this mock-up.", history=history, images=SENT_IMAGES))
-    )
-    [seen] = server.requests
-    assert seen.images() == sent_images()
+    seen = await sent_with_images(server, make(), MODEL, history)
     blocks = seen.body["messages"][-1]["content"]
     assert [block["type"] for block in blocks] == ["image"] * 4 + ["text"]
     assert blocks[-1]["text"] == "Like this mock-up."

@@ -20,7 +20,6 @@ from app.providers.google_provider import GoogleProvider
 from app.providers.retry import RetryPolicy
 from tests.providers.harness import (
     NO_RETRY,
-    SENT_IMAGES,
     OpenedProviders,
     SleepRecorder,
     ask,
@@ -29,7 +28,7 @@ from tests.providers.harness import (
     drain_into,
     retries,
     saw_disconnect,
-    sent_images,
+    sent_with_images,
     wire_server_fixture,
 )
 from tests.providers.wire_servers import Answer, Failure, WireServer, google_error
@@ -224,8 +223,5 @@ async def test_model_of_another_provider_is_refused_before_any_call(
 async def test_images_arrive_as_inline_data_byte_for_byte(
     server: WireServer, make: MakeProvider
 ) -> None:
-    server.script(Answer())
-    await drain(make().stream(ask(MODEL, "Like this mock-up.", images=SENT_IMAGES)))
-    [seen] = server.requests
-    assert seen.images() == sent_images()
+    seen = await sent_with_images(server, make(), MODEL)
     assert seen.body["contents"][-1]["parts"][-1]["text"] == "Like this mock-up."

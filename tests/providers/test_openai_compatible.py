@@ -27,7 +27,6 @@ from app.providers.openai_compatible import (
 from app.providers.retry import RetryPolicy
 from tests.providers.harness import (
     NO_RETRY,
-    SENT_IMAGES,
     OpenedProviders,
     SleepRecorder,
     ask,
@@ -36,7 +35,7 @@ from tests.providers.harness import (
     drain_into,
     retries,
     saw_disconnect,
-    sent_images,
+    sent_with_images,
     wire_server_fixture,
 )
 from tests.providers.wire_servers import Answer, Failure, WireServer, openai_error
@@ -255,8 +254,5 @@ async def test_a_malformed_name_is_refused_before_any_call(
 async def test_images_arrive_as_data_urls_byte_for_byte(
     server: WireServer, make: MakeProvider
 ) -> None:
-    server.script(Answer())
-    await drain(make().stream(ask(MODEL, "Like this mock-up.", images=SENT_IMAGES)))
-    [seen] = server.requests
-    assert seen.images() == sent_images()
+    seen = await sent_with_images(server, make(), MODEL)
     assert seen.body["messages"][-1]["content"][0] == {"type": "text", "text": "Like this mock-up."}

@@ -20,7 +20,6 @@ from app.providers.openai_provider import OpenAIProvider
 from app.providers.retry import RetryPolicy
 from tests.providers.harness import (
     NO_RETRY,
-    SENT_IMAGES,
     OpenedProviders,
     SleepRecorder,
     ask,
@@ -29,7 +28,7 @@ from tests.providers.harness import (
     drain_into,
     retries,
     saw_disconnect,
-    sent_images,
+    sent_with_images,
     wire_server_fixture,
 )
 from tests.providers.wire_servers import Answer, WireServer, openai_error
@@ -261,9 +260,6 @@ async def test_model_of_another_provider_is_refused_before_any_call(
 async def test_images_arrive_as_data_urls_byte_for_byte(
     server: WireServer, make: MakeProvider, model: str
 ) -> None:
-    server.script(Answer())
-    await drain(make().stream(ask(model, "Like this mock-up.", images=SENT_IMAGES)))
-    [seen] = server.requests
-    assert seen.images() == sent_images()
+    seen = await sent_with_images(server, make(), model)
     parts = (seen.body.get("messages") or seen.body["input"])[-1]["content"]
     assert parts[0]["text"] == "Like this mock-up."

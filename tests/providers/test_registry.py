@@ -400,4 +400,3 @@ def test_images_for_a_model_that_cannot_read_them_are_refused_in_words(
         refuse_unread_images(ProviderChoice(provider, model), 1, env)
     assert refused.value.code == "images_unsupported"
     refuse_unread_images(ProviderChoice(provider, model), 0, env)  # no images: nothing to refuse
-
