@@ -23,6 +23,15 @@ PASTE = """([name, type, data]) => {
   const paste = new ClipboardEvent("paste", init);
   document.getElementById("message-input").dispatchEvent(paste);
 }"""
+# Drops one file on the composer, as dragging it from a file manager does.
+DROP = """([name, type, data]) => {
+  const bytes = Uint8Array.from(atob(data), (c) => c.charCodeAt(0));
+  const transfer = new DataTransfer();
+  transfer.items.add(new File([bytes], name, { type }));
+  const form = document.getElementById("composer");
+  const init = { dataTransfer: transfer, bubbles: true, cancelable: true };
+  for (const kind of ["dragover", "drop"]) form.dispatchEvent(new DragEvent(kind, init));
+}"""
 # The bytes an image of the chat serves, fetched by the page itself (its session cookie).
 FETCH_BYTES = """async (src) => {
   const response = await fetch(src);
@@ -84,11 +93,18 @@ def test_a_pasted_image_is_sent_with_the_message_and_shown_after_a_reload(
     screenshot(page, "chat-message-with-image")
 
 
-def test_a_picked_image_attaches_too(kiln_page: Page) -> None:
+def test_a_picked_or_dropped_image_attaches_too(kiln_page: Page) -> None:
     page = kiln_page
     page.locator("#attach-input").set_input_files(
         files=[{"name": "mockup.png", "mimeType": "image/png", "buffer": png()}]
     )
-    expect(page.locator("#composer-images img")).to_have_count(1)
+    tray = page.locator("#composer-images")
+    expect(tray.get_by_role("img", name="Image 1: mockup.png")).to_be_visible()
+    page.evaluate(DROP, ["photo.jpg", "image/jpeg", base64.b64encode(png()).decode()])
+    # Named .jpg and typed JPEG by the browser: the bytes decide (a PNG), as on the server.
+    dropped = tray.get_by_role("img", name="Image 2: photo.jpg")
+    expect(dropped).to_be_visible()
+    assert (dropped.get_attribute("src") or "").startswith("data:image/png;base64,")
     page.get_by_role("button", name="Remove image 1").click()
-    expect(page.locator("#composer-images")).to_be_hidden()
+    page.get_by_role("button", name="Remove image 1").click()
+    expect(tray).to_be_hidden()
