@@ -97,7 +97,7 @@ class ChatTables:
         for image in self._db.query(
             "SELECT i.id, i.message_id, i.media_type, i.size FROM message_images i"
             " JOIN messages m ON m.id = i.message_id WHERE m.chat_id = ?"
-            " ORDER BY i.message_id, i.position",
+            " ORDER BY i.message_id, i.ordinal",
             (chat_id,),
         ):
             info = ImageInfo(image["id"], image["media_type"], image["size"])
@@ -107,7 +107,7 @@ class ChatTables:
     def message_images(self, message_id: str) -> tuple[ChatImage, ...]:
         """The images of a message, in the order they were attached, bytes and all."""
         rows = self._db.query(
-            "SELECT media_type, data FROM message_images WHERE message_id = ? ORDER BY position",
+            "SELECT media_type, data FROM message_images WHERE message_id = ? ORDER BY ordinal",
             (message_id,),
         )
         return tuple(ChatImage(row["media_type"], bytes(row["data"])) for row in rows)
@@ -139,13 +139,13 @@ def insert_message(
 
 
 def _insert_image(
-    db: sqlite3.Connection, message: Message, position: int, image: ChatImage
+    db: sqlite3.Connection, message: Message, ordinal: int, image: ChatImage
 ) -> ImageInfo:
     """Store one image of ``message`` inside the caller's transaction."""
     info = ImageInfo(new_id(), image.media_type, len(image.data))
     db.execute(
-        "INSERT INTO message_images (id, message_id, position, media_type, size, data, created)"
+        "INSERT INTO message_images (id, message_id, ordinal, media_type, size, data, created)"
         " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (info.id, message.id, position, info.media_type, info.size, image.data, message.created),
+        (info.id, message.id, ordinal, info.media_type, info.size, image.data, message.created),
     )
     return info

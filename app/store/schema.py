@@ -93,13 +93,13 @@ MIGRATION_2 = """
 CREATE TABLE message_images (
     id TEXT PRIMARY KEY,
     message_id TEXT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
-    position INTEGER NOT NULL,
+    ordinal INTEGER NOT NULL,
     media_type TEXT NOT NULL,
     size INTEGER NOT NULL,
     data BLOB NOT NULL,
     created REAL NOT NULL
 );
-CREATE INDEX message_images_message ON message_images(message_id, position)
+CREATE INDEX message_images_message ON message_images(message_id, ordinal)
 """
 
 MIGRATIONS: tuple[str, ...] = (MIGRATION_1, MIGRATION_2)
