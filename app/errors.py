@@ -11,6 +11,13 @@
     ├── BudgetExceeded [budget_exceeded]    a token, turn or tool-call budget is spent
     ├── AdmissionRefused [admission_refused]  a run limit refused a run (which: ``limit``)
     ├── ConfigError [config_error]          a setting is missing or malformed
+    ├── ImageRefused [image_refused]        app/chat_images: an attached image kiln cannot take
+    │   ├── ImageInvalid [image_invalid]    not an object of media_type and base64 data
+    │   ├── ImageTooLarge [image_too_large]  over 5 MB once decoded
+    │   ├── ImageTypeRefused [image_type_unsupported]  its bytes are no PNG, JPEG, WebP or GIF
+    │   ├── ImageTypeMismatch [image_type_mismatch]  its declared type is not what its bytes are
+    │   ├── TooManyImages [too_many_images]  more than 4 on one message
+    │   └── ImagesUnsupported [images_unsupported]  the chosen model cannot read images
     ├── StoreError [store_error]            app.store: the database failed
     │   ├── StoreConflict [conflict]        a write contradicts what is stored
     │   └── StoreFull [disk_full]           the disk under the database is full
@@ -142,6 +149,48 @@ class ConfigError(KilnError):
     """A setting is missing or malformed."""
 
     code = "config_error"
+
+
+class ImageRefused(KilnError):
+    """An image attached to a message that kiln refuses (before any run is queued)."""
+
+    code = "image_refused"
+
+
+class ImageInvalid(ImageRefused):
+    """An ``images`` entry that is not ``{media_type, data}`` with base64 data."""
+
+    code = "image_invalid"
+
+
+class ImageTooLarge(ImageRefused):
+    """An image over the size limit once decoded."""
+
+    code = "image_too_large"
+
+
+class ImageTypeRefused(ImageRefused):
+    """An image whose bytes are none of the formats kiln takes (PNG, JPEG, WebP, GIF)."""
+
+    code = "image_type_unsupported"
+
+
+class ImageTypeMismatch(ImageRefused):
+    """An image whose declared ``media_type`` disagrees with what its bytes are."""
+
+    code = "image_type_mismatch"
+
+
+class TooManyImages(ImageRefused):
+    """More images on one message than allowed."""
+
+    code = "too_many_images"
+
+
+class ImagesUnsupported(ImageRefused):
+    """Images sent to a model that cannot read them (a refusal, never a silent drop)."""
+
+    code = "images_unsupported"
 
 
 # The roots of kiln's exception trees; each of their classes carries a ``code``.

@@ -68,6 +68,9 @@ OPENAI_PROVIDERS = frozenset({"openai", "azure-openai"})
 # published counting recipe; used for every provider as an estimate.
 MESSAGE_OVERHEAD_TOKENS = 4
 REPLY_PRIMING_TOKENS = 3
+# What one attached image costs, at most: Anthropic's ~1,600 for an image it does not shrink
+# (OpenAI's high detail and Gemini's tiles cost less); a budget, never a bill.
+IMAGE_TOKENS = 1_600
 _APPROXIMATE_TOKEN = re.compile(r"\s*\S{1,4}|\s+")
 
 log = logging.getLogger(__name__)
@@ -214,8 +217,9 @@ class TokenCounter:
         return len(self.encoding.encode(text, disallowed_special=()))
 
     def count_message(self, message: MessageLike) -> int:
-        """Tokens of one chat message, framing included."""
-        return self.count(message.content) + MESSAGE_OVERHEAD_TOKENS
+        """Tokens of one chat message, framing and attached images included."""
+        images = len(getattr(message, "images", ()))  # a provider Message's; others have none
+        return self.count(message.content) + MESSAGE_OVERHEAD_TOKENS + images * IMAGE_TOKENS
 
     def count_request(self, system: str, messages: Sequence[MessageLike]) -> int:
         """Tokens of a whole request: system prompt, every message and the reply priming."""

@@ -16,6 +16,7 @@ written is still flushed before the run ends, with status ``cancelled``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -31,6 +32,7 @@ from app.agent.turn_events import Emit, TurnEvents
 from app.agent.turn_outcome import PromptKind, Stop, StopReason, matching_rule, resolve_turn_outcome
 from app.agent.web_tools import ToolResult, WebTools
 from app.agent.workspace import Workspace, likely_to_build
+from app.chat_images import ChatImage
 from app.errors import BudgetExceeded, ProviderError, error_code
 from app.postgen.pipeline import EventTarget, PostGenReport, post_generate, write_files
 from app.providers.base import Message, Provider, ProviderRequest
@@ -65,8 +67,10 @@ class AgentRun:
         save: Save = _discard,
         cancel: anyio.Event | None = None,
         history: tuple[Message, ...] = (),
+        images: tuple[ChatImage, ...] = (),
     ) -> None:
         self.settings = settings
+        self._images = images  # the request's, sent with it on every turn of the run
         self._provider, self._workspace = provider, workspace
         self._emit, self._save = emit, save
         self._cancel = cancel or anyio.Event()
@@ -93,6 +97,7 @@ class AgentRun:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(self._watch.watch)
             try:
+                await self._say_images_ignored(checkpoint)
                 await self._prepare_edit(state)  # before a resume acquires the sandbox
                 await self._resume_files(state)
                 if likely_to_build(state.request, has_project=self._mode is Mode.EDIT):
@@ -108,6 +113,22 @@ class AgentRun:
         result = self._result(state, log.commands if log else [])
         await self._emit({"type": "session_complete", **result.to_dict()})
         return result
+
+    async def _say_images_ignored(self, checkpoint: Checkpoint | None) -> None:
+        """Replay plays a recording: the request's images reach no model, and the run says so
+        (once, not again on resume)."""
+        if self._images and checkpoint is None and self.settings.provider_name == "replay":
+            count = len(self._images)
+            message = f"the recorded demo does not look at images: {count} image(s) ignored"
+            await self._emit({"type": "warning", "code": "images_ignored", "message": message})
+
+    def _with_images(self, messages: list[Message]) -> list[Message]:
+        """This run's messages, the request (the first) carrying the message's images: every
+        turn of the run (continuations, fix-ups) still shows them; earlier messages of the
+        chat never send theirs again (app/runs/history.py)."""
+        if not self._images or not messages:
+            return messages
+        return [dataclasses.replace(messages[0], images=self._images), *messages[1:]]
 
     async def _resume_files(self, state: Checkpoint) -> None:
         """On resume, the files of earlier turns are written again (the sandbox may be new)."""
@@ -212,7 +233,7 @@ class AgentRun:
             self._counter,
             system,
             list(self._history),
-            state.messages,
+            self._with_images(state.messages),
             context_window=self.settings.context_window,
             # An answer is never longer than the request's cap: reserving more would waste window.
             reserved_output_tokens=min(

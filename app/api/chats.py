@@ -20,6 +20,7 @@ from starlette.routing import Route
 
 from app.api.auth import require_user
 from app.api.bodies import (
+    MAX_BODY_BYTES,
     invalid_field,
     optional_text,
     read_object,
@@ -31,6 +32,7 @@ from app.api.errors import not_found
 from app.api.ownership import owned_chat
 from app.api.services import ApiServices, ApiSettings, in_thread, services
 from app.api.views import chat_view, message_view, run_view
+from app.chat_images import MAX_IMAGE_BASE64, MAX_IMAGES, read_images
 from app.errors import ModelRefused
 from app.providers import PROVIDER_NAMES, resolve_provider
 from app.providers.models import MAX_OPEN_MODEL_LENGTH
@@ -42,7 +44,9 @@ MAX_CONTENT_LENGTH = 32_000
 MAX_NAME_LENGTH = 100
 DEFAULT_TITLE = "New chat"
 CHAT_FIELDS = frozenset({"title", "message"})
-MESSAGE_FIELDS = frozenset({"content", "provider", "model", "template"})
+MESSAGE_FIELDS = frozenset({"content", "provider", "model", "template", "images"})
+# A message's body may carry its images in base64: room for the most allowed, and no more.
+MESSAGE_BODY_BYTES = MAX_BODY_BYTES + MAX_IMAGES * (MAX_IMAGE_BASE64 + 100)
 
 
 async def create_chat(request: Request) -> Response:
@@ -55,7 +59,7 @@ async def create_chat(request: Request) -> Response:
     """
     user = await require_user(request)
     found = services(request)
-    body = await read_object(request)
+    body = await read_object(request, MESSAGE_BODY_BYTES)
     reject_unknown(body, CHAT_FIELDS)
     title = chat_title(body) or DEFAULT_TITLE
     first = body.get("message")
@@ -100,18 +104,20 @@ async def get_chat(request: Request) -> Response:
 
 
 async def post_message(request: Request) -> Response:
-    """``POST /api/chats/{id}/messages {content, provider?, model?, template?}`` -> 202."""
+    """``POST /api/chats/{id}/messages {content, provider?, model?, template?, images?}`` -> 202."""
     user = await require_user(request)
     found = services(request)
     chat = await owned_chat(found.store, user.id, request.path_params["chat_id"])
-    message = await read_message(found, user.id, await read_object(request))
+    body = await read_object(request, MESSAGE_BODY_BYTES)
+    message = await read_message(found, user.id, body)
     run_id, message_id = await found.runs.submit(user.id, chat.id, **message)
     return JSONResponse({"run_id": run_id, "message_id": message_id}, 202)
 
 
 async def read_message(found: ApiServices, user_id: str, body: dict[str, Any]) -> dict[str, Any]:
     """A message's fields, checked (422 naming the field; the provider choice as the worker
-    will make it): ``{content, provider, model, template}``."""
+    will make it; images by their bytes, app.chat_images): ``{content, provider, model,
+    template, images}``."""
     reject_unknown(body, MESSAGE_FIELDS)
     content = required_text(body, "content", MAX_CONTENT_LENGTH)
     provider = optional_text(body, "provider", MAX_NAME_LENGTH)
@@ -121,8 +127,25 @@ async def read_message(found: ApiServices, user_id: str, body: dict[str, Any]) -
         raise invalid_field("provider", f"must be one of {list(PROVIDER_NAMES)}, not {provider!r}")
     if template is not None and template not in TEMPLATES:
         raise invalid_field("template", f"must be one of {sorted(TEMPLATES)}, not {template!r}")
+    images = read_images(body.get("images"))
     await check_provider_choice(found, user_id, provider, model)
-    return {"content": content, "provider": provider, "model": model, "template": template}
+    fields = {"content": content, "provider": provider, "model": model, "template": template}
+    return fields | {"images": images}
+
+
+async def get_image(request: Request) -> Response:
+    """``GET /api/chats/{id}/images/{image_id}`` -> the image's bytes; 404 unless the chat is
+    the caller's and the image belongs to one of its messages."""
+    user = await require_user(request)
+    store = services(request).store
+    chat = await owned_chat(store, user.id, request.path_params["chat_id"])
+    image_id = request.path_params["image_id"]
+    image = await in_thread(store.chat_image, chat.id, image_id)
+    if image is None:
+        raise not_found("image", image_id)
+    # Private: the bytes are the owner's; nosniff: served as the type its bytes were checked to be.
+    headers = {"Cache-Control": "private, max-age=3600", "X-Content-Type-Options": "nosniff"}
+    return Response(image.data, media_type=image.media_type, headers=headers)
 
 
 async def rename_chat(request: Request) -> Response:
@@ -169,4 +192,5 @@ ROUTES = [
     Route("/api/chats/{chat_id}", rename_chat, methods=["PATCH"]),
     Route("/api/chats/{chat_id}", delete_chat, methods=["DELETE"]),
     Route("/api/chats/{chat_id}/messages", post_message, methods=["POST"]),
+    Route("/api/chats/{chat_id}/images/{image_id}", get_image, methods=["GET"]),
 ]

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
+from app.chat_images import ChatImage
 from sandbox import Sandbox, WorkspaceFile
 
 
@@ -43,6 +44,19 @@ class ChatRow(Protocol):
     def sandbox_id(self) -> str | None: ...
 
 
+class ImageRow(Protocol):
+    """An image as a message lists it."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def media_type(self) -> str: ...
+
+    @property
+    def size(self) -> int: ...
+
+
 class MessageRow(Protocol):
     """A chat message as the store returns it."""
 
@@ -60,6 +74,9 @@ class MessageRow(Protocol):
 
     @property
     def created(self) -> float: ...
+
+    @property
+    def images(self) -> Sequence[ImageRow]: ...
 
 
 class RunRow(Protocol):
@@ -140,6 +157,8 @@ class StorePort(Protocol):
 
     def list_messages(self, chat_id: str) -> Sequence[MessageRow]: ...
 
+    def chat_image(self, chat_id: str, image_id: str) -> ChatImage | None: ...
+
     def list_runs(self, chat_id: str) -> Sequence[RunRow]: ...
 
     def get_run(self, run_id: str) -> RunRow | None: ...
@@ -156,6 +175,7 @@ class RunServicePort(Protocol):
         provider: str | None = None,
         model: str | None = None,
         template: str | None = None,
+        images: Sequence[ChatImage] = (),
     ) -> tuple[str, str]: ...
 
     async def start_chat(
@@ -166,6 +186,7 @@ class RunServicePort(Protocol):
         provider: str | None = None,
         model: str | None = None,
         template: str | None = None,
+        images: Sequence[ChatImage] = (),
     ) -> tuple[ChatRow, str, str]: ...
 
     async def cancel(self, user_id: str, run_id: str) -> RunRow: ...

@@ -22,13 +22,17 @@ def chat_view(chat: ChatRow) -> dict[str, Any]:
 
 
 def message_view(message: MessageRow) -> dict[str, Any]:
-    """``{id, role, content, data, created}``."""
+    """``{id, role, content, data, created, images: [{id, media_type, size}]}``."""
     return {
         "id": message.id,
         "role": message.role,
         "content": message.content,
         "data": message.data,
         "created": message.created,
+        "images": [
+            {"id": image.id, "media_type": image.media_type, "size": image.size}
+            for image in message.images
+        ],
     }
 
 

@@ -26,6 +26,9 @@
      name: name the provider);
   4. nothing asked: the first configured provider, in the order anthropic, openai, google,
      openai-compatible.
+- :func:`refuse_unread_images` refuses images for a model that cannot read them (the model
+  table's ``images``, ``KILN_OPENAI_COMPATIBLE_IMAGES`` for ``openai-compatible``; ``replay``
+  takes them and its runs say they were ignored).
 - :func:`model_limits` is the context window and output cap a run uses for a provider's model
   (the table in :mod:`app.providers.models`, the settings for ``openai-compatible``).
 """
@@ -37,7 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.errors import ConfigError, ModelRefused
+from app.errors import ConfigError, ImagesUnsupported, ModelRefused
 from app.providers.base import (
     FinishReason,
     Message,
@@ -77,6 +80,7 @@ __all__ = [
     "configured_providers",
     "get_provider",
     "model_limits",
+    "refuse_unread_images",
     "resolve_provider",
 ]
 
@@ -212,6 +216,26 @@ def model_limits(provider: str, model: str, env: Mapping[str, str]) -> ModelLimi
     family = validate_model(provider, model)
     cap = min(family.max_output_tokens, DEFAULT_MAX_OUTPUT_TOKENS)
     return ModelLimits(family.context_window, cap)
+
+
+def refuse_unread_images(choice: ProviderChoice, count: int, env: Mapping[str, str]) -> None:
+    """Raise :class:`~app.errors.ImagesUnsupported` when ``count`` images go to a model that
+    cannot read them (replay takes them: the run says they were ignored)."""
+    if count == 0 or choice.provider == "replay":
+        return
+    if choice.provider == OPENAI_COMPATIBLE:
+        if not CompatibleSettings.from_env(env).images:
+            raise ImagesUnsupported(
+                f"the openai-compatible server's models are not set up to read images "
+                f"(KILN_OPENAI_COMPATIBLE_IMAGES); send the message without its {count} "
+                "image(s), or ask the operator to turn images on for a model that reads them"
+            )
+        return
+    if not validate_model(choice.provider, choice.model).images:
+        raise ImagesUnsupported(
+            f"{choice.provider} model {choice.model!r} cannot read images; send the message "
+            f"without its {count} image(s), or choose a model that reads images"
+        )
 
 
 def _compatible_is_set(env: Mapping[str, str]) -> bool:

@@ -16,12 +16,14 @@ from collections.abc import AsyncGenerator
 import anthropic
 import anyio
 from anthropic.types import (
+    ImageBlockParam,
     MessageParam,
     RawContentBlockDeltaEvent,
     RawMessageDeltaEvent,
     RawMessageStartEvent,
     RawMessageStopEvent,
     RawMessageStreamEvent,
+    TextBlockParam,
     TextDelta,
 )
 
@@ -36,6 +38,7 @@ from app.errors import (
 )
 from app.providers.base import (
     FinishReason,
+    Message,
     ProviderRequest,
     Sleep,
     StreamOutcome,
@@ -128,10 +131,26 @@ def _messages(request: ProviderRequest) -> list[MessageParam]:
     messages: list[MessageParam] = []
     for message in request.messages:
         if message.role == "user":
-            messages.append({"role": "user", "content": message.content})
+            messages.append({"role": "user", "content": _user_content(message)})
         else:
             messages.append({"role": "assistant", "content": message.content})
     return messages
+
+
+def _user_content(message: Message) -> str | list[ImageBlockParam | TextBlockParam]:
+    """The text alone, or image blocks (base64 sources) ahead of the text, as Anthropic
+    advises for images."""
+    if not message.images:
+        return message.content
+    blocks: list[ImageBlockParam | TextBlockParam] = [
+        {
+            "type": "image",
+            # The media type is one of the four app.chat_images recognised by the bytes.
+            "source": {"type": "base64", "media_type": image.media_type, "data": image.base64},
+        }
+        for image in message.images
+    ]
+    return [*blocks, {"type": "text", "text": message.content}]
 
 
 class _EventReader:

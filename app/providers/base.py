@@ -33,6 +33,7 @@ from typing import Literal, Protocol
 
 import anyio
 
+from app.chat_images import ChatImage
 from app.errors import ProviderError, ProviderUnavailable
 from app.providers.http_errors import without_secrets
 from app.providers.retry import RetryPolicy
@@ -45,10 +46,12 @@ _CLOSE_LIMIT_SECONDS = 5.0
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One message of the conversation sent to the model."""
+    """One message of the conversation sent to the model; a user's may carry images, which
+    each provider sends in its own form, ahead of the text."""
 
     role: Role
     content: str
+    images: tuple[ChatImage, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,9 @@
   ``KILN_OPENAI_COMPATIBLE_MAX_OUTPUT_TOKENS`` (4096): the model's window and the output cap of
   each request. kiln cannot ask an arbitrary server for them, so they are settings; they apply to
   every model of this provider.
+- ``KILN_OPENAI_COMPATIBLE_IMAGES`` (false): whether the server's models read images (llava,
+  qwen2.5-vl, most of OpenRouter's). Off, a message with images for this provider is refused in
+  words (``images_unsupported``): many local models would drop them without a word.
 
 Nothing here imports the SDK: resolving a provider is cheap and makes no network call.
 """
@@ -30,6 +33,7 @@ API_KEY_VAR = "KILN_OPENAI_COMPATIBLE_API_KEY"
 MODEL_VAR = "KILN_OPENAI_COMPATIBLE_MODEL"
 CONTEXT_WINDOW_VAR = "KILN_OPENAI_COMPATIBLE_CONTEXT_WINDOW"
 MAX_OUTPUT_VAR = "KILN_OPENAI_COMPATIBLE_MAX_OUTPUT_TOKENS"
+IMAGES_VAR = "KILN_OPENAI_COMPATIBLE_IMAGES"
 DEFAULT_MODEL = "llama3.1:8b"
 DEFAULT_CONTEXT_WINDOW = 32_768
 DEFAULT_MAX_OUTPUT_TOKENS = 4_096
@@ -45,6 +49,7 @@ class CompatibleSettings:
     model: str = DEFAULT_MODEL
     context_window: int = DEFAULT_CONTEXT_WINDOW
     max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    images: bool = False
 
     @property
     def limits(self) -> ModelLimits:
@@ -77,6 +82,7 @@ class CompatibleSettings:
             model=model,
             context_window=window,
             max_output_tokens=cap,
+            images=read.boolean(IMAGES_VAR, cls.images),
         )
 
     def require_base_url(self) -> str:

@@ -118,11 +118,20 @@ class GoogleProvider(SDKProvider):
 
 
 def _contents(request: ProviderRequest) -> list[genai_types.Content]:
-    """The conversation in Gemini's terms (the assistant is the ``model``)."""
+    """The conversation in Gemini's terms (the assistant is the ``model``); a message's images
+    are inline data parts ahead of its text."""
     return [
         genai_types.Content(
             role="user" if message.role == "user" else "model",
-            parts=[genai_types.Part(text=message.content)],
+            parts=[
+                *(
+                    genai_types.Part(
+                        inline_data=genai_types.Blob(mime_type=image.media_type, data=image.data)
+                    )
+                    for image in message.images
+                ),
+                genai_types.Part(text=message.content),
+            ],
         )
         for message in request.messages
     ]

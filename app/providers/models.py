@@ -5,7 +5,9 @@ letters, digits, ``.`` and ``-`` only), so it can never smuggle a path into a pr
 model of one provider is refused by another before any call (:class:`~app.errors.ModelRefused`).
 Families are tried in order; more specific patterns come first. ``api`` only matters for OpenAI:
 ``"responses"`` for the reasoning families (o-series, gpt-5) that are served best, or only,
-through the Responses API, ``"chat"`` for Chat Completions.
+through the Responses API, ``"chat"`` for Chat Completions. ``images`` says whether the
+family's models read images (issue 26): a message with images for one that does not is refused
+before its run starts (``images_unsupported``), never sent with its images dropped.
 
 The numbers are the providers' published limits for the families named; each provider also has a
 catch-all family (any ``claude-*``, ``gpt-5``/``gpt-6``…, ``gemini-<version>-*``) with conservative
@@ -55,6 +57,7 @@ class ModelFamily:
     context_window: int
     max_output_tokens: int
     api: OpenAIApi = "chat"
+    images: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +69,15 @@ class ModelLimits:
 
 
 def _family(
-    provider: ProviderName, pattern: str, window: int, max_output: int, api: OpenAIApi = "chat"
+    provider: ProviderName,
+    pattern: str,
+    window: int,
+    max_output: int,
+    api: OpenAIApi = "chat",
+    *,
+    images: bool = True,
 ) -> ModelFamily:
-    return ModelFamily(provider, re.compile(pattern), window, max_output, api)
+    return ModelFamily(provider, re.compile(pattern), window, max_output, api, images)
 
 
 _SUFFIX = r"(-[a-z0-9][a-z0-9.-]*)?"  # dated snapshots and variants: -20250929, -latest, -mini
@@ -80,13 +89,15 @@ FAMILIES: tuple[ModelFamily, ...] = (
     # Any other Claude (newer families included): 200k, the window of every Claude since 3.
     _family("anthropic", r"claude-[a-z0-9][a-z0-9.-]*", 200_000, 8_192),
     _family("openai", r"gpt-[5-9](\.[0-9]+)?" + _SUFFIX, 400_000, 128_000, "responses"),
+    # o1-mini and o3-mini read text only (o1, o3, o4-mini read images too).
+    _family("openai", r"o[13]-mini" + _SUFFIX, 128_000, 65_536, "responses", images=False),
     _family("openai", r"o[1-9]" + _SUFFIX, 200_000, 100_000, "responses"),
     _family("openai", r"gpt-4\.1" + _SUFFIX, 1_047_576, 32_768),
     _family("openai", r"gpt-4o" + _SUFFIX, 128_000, 16_384),
     _family("openai", r"chatgpt-4o" + _SUFFIX, 128_000, 16_384),
     _family("openai", r"gpt-4-turbo" + _SUFFIX, 128_000, 4_096),
-    _family("openai", r"gpt-4(-[0-9]{4})?", 8_192, 4_096),
-    _family("openai", r"gpt-3\.5-turbo" + _SUFFIX, 16_385, 4_096),
+    _family("openai", r"gpt-4(-[0-9]{4})?", 8_192, 4_096, images=False),
+    _family("openai", r"gpt-3\.5-turbo" + _SUFFIX, 16_385, 4_096, images=False),
     _family("google", r"gemini-2\.5-(pro|flash)" + _SUFFIX, 1_048_576, 65_536),
     # Any other Gemini (1.5, 2.0, 3.x, ...): a 1M-token window and a modest output cap.
     _family("google", r"gemini-[0-9]+(\.[0-9]+)?-[a-z0-9][a-z0-9.-]*", 1_048_576, 8_192),

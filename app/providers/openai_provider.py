@@ -19,12 +19,17 @@ from collections.abc import AsyncGenerator
 
 import anyio
 import openai
-from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
+from openai.types.chat import (
+    ChatCompletionChunk,
+    ChatCompletionContentPartParam,
+    ChatCompletionMessageParam,
+)
 from openai.types.responses import (
     ResponseCompletedEvent,
     ResponseErrorEvent,
     ResponseFailedEvent,
     ResponseIncompleteEvent,
+    ResponseInputContentParam,
     ResponseInputParam,
     ResponseStreamEvent,
     ResponseTextDeltaEvent,
@@ -42,6 +47,7 @@ from app.errors import (
 )
 from app.providers.base import (
     FinishReason,
+    Message,
     ProviderRequest,
     Sleep,
     StreamOutcome,
@@ -139,7 +145,8 @@ class OpenAIProvider(SDKProvider):
     ) -> AsyncGenerator[str, None]:
         """One Responses request: yield text, fill ``outcome``."""
         items: ResponseInputParam = [
-            {"role": message.role, "content": message.content} for message in request.messages
+            {"role": message.role, "content": _response_content(message)}
+            for message in request.messages
         ]
         stream = await self._client.responses.create(
             model=request.model,
@@ -186,10 +193,31 @@ def chat_messages(request: ProviderRequest) -> list[ChatCompletionMessageParam]:
         messages.append({"role": "system", "content": request.system})
     for message in request.messages:
         if message.role == "user":
-            messages.append({"role": "user", "content": message.content})
+            messages.append({"role": "user", "content": _chat_content(message)})
         else:
             messages.append({"role": "assistant", "content": message.content})
     return messages
+
+
+def _chat_content(message: Message) -> str | list[ChatCompletionContentPartParam]:
+    """The text alone, or the text part followed by one ``image_url`` part (a data URL) per
+    image."""
+    if not message.images:
+        return message.content
+    parts: list[ChatCompletionContentPartParam] = [{"type": "text", "text": message.content}]
+    for image in message.images:
+        parts.append({"type": "image_url", "image_url": {"url": image.data_url}})
+    return parts
+
+
+def _response_content(message: Message) -> str | list[ResponseInputContentParam]:
+    """The Responses API's form: ``input_text`` and one ``input_image`` (a data URL) per image."""
+    if not message.images:
+        return message.content
+    parts: list[ResponseInputContentParam] = [{"type": "input_text", "text": message.content}]
+    for image in message.images:
+        parts.append({"type": "input_image", "image_url": image.data_url, "detail": "auto"})
+    return parts
 
 
 def chat_finish_reason(finish: str) -> FinishReason:

@@ -36,6 +36,7 @@ from app.agent.checkpoint import Checkpoint
 from app.agent.loop import AgentRun, RunResult, RunSettings
 from app.agent.web_tools import WebTools
 from app.agent.workspace import Workspace
+from app.chat_images import ChatImage
 from app.config import ServiceSettings
 from app.errors import KilnError
 from app.providers import Provider
@@ -170,11 +171,12 @@ class RunExecution:
         if resumed is not None:
             await self._recall_texts(resumed.turn)
         chat, messages = await anyio.to_thread.run_sync(self._chat_and_messages)
+        images = await anyio.to_thread.run_sync(store.message_images, run.message_id or "")
         keys = await anyio.to_thread.run_sync(store.provider_keys, run.user_id)
         # In a thread: building an SDK provider imports the SDK (up to a second).
         resolved = await anyio.to_thread.run_sync(self._ctx.providers, run, keys)
         try:
-            agent = self._agent(resolved, chat, messages)
+            agent = self._agent(resolved, chat, messages, images)
             request = next((m.content for m in messages if m.id == run.message_id), "")
             result = await agent.run(request, checkpoint=resumed)
         finally:
@@ -183,8 +185,15 @@ class RunExecution:
         self._sandbox_id = result.sandbox_id or self._sandbox_id
         return result
 
-    def _agent(self, resolved: ResolvedProvider, chat: Chat, messages: list[Message]) -> AgentRun:
-        """The agent loop of this run, wired to the writer, the store and the cancel event."""
+    def _agent(
+        self,
+        resolved: ResolvedProvider,
+        chat: Chat,
+        messages: list[Message],
+        images: tuple[ChatImage, ...],
+    ) -> AgentRun:
+        """The agent loop of this run (its message's ``images`` sent with the request), wired
+        to the writer, the store and the cancel event."""
         return AgentRun(
             self._run_settings(resolved),
             resolved.provider,
@@ -194,6 +203,7 @@ class RunExecution:
             save=self._save,
             cancel=self._cancel,
             history=chat_history(messages, self._run.message_id),
+            images=images,
         )
 
     def _started_event(self, resumed: Checkpoint | None) -> dict[str, Any]:

@@ -15,6 +15,8 @@ def chat_history(messages: Sequence[Message], before_id: str | None) -> tuple[Pr
 
     Only complete exchanges are kept (a request followed by its reply): a request whose run
     failed without a reply would leave two user messages in a row, which providers refuse.
+    Images of earlier messages are not sent again (each costs up to ~1,600 tokens per turn);
+    their request says how many it had, so the model knows the person showed something.
     """
     earlier: list[Message] = []
     for message in messages:
@@ -24,9 +26,14 @@ def chat_history(messages: Sequence[Message], before_id: str | None) -> tuple[Pr
     history: list[PromptMessage] = []
     for request, reply in itertools.pairwise(earlier):
         if request.role == "user" and reply.role == "assistant":
-            history.append(PromptMessage("user", request.content))
+            history.append(PromptMessage("user", request.content + _images_note(request)))
             history.append(PromptMessage("assistant", reply.content or EMPTY_ANSWER))
     return tuple(history)
+
+
+def _images_note(message: Message) -> str:
+    count = len(message.images)
+    return f"\n\n({count} image(s) were attached here; not shown again.)" if count else ""
 
 
 def reply_text(texts: Mapping[int, Sequence[str]]) -> str:

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
 import redis.asyncio
 
+from app.chat_images import ChatImage
 from app.config import ServiceSettings
-from app.providers import resolve_provider
+from app.providers import refuse_unread_images, resolve_provider
 from app.runs.admission import Admission
 from app.runs.cancel import request_cancel
 from app.runs.ending import end_run
@@ -51,6 +52,7 @@ class _Request:
     provider: str | None
     model: str | None
     template: str | None
+    images: tuple[ChatImage, ...] = ()
 
 
 class RunService:
@@ -84,15 +86,18 @@ class RunService:
         provider: str | None = None,
         model: str | None = None,
         template: str | None = None,
+        images: Sequence[ChatImage] = (),
     ) -> tuple[str, str]:
-        """Queue a run for a new user message; ``(run_id, message_id)``.
+        """Queue a run for a new user message (with its checked ``images``);
+        ``(run_id, message_id)``.
 
         Raises :class:`RunNotFound` (chat), :class:`InvalidRunRequest`,
         :class:`~app.errors.ConfigError` / :class:`~app.errors.ModelRefused` (provider, model),
+        :class:`~app.errors.ImagesUnsupported` (images for a model that cannot read them),
         :class:`~app.errors.AdmissionRefused` (a limit) or :class:`QueueUnavailable` (Redis).
         """
         await self._owned_chat(user_id, chat_id)
-        request = _Request(user_id, chat_id, content, provider, model, template)
+        request = _Request(user_id, chat_id, content, provider, model, template, tuple(images))
         run = await self._admit(request, new_title=None)
         return run.id, run.message_id or ""
 
@@ -104,6 +109,7 @@ class RunService:
         provider: str | None = None,
         model: str | None = None,
         template: str | None = None,
+        images: Sequence[ChatImage] = (),
     ) -> tuple[Chat, str, str]:
         """A new chat created together with its first message and that message's queued run;
         ``(chat, run_id, message_id)``. A refused message creates nothing: the chat is written
@@ -111,7 +117,7 @@ class RunService:
 
         Raises what :meth:`submit` raises (but never :class:`RunNotFound`).
         """
-        request = _Request(user_id, new_id(), content, provider, model, template)
+        request = _Request(user_id, new_id(), content, provider, model, template, tuple(images))
         run = await self._admit(request, new_title=title)
         chat = await anyio.to_thread.run_sync(self._store.get_chat, request.chat_id)
         if chat is None:  # deleted in the instant since: as if it had never been
@@ -123,6 +129,7 @@ class RunService:
         _check_content(request.content, request.template)
         keys = await anyio.to_thread.run_sync(self._store.provider_keys, request.user_id)
         choice = resolve_provider(request.provider, request.model, self._env, api_keys=keys)
+        refuse_unread_images(choice, len(request.images), self._env)
         request = dataclasses.replace(request, provider=choice.provider, model=choice.model)
         run_id, user_id, chat_id = new_id(), request.user_id, request.chat_id
         await self.admission.admit(run_id, user_id, chat_id, request.template or DEFAULT_TEMPLATE)
@@ -150,7 +157,7 @@ class RunService:
         with self._store.transaction():
             if new_title is not None:
                 self._store.create_chat(user_id, new_title, chat_id=chat_id)
-            message = self._store.add_message(chat_id, "user", content, None)
+            message = self._store.add_message(chat_id, "user", content, None, request.images)
             return self._store.create_run(
                 chat_id, user_id, message.id, provider, model, template=template, run_id=run_id
             )

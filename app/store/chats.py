@@ -1,14 +1,32 @@
-"""Chats and their messages."""
+"""Chats, their messages and the images attached to messages.
+
+Images live in ``message_images`` (bytes in a BLOB column), written in the message's own
+transaction and removed with it by the schema's cascade (a deleted chat takes its messages, and
+they their images): nothing to clean up on disk, nothing left behind by a crash between two
+steps. An image is read back only through its chat (:meth:`ChatTables.chat_image`), which the
+API has already checked is the caller's.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import time
+from collections.abc import Sequence
 from typing import Any
 
+from app.chat_images import ChatImage
 from app.store.db import Database
-from app.store.models import ROLES, Chat, Message, chat_from_row, message_from_row, new_id
+from app.store.models import (
+    ROLES,
+    Chat,
+    ImageInfo,
+    Message,
+    chat_from_row,
+    message_from_row,
+    new_id,
+)
 
 
 class ChatTables:
@@ -58,16 +76,50 @@ class ChatTables:
         return removed > 0
 
     def add_message(
-        self, chat_id: str, role: str, content: str, data: dict[str, Any] | None = None
+        self,
+        chat_id: str,
+        role: str,
+        content: str,
+        data: dict[str, Any] | None = None,
+        images: Sequence[ChatImage] = (),
     ) -> Message:
-        """Append a message to the chat; ``data`` is any JSON-ready dict."""
+        """Append a message to the chat, with its ``images`` (in order); ``data`` is any
+        JSON-ready dict."""
         with self._db.transaction() as db:
-            return insert_message(db, chat_id, role, content, data)
+            message = insert_message(db, chat_id, role, content, data)
+            infos = tuple(_insert_image(db, message, n, image) for n, image in enumerate(images))
+        return dataclasses.replace(message, images=infos)
 
     def list_messages(self, chat_id: str) -> list[Message]:
-        """The chat's messages, oldest first."""
+        """The chat's messages, oldest first, each with its images listed."""
         rows = self._db.query("SELECT * FROM messages WHERE chat_id = ? ORDER BY rowid", (chat_id,))
-        return [message_from_row(row) for row in rows]
+        images: dict[str, list[ImageInfo]] = {}
+        for image in self._db.query(
+            "SELECT i.id, i.message_id, i.media_type, i.size FROM message_images i"
+            " JOIN messages m ON m.id = i.message_id WHERE m.chat_id = ?"
+            " ORDER BY i.message_id, i.ordinal",
+            (chat_id,),
+        ):
+            info = ImageInfo(image["id"], image["media_type"], image["size"])
+            images.setdefault(image["message_id"], []).append(info)
+        return [message_from_row(row, tuple(images.get(row["id"], ()))) for row in rows]
+
+    def message_images(self, message_id: str) -> tuple[ChatImage, ...]:
+        """The images of a message, in the order they were attached, bytes and all."""
+        rows = self._db.query(
+            "SELECT media_type, data FROM message_images WHERE message_id = ? ORDER BY ordinal",
+            (message_id,),
+        )
+        return tuple(ChatImage(row["media_type"], bytes(row["data"])) for row in rows)
+
+    def chat_image(self, chat_id: str, image_id: str) -> ChatImage | None:
+        """Image ``image_id`` if it belongs to a message of chat ``chat_id``, else None."""
+        row = self._db.query_one(
+            "SELECT i.media_type, i.data FROM message_images i"
+            " JOIN messages m ON m.id = i.message_id WHERE i.id = ? AND m.chat_id = ?",
+            (image_id, chat_id),
+        )
+        return ChatImage(row["media_type"], bytes(row["data"])) if row else None
 
 
 def insert_message(
@@ -84,3 +136,16 @@ def insert_message(
         (message.id, chat_id, role, content, encoded, message.created),
     )
     return message
+
+
+def _insert_image(
+    db: sqlite3.Connection, message: Message, ordinal: int, image: ChatImage
+) -> ImageInfo:
+    """Store one image of ``message`` inside the caller's transaction."""
+    info = ImageInfo(new_id(), image.media_type, len(image.data))
+    db.execute(
+        "INSERT INTO message_images (id, message_id, ordinal, media_type, size, data, created)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (info.id, message.id, ordinal, info.media_type, info.size, image.data, message.created),
+    )
+    return info

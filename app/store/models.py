@@ -59,6 +59,19 @@ class Chat:
 
 
 @dataclass(frozen=True)
+class ImageInfo:
+    """An image attached to a message, as listed with it (its bytes are fetched on their own)."""
+
+    id: str
+    media_type: str
+    size: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The API's form: ``{id, media_type, size}``."""
+        return {"id": self.id, "media_type": self.media_type, "size": self.size}
+
+
+@dataclass(frozen=True)
 class Message:
     """A user's request or the assistant's answer (with its files, packages and usage)."""
 
@@ -68,15 +81,17 @@ class Message:
     content: str
     data: dict[str, Any] | None
     created: float
+    images: tuple[ImageInfo, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """The API's form: ``{id, role, content, data, created}``."""
+        """The API's form: ``{id, role, content, data, created, images}``."""
         return {
             "id": self.id,
             "role": self.role,
             "content": self.content,
             "data": self.data,
             "created": self.created,
+            "images": [image.to_dict() for image in self.images],
         }
 
 
@@ -126,10 +141,12 @@ def chat_from_row(row: sqlite3.Row) -> Chat:
     return Chat(row["id"], row["user_id"], row["title"], row["created"], row["sandbox_id"])
 
 
-def message_from_row(row: sqlite3.Row) -> Message:
-    """A :class:`Message` from its table row."""
+def message_from_row(row: sqlite3.Row, images: tuple[ImageInfo, ...] = ()) -> Message:
+    """A :class:`Message` from its table row (and its images' rows)."""
     data = json.loads(row["data"]) if row["data"] is not None else None
-    return Message(row["id"], row["chat_id"], row["role"], row["content"], data, row["created"])
+    return Message(
+        row["id"], row["chat_id"], row["role"], row["content"], data, row["created"], images
+    )
 
 
 def run_from_row(row: sqlite3.Row) -> Run:

@@ -87,4 +87,19 @@ CREATE TABLE checkpoints (
 )
 """
 
-MIGRATIONS: tuple[str, ...] = (MIGRATION_1,)
+# Images attached to a user's message (issue 26): kept in the database, not in the project, and
+# gone with their message (and so with the chat) by the cascade.
+MIGRATION_2 = """
+CREATE TABLE message_images (
+    id TEXT PRIMARY KEY,
+    message_id TEXT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,
+    media_type TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    created REAL NOT NULL
+);
+CREATE INDEX message_images_message ON message_images(message_id, ordinal)
+"""
+
+MIGRATIONS: tuple[str, ...] = (MIGRATION_1, MIGRATION_2)

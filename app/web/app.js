@@ -7,6 +7,7 @@ import * as api from "./api.js";
 import { ChatView } from "./chat.js";
 import { ChatActions } from "./chatactions.js";
 import { Composer } from "./composer.js";
+import { ComposerImages, storedImageUrls } from "./composer_images.js";
 import { describeStatus } from "./errors.js";
 import { RunStream } from "./events.js";
 import { FilesPanel } from "./files.js";
@@ -67,6 +68,9 @@ const settings = new Settings({
 const composer = new Composer({
   form: $("composer"), input: $("message-input"), send: $("send-button"), count: $("message-count"),
 }, (content) => send(content));
+const composerImages = new ComposerImages({
+  form: $("composer"), input: $("message-input"), tray: $("composer-images"), pick: $("attach-button"), file: $("attach-input"), error: $("composer-images-error"),
+});
 const chatActions = new ChatActions({
   dialog: $("delete-dialog"), text: $("delete-text"), confirm: $("delete-confirm"), cancel: $("delete-cancel"), status: $("delete-status"),
 }, { renamed: (chat) => chatRenamed(chat), deleted: (chatId) => chatDeleted(chatId), failed: (exc) => handleFailure(exc) });
@@ -253,7 +257,7 @@ async function replayChat(data, generation) {
   const shown = runs.filter((run) => run.preview_url).at(-1);
   if (shown) preview.setUrl(shown.preview_url, shown.sandbox_id);
   for (const [index, message] of users.entries()) {
-    chat.addUser(message.content);
+    chat.addUser(message.content, storedImageUrls(data.chat.id, message.images));
     const run = runs[index];
     if (!run) continue;
     await followRun(run.id, { live: !TERMINAL.has(run.status), generation });
@@ -376,7 +380,9 @@ function setRunning(running) {
 async function send(content) {
   showError("");
   const choice = settings.effective();
-  const message = { content, provider: choice.provider, model: choice.model };
+  const images = composerImages.payload();
+  const message = { content, provider: choice.provider, model: choice.model, ...(images.length ? { images } : {}) };
+  const sources = composerImages.sources();
   const generation = state.generation;
   let runId;
   try {
@@ -387,9 +393,10 @@ async function send(content) {
     else handleFailure(exc);
     return false;
   }
+  composerImages.clear();
   // Another chat was opened while the request was out: this run shows when its chat is opened.
   if (generation !== state.generation) return true;
-  chat.addUser(content);
+  chat.addUser(content, sources);
   announce("Waiting for a worker…");
   followRun(runId, { live: true, generation });
   return true;

@@ -4,6 +4,7 @@
 
 import { getRun } from "./api.js";
 import { EditCard, FilesCard, PreviewErrorsCard, StepCard, ToolCard, contextCard, postgenCard, problemCard, restartNotice, turnEndMarker, turnStartMarker } from "./cards.js";
+import { messageImages } from "./composer_images.js";
 import { h, nearBottom } from "./dom.js";
 import { describeStatus, describeStop, presentable } from "./errors.js";
 import { renderProse } from "./prose.js";
@@ -64,9 +65,9 @@ export class ChatView {
   }
 
   /** Append a user message. */
-  addUser(content) {
+  addUser(content, imageSources = []) {
     this.container.querySelector(".intro")?.remove();
-    this.container.append(h("div", { class: "msg user" }, h("div", { class: "bubble" }, content)));
+    this.container.append(h("div", { class: "msg user" }, messageImages(imageSources), h("div", { class: "bubble" }, content)));
     this.toEnd(); // a message sent: its answer is what the person wants to see
   }
 

@@ -13,13 +13,15 @@ import pytest
 from app.agent.budgets import Budgets
 from app.agent.checkpoint import Checkpoint
 from app.agent.loop import AgentRun, RunResult, RunSettings
+from app.chat_images import ChatImage
 from app.errors import Overloaded
-from app.providers.base import ProviderRequest, ProviderStream, StreamOutcome
+from app.providers.base import Message, ProviderRequest, ProviderStream, StreamOutcome
 from app.providers.replay import ReplayPacing, ReplayProvider
 from prompts.compose import nudge_prompt
 from sandbox import RenderReport
 from sandbox.preview.error_reports import PreviewError, SourceLocation
 from tests.agent.fakes import RECORDINGS, Collector, FakeTools, FakeWorkspace
+from tests.image_samples import gif, png
 
 pytestmark = pytest.mark.anyio
 
@@ -388,3 +390,59 @@ async def test_the_dev_server_is_warmed_before_each_turn_end_releases_the_previe
     # The one turn's warm-up came before its turn_end (which releases the preview's hold).
     assert space.warmups == [0]
     assert len(events.of_type("turn_end")) == 1
+
+
+class RequestsSeen(ReplayProvider):
+    """The replay provider, keeping every request it was asked."""
+
+    def __init__(self, recording: Path) -> None:
+        super().__init__(recording_file=recording, fast=True)
+        self.requests: list[ProviderRequest] = []
+
+    def stream(self, request: ProviderRequest, cancel: Any = None) -> ProviderStream:
+        self.requests.append(request)
+        return super().stream(request, cancel)
+
+
+async def test_the_requests_images_go_with_it_on_every_turn_and_replay_says_it_ignores_them() -> (
+    None
+):
+    images = (ChatImage("image/png", png()), ChatImage("image/gif", gif()))
+    provider, emit = RequestsSeen(RECORDINGS / "search-then-build.jsonl"), Collector()
+    history = (Message("user", "earlier"), Message("assistant", "done"))
+    agent = AgentRun(
+        settings(),
+        provider,
+        FakeWorkspace(),
+        FakeTools(),
+        emit=emit,
+        history=history,
+        images=images,
+    )
+    result = await agent.run("make it look like this")
+    assert result.turns == 2
+    for request in provider.requests:
+        asked = [m for m in request.messages if m.images]
+        assert [m.content for m in asked] == ["make it look like this"]
+        assert asked[0].images == images
+    [warning] = emit.of_type("warning")
+    assert warning["code"] == "images_ignored"
+    assert "2 image(s) ignored" in warning["message"]
+
+
+async def test_a_real_model_gets_no_notice_and_a_request_without_images_sends_none() -> None:
+    provider, emit = RequestsSeen(RECORDINGS / "hello-conversational.txt"), Collector()
+    agent = AgentRun(
+        settings(provider_name="anthropic"),
+        provider,
+        FakeWorkspace(),
+        FakeTools(),
+        emit=emit,
+        images=(ChatImage("image/png", png()),),
+    )
+    await agent.run("hello!")
+    assert emit.of_type("warning") == []
+    assert len(provider.requests[0].messages[0].images) == 1
+    plain = RequestsSeen(RECORDINGS / "hello-conversational.txt")
+    await AgentRun(settings(), plain, FakeWorkspace(), FakeTools()).run("hello!")
+    assert all(not m.images for m in plain.requests[0].messages)

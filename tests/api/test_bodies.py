@@ -15,6 +15,7 @@ from app.api.bodies import (
     reject_unknown,
     required_text,
 )
+from app.api.chats import MESSAGE_BODY_BYTES
 from app.api.errors import ApiError
 from tests.api.conftest import Api
 
@@ -24,7 +25,7 @@ NESTED = b'{"title": ' + b"[" * 30_000 + b"]" * 30_000 + b"}"
 
 
 async def test_a_declared_oversized_body_is_413(api: Api) -> None:
-    body = b'{"title": "' + b"x" * MAX_BODY_BYTES + b'"}'
+    body = b'{"title": "' + b"x" * MESSAGE_BODY_BYTES + b'"}'
     response = await api.alice.client.post("/api/chats", content=body)
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "body_too_large"
@@ -34,12 +35,22 @@ async def test_a_declared_oversized_body_is_413(api: Api) -> None:
 async def test_a_streamed_oversized_body_is_413(api: Api) -> None:
     async def chunks() -> AsyncIterator[bytes]:
         yield b'{"title": "'
-        for _ in range(MAX_BODY_BYTES // 1024 + 1):
-            yield b"x" * 1024
+        for _ in range(MESSAGE_BODY_BYTES // 65_536 + 1):
+            yield b"x" * 65_536
         yield b'"}'
 
     response = await api.alice.client.post("/api/chats", content=chunks())
     assert response.status_code == 413
+
+
+async def test_only_a_message_may_be_larger_than_64_kb(api: Api) -> None:
+    """The room for images is a message's alone: a rename is held to the 64 KB of any body."""
+    created = await api.alice.client.post("/api/chats", json={"title": "t"})
+    body = b'{"title": "' + b"x" * MAX_BODY_BYTES + b'"}'
+    path = f"/api/chats/{created.json()['chat']['id']}"
+    response = await api.alice.client.patch(path, content=body)
+    assert response.status_code == 413
+    assert f"over {MAX_BODY_BYTES} bytes" in response.json()["error"]["message"]
 
 
 async def test_a_content_length_in_other_digits_is_no_size() -> None:

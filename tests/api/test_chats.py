@@ -49,7 +49,7 @@ async def test_get_chat_has_messages_and_runs(api: Api) -> None:
     answer = (await api.alice.client.get(f"/api/chats/{chat['id']}")).json()
     assert answer["chat"]["id"] == chat["id"]
     assert [m["content"] for m in answer["messages"]] == ["build a todo app"]
-    assert set(answer["messages"][0]) == {"id", "role", "content", "data", "created"}
+    assert set(answer["messages"][0]) == {"id", "role", "content", "data", "created", "images"}
     assert [run["id"] for run in answer["runs"]] == [posted.json()["run_id"]]
     assert "user_id" not in answer["runs"][0]
 

@@ -9,9 +9,11 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 
+from app.chat_images import ChatImage
 from app.providers.base import Message, Provider, ProviderRequest, ProviderStream
 from app.providers.retry import RetryPolicy
-from tests.providers.wire_servers import Wire, WireServer
+from tests.image_samples import gif, jpeg, png, webp
+from tests.providers.wire_servers import Answer, SeenRequest, Wire, WireServer
 
 ProviderT = TypeVar("ProviderT", bound=Provider)
 NO_RETRY = RetryPolicy(max_attempts=1)
@@ -30,9 +32,10 @@ def ask(
     history: tuple[Message, ...] = (),
     system: str = "You are kiln.",
     max_output_tokens: int = 1000,
+    images: tuple[ChatImage, ...] = (),
 ) -> ProviderRequest:
-    """A request for ``model``: ``history`` then one user message."""
-    messages = (*history, Message("user", text))
+    """A request for ``model``: ``history`` then one user message (with ``images``)."""
+    messages = (*history, Message("user", text, images))
     return ProviderRequest(model, messages, system, max_output_tokens)
 
 
@@ -105,3 +108,26 @@ class OpenedProviders:
         """Close every provider made."""
         for provider in self.made:
             await provider.aclose()
+
+
+SENT_IMAGES = (
+    ChatImage("image/png", png(padding=300_000)),
+    ChatImage("image/gif", gif()),
+    ChatImage("image/jpeg", jpeg()),
+    ChatImage("image/webp", webp()),
+)
+"""Four images, one of each kind: what the wire servers must receive, byte for byte."""
+
+
+async def sent_with_images(
+    server: WireServer, provider: Provider, model: str, history: tuple[Message, ...] = ()
+) -> SeenRequest:
+    """Stream a request whose message carries :data:`SENT_IMAGES`; the request ``server``
+    received, whose images were checked to be those sent, byte for byte."""
+    server.script(Answer())
+    await drain(
+        provider.stream(ask(model, "Like this mock-up.", history=history, images=SENT_IMAGES))
+    )
+    [seen] = server.requests
+    assert seen.images() == [(image.media_type, image.data) for image in SENT_IMAGES]
+    return seen

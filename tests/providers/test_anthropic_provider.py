@@ -28,6 +28,7 @@ from tests.providers.harness import (
     drain_into,
     retries,
     saw_disconnect,
+    sent_with_images,
     wire_server_fixture,
 )
 from tests.providers.wire_servers import Answer, WireServer, anthropic_error
@@ -183,3 +184,14 @@ async def test_model_of_another_provider_is_refused_before_any_call(
     with pytest.raises(ModelRefused, match="not by 'anthropic'"):
         make().stream(ask("gemini-2.5-flash"))
     assert server.requests == []
+
+
+async def test_images_arrive_as_base64_image_blocks_byte_for_byte(
+    server: WireServer, make: MakeProvider
+) -> None:
+    history = (Message("user", "hello"), Message("assistant", "Hi there."))
+    seen = await sent_with_images(server, make(), MODEL, history)
+    blocks = seen.body["messages"][-1]["content"]
+    assert [block["type"] for block in blocks] == ["image"] * 4 + ["text"]
+    assert blocks[-1]["text"] == "Like this mock-up."
+    assert seen.body["messages"][0]["content"] == "hello"  # a message without images: plain text

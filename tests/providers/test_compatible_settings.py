@@ -17,6 +17,7 @@ def test_defaults_need_nothing_but_say_the_base_url_is_missing() -> None:
     assert settings == CompatibleSettings()
     assert settings.limits == ModelLimits(32_768, 4_096)
     assert settings.model == "llama3.1:8b"
+    assert settings.images is False  # many local models would drop images without a word
     with pytest.raises(ConfigError, match=URL):
         settings.require_base_url()
     with pytest.raises(ConfigError, match=URL):
@@ -30,8 +31,10 @@ def test_every_setting_is_read() -> None:
         "KILN_OPENAI_COMPATIBLE_MODEL": "openrouter/anthropic/claude-3.5",
         "KILN_OPENAI_COMPATIBLE_CONTEXT_WINDOW": "200000",
         "KILN_OPENAI_COMPATIBLE_MAX_OUTPUT_TOKENS": "8192",
+        "KILN_OPENAI_COMPATIBLE_IMAGES": "true",
     }
     settings = CompatibleSettings.from_env(env)
+    assert settings.images is True
     assert settings.require_base_url() == "https://openrouter.ai/api/v1"
     assert settings.api_key == "sk-or-v1-abc"
     assert "sk-or-v1-abc" not in repr(settings)

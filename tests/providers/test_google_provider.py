@@ -28,6 +28,7 @@ from tests.providers.harness import (
     drain_into,
     retries,
     saw_disconnect,
+    sent_with_images,
     wire_server_fixture,
 )
 from tests.providers.wire_servers import Answer, Failure, WireServer, google_error
@@ -217,3 +218,10 @@ async def test_model_of_another_provider_is_refused_before_any_call(
     with pytest.raises(ModelRefused, match="'openai'"):
         make().stream(ask("gpt-4.1"))
     assert server.requests == []
+
+
+async def test_images_arrive_as_inline_data_byte_for_byte(
+    server: WireServer, make: MakeProvider
+) -> None:
+    seen = await sent_with_images(server, make(), MODEL)
+    assert seen.body["contents"][-1]["parts"][-1]["text"] == "Like this mock-up."

@@ -35,6 +35,7 @@ from tests.providers.harness import (
     drain_into,
     retries,
     saw_disconnect,
+    sent_with_images,
     wire_server_fixture,
 )
 from tests.providers.wire_servers import Answer, Failure, WireServer, openai_error
@@ -248,3 +249,10 @@ async def test_a_malformed_name_is_refused_before_any_call(
     with pytest.raises(ModelRefused, match="whitespace"):
         make().stream(ask(model))
     assert server.requests == []
+
+
+async def test_images_arrive_as_data_urls_byte_for_byte(
+    server: WireServer, make: MakeProvider
+) -> None:
+    seen = await sent_with_images(server, make(), MODEL)
+    assert seen.body["messages"][-1]["content"][0] == {"type": "text", "text": "Like this mock-up."}

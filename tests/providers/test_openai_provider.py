@@ -28,6 +28,7 @@ from tests.providers.harness import (
     drain_into,
     retries,
     saw_disconnect,
+    sent_with_images,
     wire_server_fixture,
 )
 from tests.providers.wire_servers import Answer, WireServer, openai_error
@@ -253,3 +254,12 @@ async def test_model_of_another_provider_is_refused_before_any_call(
     with pytest.raises(ModelRefused, match="'google'"):
         make().stream(ask("gemini-2.5-flash"))
     assert server.requests == []
+
+
+@pytest.mark.parametrize("model", BOTH_APIS)
+async def test_images_arrive_as_data_urls_byte_for_byte(
+    server: WireServer, make: MakeProvider, model: str
+) -> None:
+    seen = await sent_with_images(server, make(), model)
+    parts = (seen.body.get("messages") or seen.body["input"])[-1]["content"]
+    assert parts[0]["text"] == "Like this mock-up."

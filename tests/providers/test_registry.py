@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import ConfigError, ModelRefused
+from app.errors import ConfigError, ImagesUnsupported, ModelRefused
 from app.providers import (
     ModelLimits,
     ProviderChoice,
     configured_providers,
     get_provider,
     model_limits,
+    refuse_unread_images,
     resolve_provider,
 )
 from app.providers.anthropic_provider import AnthropicProvider
@@ -349,3 +350,53 @@ async def test_explicit_compatible_choice_streams_from_its_server(
     [seen] = openai_server.requests
     assert seen.path == "/v1/chat/completions"  # the trailing '/' of the setting is dropped
     assert seen.headers["authorization"] == f"Bearer {PLACEHOLDER_KEY}"  # not OPENAI_API_KEY
+
+
+COMPATIBLE_URL = {"KILN_OPENAI_COMPATIBLE_BASE_URL": "http://127.0.0.1:9/v1"}
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "env"),
+    [
+        pytest.param("anthropic", "claude-sonnet-4-6", {}, id="claude"),
+        pytest.param("openai", "gpt-5", {}, id="gpt-5"),
+        pytest.param("openai", "gpt-4o-mini", {}, id="gpt-4o"),
+        pytest.param("openai", "o4-mini", {}, id="o4-mini"),
+        pytest.param("google", "gemini-2.5-flash", {}, id="gemini"),
+        pytest.param("replay", "todo-app", {}, id="replay-ignores-them-and-says-so"),
+        pytest.param(
+            "openai-compatible",
+            "qwen2.5-vl",
+            {**COMPATIBLE_URL, "KILN_OPENAI_COMPATIBLE_IMAGES": "1"},
+            id="compatible-turned-on",
+        ),
+    ],
+)
+def test_images_go_to_a_model_that_reads_them(
+    provider: str, model: str, env: dict[str, str]
+) -> None:
+    refuse_unread_images(ProviderChoice(provider, model), 2, env)
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "env", "match"),
+    [
+        pytest.param("openai", "gpt-3.5-turbo", {}, "'gpt-3.5-turbo' cannot read images", id="3.5"),
+        pytest.param("openai", "o3-mini", {}, "'o3-mini' cannot read images", id="o3-mini"),
+        pytest.param("openai", "gpt-4", {}, "'gpt-4' cannot read images", id="gpt-4"),
+        pytest.param(
+            "openai-compatible",
+            "llama3.1:8b",
+            COMPATIBLE_URL,
+            "KILN_OPENAI_COMPATIBLE_IMAGES",
+            id="compatible-by-default",
+        ),
+    ],
+)
+def test_images_for_a_model_that_cannot_read_them_are_refused_in_words(
+    provider: str, model: str, env: dict[str, str], match: str
+) -> None:
+    with pytest.raises(ImagesUnsupported, match=match) as refused:
+        refuse_unread_images(ProviderChoice(provider, model), 1, env)
+    assert refused.value.code == "images_unsupported"
+    refuse_unread_images(ProviderChoice(provider, model), 0, env)  # no images: nothing to refuse

@@ -17,6 +17,7 @@ events; Gemini ``streamGenerateContent?alt=sse`` chunks with ``usageMetadata``).
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from collections import deque
@@ -71,6 +72,41 @@ class SeenRequest:
     query: str
     headers: dict[str, str]
     body: Json
+
+    def images(self) -> list[tuple[str, bytes]]:
+        """``(media type, bytes)`` of every image the request's last message carries, read
+        the way the provider reads its own wire format (a base64 source, a data URL, inline
+        data), so a test compares the bytes that arrived with the bytes sent."""
+        if "contents" in self.body:  # Gemini: inlineData parts
+            parts = self.body["contents"][-1]["parts"]
+            blobs = [part.get("inlineData") or part.get("inline_data") for part in parts]
+            # The SDK writes the REST API's snake_case and URL-safe base64 (protobuf's JSON
+            # takes both alphabets and both spellings).
+            return [
+                (b.get("mimeType") or b["mime_type"], base64.urlsafe_b64decode(b["data"]))
+                for b in blobs
+                if b
+            ]
+        last = (self.body.get("messages") or self.body.get("input"))[-1]
+        content = last["content"] if isinstance(last["content"], list) else []
+        found = []
+        for part in content:
+            if part["type"] == "image":  # Anthropic: a base64 source
+                source = part["source"]
+                found.append((source["media_type"], base64.b64decode(source["data"])))
+            elif part["type"] == "image_url":  # Chat Completions: a data URL
+                found.append(_data_url(part["image_url"]["url"]))
+            elif part["type"] == "input_image":  # Responses: a data URL
+                found.append(_data_url(part["image_url"]))
+        return found
+
+
+def _data_url(url: str) -> tuple[str, bytes]:
+    """``data:<type>;base64,<data>`` as ``(type, bytes)``."""
+    head, _, data = url.partition(",")
+    assert head.startswith("data:"), head
+    assert head.endswith(";base64"), head
+    return head.removeprefix("data:").removesuffix(";base64"), base64.b64decode(data)
 
 
 @dataclass

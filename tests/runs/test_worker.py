@@ -20,6 +20,7 @@ import redis.exceptions
 import requests.exceptions
 
 from app.agent.checkpoint import Checkpoint
+from app.chat_images import ChatImage
 from app.config import ServiceSettings
 from app.errors import ConfigError
 from app.event_types import BY_NAME
@@ -42,6 +43,7 @@ from sandbox.preview.hmr_hold import preview_held
 from sandbox.redis_boundary import wrap_redis_errors
 from sandbox.session_log import RecordSink
 from tests.agent.fakes import FakeTarget, FakeTools
+from tests.image_samples import gif, png
 from tests.providers.wire_servers import SENT_KEY, Answer, WireServer, anthropic_error
 from tests.runs.conftest import new_chat, with_limits
 from tests.runs.fakes import (
@@ -548,6 +550,32 @@ async def test_an_openai_compatible_server_without_usage_gets_an_estimate_marked
     assert first["estimated"] is True
     assert first["input_tokens"] > 1_000  # kiln's system prompt and the request, counted
     assert first["output_tokens"] > 1_000  # the whole todo app, counted
+
+
+async def test_a_messages_images_reach_the_model_on_every_turn_byte_for_byte(
+    settings: ServiceSettings,
+    store: Store,
+    client: redis.asyncio.Redis,
+    chat_server: WireServer,
+) -> None:
+    """Submitted with the message, stored, loaded by the worker, sent by the real SDK."""
+    env = compatible_env(chat_server, 65_536, 2_048) | {"KILN_OPENAI_COMPATIBLE_IMAGES": "true"}
+    chat_server.script(*[Answer(TODO_ANSWER)] * 3)
+    service = RunService(store, client, settings, env=env)
+    images = (ChatImage("image/png", png()), ChatImage("image/gif", gif()))
+    async with running_workers(
+        settings, store, client, MemoryWorkspaces(), default_provider_factory(env)
+    ):
+        user, chat = new_chat(store)
+        run_id, _ = await service.submit(
+            user.id, chat.id, "make a todo app like this", "openai-compatible", images=images
+        )
+        events = await events_until_finished(store, client, run_id)
+    assert events[-1]["status"] == "completed"
+    assert chat_server.requests
+    for seen in chat_server.requests:
+        assert seen.images() == [(image.media_type, image.data) for image in images]
+    assert not [event for event in events if event.get("code") == "images_ignored"]
 
 
 async def test_an_openai_compatible_window_too_small_fails_before_any_request(

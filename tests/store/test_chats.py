@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from app.chat_images import ChatImage
 from app.store import Store
+from tests.image_samples import gif, png
+from tests.store.conftest import raw_rows
 
 
 def test_chats_are_listed_newest_first_per_user(store: Store) -> None:
@@ -65,3 +68,35 @@ def test_deleting_a_chat_removes_its_messages_runs_and_events(store: Store) -> N
     assert store.get_run(run.id) is None
     assert store.list_chats(ann.id) == [kept]
     assert not store.delete_chat(chat.id)
+
+
+def test_a_message_keeps_its_images_in_order_listed_with_it(store: Store) -> None:
+    chat = store.create_chat(store.create_user("ann").id, "t")
+    sent = (ChatImage("image/png", png()), ChatImage("image/gif", gif()))
+    asked = store.add_message(chat.id, "user", "like this", None, sent)
+    plain = store.add_message(chat.id, "assistant", "done")
+    assert store.message_images(asked.id) == sent
+    assert store.message_images(plain.id) == ()
+    listed, answered = store.list_messages(chat.id)
+    assert listed == asked
+    assert [(i.media_type, i.size) for i in listed.images] == [
+        ("image/png", len(sent[0].data)),
+        ("image/gif", len(sent[1].data)),
+    ]
+    assert answered.images == ()
+    assert listed.to_dict()["images"] == [image.to_dict() for image in listed.images]
+    first = listed.images[0]
+    assert store.chat_image(chat.id, first.id) == sent[0]
+
+
+def test_an_image_is_found_only_through_its_own_chat_and_goes_with_it(store: Store) -> None:
+    ann = store.create_user("ann")
+    chat, other = store.create_chat(ann.id, "t"), store.create_chat(ann.id, "other")
+    message = store.add_message(
+        chat.id, "user", "like this", None, (ChatImage("image/png", png()),)
+    )
+    [image] = message.images
+    assert store.chat_image(other.id, image.id) is None
+    assert store.delete_chat(chat.id)
+    assert store.chat_image(chat.id, image.id) is None
+    assert raw_rows(store, "SELECT id FROM message_images") == []

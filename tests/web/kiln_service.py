@@ -33,6 +33,7 @@ STOP_LIMIT_SECONDS = 60.0
 SLOW_RECORDING = "slow-thinking"
 SEARCH_RECORDING = "search-then-answer"
 SEARCH_QUERY = "Intl.RelativeTimeFormat examples"
+LOOK_RECORDING = "look-at-this"  # a plain answer, no files: no sandbox (test_composer_images)
 FOOTER_RECORDING = "add-footer"  # a follow-up to the demo: one new file (tests/web/test_versions)
 FOOTER = "export default function Footer() {\n  return <footer>Made with kiln</footer>;\n}\n"
 # Where the Makefile and CI point tiktoken (it cannot download its encodings here).
@@ -128,6 +129,7 @@ def start_kiln(folder: Path, redis_url: str) -> KilnService:
     (recordings / f"{SLOW_RECORDING}.txt").write_text(slow_recording())
     (recordings / f"{SEARCH_RECORDING}.jsonl").write_text(search_recording())
     (recordings / f"{FOOTER_RECORDING}.txt").write_text(footer_recording())
+    (recordings / f"{LOOK_RECORDING}.txt").write_text("<Response>\nA fine picture.\n</Response>\n")
     sock = loopback_socket()
     port = sock.getsockname()[1]
     sock.close()  # kiln binds it itself; the race with another process is negligible on loopback
