@@ -87,4 +87,17 @@ CREATE TABLE checkpoints (
 )
 """
 
-MIGRATIONS: tuple[str, ...] = (MIGRATION_1,)
+# A chat's git remote (issue 27): where ``POST /api/chats/{id}/push`` sends its versions. The
+# token is Fernet-encrypted (app/store/crypto.py), NULL when none; last_push is JSON text.
+MIGRATION_2 = """
+CREATE TABLE chat_remotes (
+    chat_id TEXT PRIMARY KEY REFERENCES chats(id) ON DELETE CASCADE,
+    url TEXT NOT NULL,
+    branch TEXT NOT NULL,
+    token BLOB,
+    updated REAL NOT NULL,
+    last_push TEXT
+)
+"""
+
+MIGRATIONS: tuple[str, ...] = (MIGRATION_1, MIGRATION_2)
