@@ -218,7 +218,8 @@ def _run(
     except OSError as exc:
         raise RemoteError(f"git could not run: {exc}") from exc
     if process.returncode != 0:
-        raise failure(_scrub(err.decode("utf-8", "replace"), remote.token), remote.url)
+        said = (err + b"\n" + out).decode("utf-8", "replace")  # --porcelain: refs on stdout
+        raise failure(_scrub(said, remote.token), remote.url)
     return out.decode("utf-8", "surrogateescape")
 
 
@@ -272,7 +273,8 @@ def _scrub(text: str, token: str) -> str:
 FAILURES: tuple[tuple[re.Pattern[str], type[RemoteError], str], ...] = (
     (re.compile(r"transport '[^']*' not allowed|unsupported protocol", re.I),
      RemoteUrlRefused, "kiln does not reach that kind of URL"),
-    (re.compile(r"\[rejected\]|non-fast-forward|fetch first|\(stale info\)", re.I),
+    (re.compile(r"\[rejected\]|updates were rejected|non-fast-forward|fetch first"
+                r"|\(stale info\)", re.I),
      RemoteNotFastForward,
      "the remote branch has commits this project does not have; kiln never force-pushes: "
      "push to a new branch, or bring the remote's changes into it first"),
