@@ -35,6 +35,7 @@ from app.api.app import build_app
 from app.api.services import ApiSettings, HealthCheck
 from app.config import ServiceSettings
 from app.errors import ConfigError
+from app.projects.git_remote import RemoteLimits
 from app.projects.store import ProjectStore
 from app.projects.sync import ProjectAccess, manager_installer
 from app.runs.execution import ProviderFactory
@@ -46,6 +47,7 @@ from app.store import Store
 from sandbox import (
     EnvReader,
     ErrorStreamSettings,
+    ImageBuildSettings,
     NestedExits,
     PreviewErrorStream,
     SandboxManager,
@@ -175,6 +177,9 @@ def build_app_for(stack: ServiceStack, stopping: anyio.Event) -> ASGIApp:
             stack.manager,
             manager_installer(stack.manager),
             max_bytes=settings.project_max_bytes,
+            starter=stack.manager,
+            remote_limits=RemoteLimits.from_env(settings.project_max_bytes, read.env),
+            images_dir=ImageBuildSettings.images_folder(read.env),
         ),
         stopping=stopping,
         preview_hold=redis_hold(stack.redis),
