@@ -22,7 +22,6 @@ the URL, the token, the repository or the branch 422, ``remote_failed`` 502.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -30,7 +29,7 @@ from starlette.routing import Route
 
 from app.api.auth import require_user
 from app.api.bodies import optional_text, read_object, reject_unknown, required_text
-from app.api.chats import DEFAULT_TITLE, MAX_TITLE_LENGTH, chat_title
+from app.api.chats import chat_title
 from app.api.errors import ApiError, not_found
 from app.api.ownership import owned_chat
 from app.api.ports import StorePort
@@ -44,14 +43,21 @@ from app.projects.errors import (
     RemoteNotFastForward,
     VersionNotFound,
 )
-from app.projects.git_remote import MAX_URL_LENGTH, Remote, check_branch, check_url, push
+from app.projects.git_remote import (
+    DEFAULT_BRANCH,
+    MAX_URL_LENGTH,
+    Remote,
+    check_branch,
+    check_url,
+    push,
+    repository_title,
+)
 from app.projects.importing import ImportResult, import_project
 from app.projects.sync import ProjectAccess, ProjectSync
 from sandbox import SandboxError
 
 MAX_TOKEN_LENGTH = 1000
 MAX_BRANCH_LENGTH = 100
-DEFAULT_BRANCH = "main"
 REMOTE_FIELDS = frozenset({"url", "branch", "token"})
 IMPORT_FIELDS = frozenset({"url", "branch", "token", "title"})
 
@@ -158,13 +164,6 @@ async def import_chat(request: Request) -> Response:
     answer = {"chat": chat_view(now or chat), **result.to_dict()}
     answer |= {"sandbox_id": sandbox_id, "preview": preview}
     return JSONResponse(answer, 201)
-
-
-def repository_title(url: str) -> str:
-    """A chat's title from a repository URL: its last path part without ``.git``."""
-    path = urlsplit(url).path if "://" in url else url.rpartition(":")[2]
-    name = path.rstrip("/").rpartition("/")[2].removesuffix(".git")
-    return (name or DEFAULT_TITLE)[:MAX_TITLE_LENGTH]
 
 
 async def start_preview(

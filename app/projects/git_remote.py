@@ -52,6 +52,8 @@ SCHEMES = frozenset({"https", "http", "ssh", "git"})
 SCP_LIKE = re.compile(r"[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:(?!//)[^\s]+")
 BRANCH_NAME = re.compile(r"(?!.*\.\.)(?!.*//)(?!.*@\{)[A-Za-z0-9._/-]{1,100}")
 MAX_URL_LENGTH = 2000
+MAX_TITLE_LENGTH = 200  # as a chat's title
+DEFAULT_BRANCH = "main"
 TOKEN_USER = "x-access-token"  # GitHub's name for a token over basic auth; others ignore it
 KEEPABLE_MODES = frozenset({"100644", "100755"})
 
@@ -297,3 +299,10 @@ def failure(stderr: str, url: str) -> RemoteError:
         if pattern.search(stderr):
             return error(f"{words}: {url!r} ({detail})")
     return RemoteError(f"git failed on {url!r}: {detail}")
+
+
+def repository_title(url: str) -> str:
+    """A chat's title from a repository URL: its last path part without ``.git``."""
+    path = urlsplit(url).path if "://" in url else url.rpartition(":")[2]
+    name = path.rstrip("/").rpartition("/")[2].removesuffix(".git")
+    return (name or "Imported app")[:MAX_TITLE_LENGTH]

@@ -92,6 +92,20 @@ class ServiceStack:
         """The chats' projects (versioned source files), for the versions API."""
         return project_store(self.settings)
 
+    def project_access(self, env: Mapping[str, str] | None = None) -> ProjectAccess:
+        """What the versions and remotes APIs are given: the project store, the sandbox
+        manager (restores, an import's first sandbox), the installer, the limits."""
+        settings = self.settings
+        return ProjectAccess(
+            self.projects,
+            self.manager,
+            manager_installer(self.manager),
+            max_bytes=settings.project_max_bytes,
+            starter=self.manager,
+            remote_limits=RemoteLimits.from_env(settings.project_max_bytes, env),
+            images_dir=ImageBuildSettings.images_folder(env),
+        )
+
     def health_checks(self) -> dict[str, HealthCheck]:
         """The checks of ``/healthz``: the database, Redis and the Docker engine answer."""
 
@@ -172,15 +186,7 @@ def build_app_for(stack: ServiceStack, stopping: anyio.Event) -> ASGIApp:
         stack.manager,
         settings=api_settings,
         health_checks=stack.health_checks(),
-        projects=ProjectAccess(
-            stack.projects,
-            stack.manager,
-            manager_installer(stack.manager),
-            max_bytes=settings.project_max_bytes,
-            starter=stack.manager,
-            remote_limits=RemoteLimits.from_env(settings.project_max_bytes, read.env),
-            images_dir=ImageBuildSettings.images_folder(read.env),
-        ),
+        projects=stack.project_access(read.env),
         stopping=stopping,
         preview_hold=redis_hold(stack.redis),
         preview_errors=PreviewErrorStream(stack.redis, ErrorStreamSettings.from_env(read)),
