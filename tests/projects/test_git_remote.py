@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from app.projects import git_remote
 from app.projects.errors import (
     ImportRefused,
     RemoteAuthFailed,
@@ -243,3 +244,14 @@ def test_a_missing_branch_is_not_found(server: GitServer, tmp_path: Path) -> Non
     url = made_repository(server, tmp_path, {"a": b"1"})
     with pytest.raises(RemoteNotFound):
         clone_files(Remote(url, branch="nope"), LIMITS)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [pytest.param("file:///etc", id="file"), pytest.param("ext::sh -c true", id="ext")],
+)
+def test_git_itself_refuses_what_the_url_check_would(url: str, tmp_path: Path) -> None:
+    """The second wall: a URL that got past the check (a redirect, a submodule) meets git's
+    protocol allow-list."""
+    with pytest.raises(RemoteUrlRefused, match="does not reach"):
+        git_remote._run(["ls-remote", "--", url], tmp_path, Remote(url), LIMITS)

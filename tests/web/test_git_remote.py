@@ -6,6 +6,7 @@ repository, and says so; a wrong token is said in words."""
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.projects.git_http import GitServer, git, git_server
-from tests.web.conftest import RUN_LIMIT_MS, screenshot
+from tests.web.conftest import RUN_LIMIT_MS, PageProblems, screenshot
 
 TOKEN = "web-git-token-0123456789"
 TEMPLATE = Path(__file__).resolve().parents[2] / "images" / "vite-react" / "workspace"
@@ -45,8 +46,11 @@ def basic() -> str:
     return base64.b64encode(f"me:{TOKEN}".encode()).decode()
 
 
-def test_import_then_push_from_the_page(kiln_page: Page, server: GitServer) -> None:
+def test_import_then_push_from_the_page(
+    kiln_page: Page, server: GitServer, page_problems: PageProblems
+) -> None:
     page = kiln_page
+    page_problems.allow.append(re.compile(r"status of 422 .*/push\)"))  # the wrong token's
     page.get_by_text("Import from git").click()
     page.get_by_label("Repository URL").first.fill(server.url("source"))
     page.locator("#import-token").fill(TOKEN)
