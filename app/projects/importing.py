@@ -1,16 +1,18 @@
 """A chat's project from a git repository: its files become version 1, under the rules of
 versions, with a template to run them.
 
-The repository's tip is read by :func:`app.projects.git_remote.clone_files` (limits on time,
-download, file count and bytes). Then the rules every version follows (:mod:`app.projects.rules`):
-a path outside the workspace or a name that is not UTF-8 is refused, files an app does not keep
-as sources (``node_modules/``, ``.git/``, ``dist/``, logs, ...) are left out and said so, the
-project cap holds. The template comes from ``package.json``'s dependencies (:data:`TEMPLATE_RULES`,
-policy as data): ``next`` runs as ``nextjs``, ``vite`` as ``vite-react``; a repository without
-``package.json`` (a static site) runs as ``vanilla``, with that template's ``package.json`` and
-``server.js`` added (they serve the files; version 1's note says so). A ``package.json`` that
-names neither is refused in words: kiln has no template that would run it, and a chat whose
-preview can never start is worse than a clear no.
+The repository's tip is read by :func:`app.projects.git_remote.clone_files` (limits on
+time, download, file count and bytes). Then the rules every version follows
+(:mod:`app.projects.rules`): a path outside the workspace or a name that is not UTF-8 is
+refused, files an app does not keep as sources (``node_modules/``, ``.git/``, ``dist/``,
+logs, ...) are left out and said so, the project cap holds. The template comes from
+``package.json``'s dependencies (:data:`TEMPLATE_MARKERS`, policy as data): ``next`` runs as
+``nextjs``, ``vite`` or ``react`` as ``vite-react``; a repository without ``package.json`` (a
+static site) runs as ``vanilla``, with that template's ``package.json`` and ``server.js`` added
+(they serve the files; version 1's note says so). A ``package.json`` that names none of them is
+refused in words: kiln has no template that would run it, and a chat whose preview can never
+start is worse than a clear no. Later runs of the chat keep the template (the chat's sandbox's,
+or :func:`app.agent.context.guess_template` from the same markers when it is gone).
 """
 
 from __future__ import annotations
@@ -26,8 +28,13 @@ from app.projects.rules import check_size, is_source, safe_path, unkeepable_name
 from app.projects.store import ProjectStore, Version, VersionInfo
 
 PACKAGE_JSON = "package.json"
-# (a dependency in package.json, the template that runs it): the first found wins.
-TEMPLATE_RULES: tuple[tuple[str, str], ...] = (("next", "nextjs"), ("vite", "vite-react"))
+# A package.json dependency that tells which template runs a project (the first found wins):
+# for an import, and for a run whose chat's sandbox is gone (app.agent.context.guess_template).
+TEMPLATE_MARKERS: tuple[tuple[str, str], ...] = (
+    ("next", "nextjs"),
+    ("vite", "vite-react"),
+    ("react", "vite-react"),
+)
 STATIC_TEMPLATE = "vanilla"
 STATIC_SCAFFOLD = ("package.json", "server.js")  # from images/vanilla/workspace
 
@@ -99,10 +106,10 @@ def detect_template(files: Mapping[str, bytes]) -> str:
         declared = manifest.get(section)
         if isinstance(declared, dict):
             names.update(declared)
-    for dependency, template in TEMPLATE_RULES:
+    for dependency, template in TEMPLATE_MARKERS:
         if dependency in names:
             return template
-    known = ", ".join(f"{dependency!r} ({template})" for dependency, template in TEMPLATE_RULES)
+    known = ", ".join(f"{dependency!r} ({template})" for dependency, template in TEMPLATE_MARKERS)
     raise ImportRefused(
         f"kiln cannot tell how to run this app: its package.json depends on none of {known}, "
         "and only a repository without package.json runs as a static site"
