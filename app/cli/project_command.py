@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from pathlib import Path
 
 from app.cli import project_git
 from app.cli.commands import COMMANDS
-from app.config import ServiceSettings
+from app.cli.user_command import service_settings
 from app.errors import ConfigError
 from app.projects.errors import ProjectError
 from app.projects.git_store import GitProjectStore
@@ -72,10 +71,7 @@ def _handler(name: str, action: Action) -> Callable[[argparse.Namespace], int]:
 
 def open_projects(data_dir: Path | None) -> ProjectStore:
     """The project store of ``data_dir`` (or ``KILN_DATA_DIR``)."""
-    env = dict(os.environ)
-    if data_dir is not None:
-        env["KILN_DATA_DIR"] = str(data_dir)
-    return GitProjectStore(ServiceSettings.from_env(env).projects_dir)
+    return GitProjectStore(service_settings(data_dir).projects_dir)
 
 
 def show_log(projects: ProjectStore, args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from app.cli.user_command import open_store
+from app.cli.user_command import service_settings
 from app.config import ServiceSettings
 from app.errors import ConfigError
 from app.projects.errors import ProjectError
@@ -64,20 +64,13 @@ def _guarded(
 
     def handle(args: argparse.Namespace) -> int:
         try:
-            settings = _settings(args.data_dir)
+            settings = service_settings(args.data_dir)
             return action(settings, args)
         except (ConfigError, ProjectError, StoreError) as exc:
             print(f"kiln project {name}: {exc}", file=sys.stderr)
             return EXIT_FAILED
 
     return handle
-
-
-def _settings(data_dir: Path | None) -> ServiceSettings:
-    env = dict(os.environ)
-    if data_dir is not None:
-        env["KILN_DATA_DIR"] = str(data_dir)
-    return ServiceSettings.from_env(env)
 
 
 def token_from(args: argparse.Namespace) -> str | None:
@@ -92,7 +85,7 @@ def token_from(args: argparse.Namespace) -> str | None:
 
 def push_chat(settings: ServiceSettings, args: argparse.Namespace) -> int:
     """Push the chat's versions to its remote (set from ``--url`` first when given)."""
-    store = open_store(args.data_dir)
+    store = Store(settings.database_path, settings.secret_key)
     if store.get_chat(args.chat) is None:
         raise ConfigError(f"no chat {args.chat!r}")
     if args.url is not None:
@@ -119,7 +112,7 @@ def push_chat(settings: ServiceSettings, args: argparse.Namespace) -> int:
 
 def import_chat(settings: ServiceSettings, args: argparse.Namespace) -> int:
     """Make a new chat of ``--user`` from the repository."""
-    store: Store = open_store(args.data_dir)
+    store = Store(settings.database_path, settings.secret_key)
     user = store.user_by_name(args.user)
     if user is None:
         raise ConfigError(f"no user named {args.user!r}")

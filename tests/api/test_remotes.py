@@ -11,8 +11,6 @@ repository makes a chat whose version 1 is the pushed files and whose preview se
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -28,7 +26,13 @@ from app.projects.workspace_io import read_workspace
 from tests.api.harness import Person, add_person
 from tests.api.stack import LiveService
 from tests.end_to_end import EndToEnd
-from tests.projects.git_http import GitServer, git, git_server
+from tests.projects.git_http import (
+    GitServer,
+    cloned_versions,
+    git,
+    git_server,
+    sha256s,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.slow]
 
@@ -48,10 +52,6 @@ def template_files() -> dict[str, bytes]:
         for path in TEMPLATE.rglob("*")
         if path.is_file()
     }
-
-
-def sha256s(files: dict[str, bytes]) -> dict[str, str]:
-    return {path: hashlib.sha256(content).hexdigest() for path, content in files.items()}
 
 
 @dataclass
@@ -88,26 +88,6 @@ async def scene(live: LiveService, served: GitServer) -> AsyncIterator[Scene]:
     await bob.client.aclose()
 
 
-def clone_versions(url: str, where: Path) -> list[dict[str, str]]:
-    """Each commit's files (sha256) of a ``git clone`` made as anyone would, oldest first."""
-    header = "http.extraHeader=Authorization: Basic " + _basic(TOKEN)
-    git(where.parent, "-c", header, "clone", "--quiet", url, str(where))
-    out = []
-    for commit in git(where, "rev-list", "--reverse", "HEAD").split():
-        git(where, "checkout", "--quiet", commit)
-        files = {
-            str(path.relative_to(where)): path.read_bytes()
-            for path in where.rglob("*")
-            if path.is_file() and ".git" not in path.relative_to(where).parts
-        }
-        out.append(sha256s(files))
-    return out
-
-
-def _basic(token: str) -> str:
-    return base64.b64encode(f"x:{token}".encode()).decode()
-
-
 async def put_remote(who: Person, chat_id: str, body: dict[str, Any]) -> httpx.Response:
     return await who.client.put(f"/api/chats/{chat_id}/remote", json=body)
 
@@ -126,7 +106,7 @@ async def test_push_clone_fast_forward_and_refusals(scene: Scene, tmp_path: Path
     assert pushed.json()["push"]["version"] == 3
     store = scene.live.stack.projects
     expected = [sha256s(store.files(chat, number)) for number in (1, 2, 3)]
-    assert clone_versions(scene.url, tmp_path / "first") == expected
+    assert cloned_versions(scene.url, tmp_path / "first", token=TOKEN) == expected
 
     store.commit(chat, {**store.files(chat, 3), "src/App.jsx": app_source("Hello four")},
                  VersionInfo(turn=4))  # fmt: skip
@@ -135,7 +115,7 @@ async def test_push_clone_fast_forward_and_refusals(scene: Scene, tmp_path: Path
     remote_repo = scene.server.root / "app.git"
     git(remote_repo, "merge-base", "--is-ancestor", pushed.json()["push"]["commit"],
         again.json()["push"]["commit"])  # fmt: skip
-    assert len(clone_versions(scene.url, tmp_path / "second")) == 4
+    assert len(cloned_versions(scene.url, tmp_path / "second", token=TOKEN)) == 4
 
     await put_remote(alice, chat, {"url": scene.url, "token": "wrong-token-value"})
     refused = await alice.client.post(f"/api/chats/{chat}/push")

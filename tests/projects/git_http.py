@@ -5,6 +5,7 @@ token is given. Repositories are bare ones under ``root``, served at ``/<name>.g
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import subprocess
 import threading
@@ -54,6 +55,36 @@ def git(cwd: Path, *args: str) -> str:
     done = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, env=env)
     assert done.returncode == 0, done.stderr.decode()
     return done.stdout.decode()
+
+
+def basic_auth(token: str) -> str:
+    """``git -c`` setting that sends ``token`` as basic auth (as a person's git would)."""
+    encoded = base64.b64encode(f"me:{token}".encode()).decode()
+    return f"http.extraHeader=Authorization: Basic {encoded}"
+
+
+def sha256s(files: dict[str, bytes]) -> dict[str, str]:
+    """``path -> sha256`` of each file."""
+    return {path: hashlib.sha256(content).hexdigest() for path, content in files.items()}
+
+
+def cloned_versions(
+    url: str, where: Path, branch: str = "main", token: str = ""
+) -> list[dict[str, str]]:
+    """``git clone`` of ``branch`` as anyone would (with ``token`` as basic auth); each
+    commit's files (sha256), oldest first."""
+    auth = ["-c", basic_auth(token)] if token else []
+    git(where.parent, *auth, "clone", "--quiet", "--branch", branch, url, str(where))
+    out = []
+    for commit in git(where, "rev-list", "--reverse", "HEAD").split():
+        git(where, "checkout", "--quiet", commit)
+        files = {
+            str(path.relative_to(where)): path.read_bytes()
+            for path in where.rglob("*")
+            if path.is_file() and ".git" not in path.relative_to(where).parts
+        }
+        out.append(sha256s(files))
+    return out
 
 
 @contextmanager

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +20,7 @@ from app.projects.errors import (
 from app.projects.git_remote import Remote, RemoteLimits, check_url, clone_files, push
 from app.projects.git_store import GitProjectStore
 from app.projects.store import VersionInfo
-from tests.projects.git_http import GitServer, git, git_server
+from tests.projects.git_http import GitServer, cloned_versions, git, git_server, sha256s
 
 CHAT = "chat1"
 TOKEN = "s3cret-token-value-123"
@@ -47,26 +46,6 @@ def store(tmp_path: Path) -> GitProjectStore:
     for number, files in enumerate(VERSIONS, 1):
         projects.commit(CHAT, files, VersionInfo(turn=number))
     return projects
-
-
-def sha256s(files: dict[str, bytes]) -> dict[str, str]:
-    return {path: hashlib.sha256(content).hexdigest() for path, content in files.items()}
-
-
-def cloned_versions(url: str, where: Path, branch: str = "main") -> list[dict[str, str]]:
-    """``git clone`` the remote as anyone would; each commit's files' sha256, oldest first."""
-    git(where.parent, "clone", "--quiet", "--branch", branch, url, str(where))
-    commits = git(where, "rev-list", "--reverse", "HEAD").split()
-    out = []
-    for commit in commits:
-        git(where, "checkout", "--quiet", commit)
-        files = {
-            str(path.relative_to(where)): path.read_bytes()
-            for path in where.rglob("*")
-            if path.is_file() and ".git" not in path.relative_to(where).parts
-        }
-        out.append(sha256s(files))
-    return out
 
 
 def test_a_push_gives_one_commit_per_version_with_the_same_files(

@@ -5,7 +5,6 @@ repository, and says so; a wrong token is said in words."""
 
 from __future__ import annotations
 
-import base64
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.projects.git_http import GitServer, git, git_server
+from tests.projects.git_http import GitServer, basic_auth, git, git_server
 from tests.web.conftest import RUN_LIMIT_MS, PageProblems, screenshot
 
 TOKEN = "web-git-token-0123456789"
@@ -37,13 +36,9 @@ def server(tmp_path: Path) -> Iterator[GitServer]:
         (work / "src" / "App.jsx").write_text(APP)
         git(work, "add", "-A")
         git(work, "commit", "--quiet", "-m", "an app")
-        git(work, "-c", f"http.extraHeader=Authorization: Basic {basic()}", "push", "--quiet",
+        git(work, "-c", basic_auth(TOKEN), "push", "--quiet",
             running.url("source"), "main")  # fmt: skip
         yield running
-
-
-def basic() -> str:
-    return base64.b64encode(f"me:{TOKEN}".encode()).decode()
 
 
 def test_import_then_push_from_the_page(
