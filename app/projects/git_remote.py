@@ -93,10 +93,12 @@ def check_url(url: str) -> str:
     url = url.strip()
     if not url or len(url) > MAX_URL_LENGTH or any(ch.isspace() or ord(ch) < 32 for ch in url):
         raise RemoteUrlRefused(f"not a git URL: {url[:200]!r}")
+    if url.startswith("-"):  # an option in disguise (``--upload-pack=...``)
+        raise RemoteUrlRefused(f"not a git URL: {url[:200]!r}")
     if SCP_LIKE.fullmatch(url) and "::" not in url:
         return url
     parts = urlsplit(url)
-    if parts.scheme.lower() not in SCHEMES or not parts.hostname:
+    if parts.scheme.lower() not in SCHEMES or not parts.hostname or parts.hostname[0] == "-":
         raise RemoteUrlRefused(
             f"{url[:200]!r} is not a network git URL: kiln reaches https://, http://, ssh://, "
             "git:// or user@host:path (no file://, ext:: or local paths)",

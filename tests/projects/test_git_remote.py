@@ -132,6 +132,9 @@ def test_the_right_token_goes_as_a_header_never_in_the_url(
         pytest.param("https://user:pw@example.com/r.git", id="credential-in-url"),
         pytest.param("https://tok@example.com/r.git", id="user-in-url"),
         pytest.param("ftp://example.com/r.git", id="ftp"),
+        pytest.param("ssh://-oProxyCommand=touch%20/tmp/pwned/x", id="ssh-option-host"),
+        pytest.param("--upload-pack=touch /tmp/pwned", id="option"),
+        pytest.param("-oProxyCommand=x@host:path", id="scp-option"),
     ],
 )
 def test_a_url_that_could_read_the_host_or_run_a_command_is_refused(
