@@ -24,8 +24,10 @@ stable codes at one place, :data:`FAILURES`.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import tempfile
 import time
@@ -216,7 +218,12 @@ def _run(
     env = _environment(remote.token)
     try:
         with subprocess.Popen(
-            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+            argv,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its helpers (git-remote-https, ssh) are stopped with it
         ) as process:
             out, err = _communicate(process, limits, watch)
     except OSError as exc:
@@ -239,18 +246,23 @@ def _communicate(
         except subprocess.TimeoutExpired:
             pass
         if time.monotonic() >= deadline:
-            process.kill()
-            process.communicate()
+            _stop(process)
             raise RemoteUnreachable(
                 f"git did not finish within {limits.timeout_seconds:g} s (KILN_GIT_TIMEOUT)",
             )
         if watch is not None and _folder_bytes(watch) > 2 * limits.max_bytes:
-            process.kill()
-            process.communicate()
+            _stop(process)
             raise ImportRefused(
                 f"the repository's download passed {2 * limits.max_bytes} bytes (twice the "
                 "project cap, KILN_PROJECT_MAX_BYTES): import a smaller repository",
             )
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Kill git and every helper it started (they hold its pipes open), then reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.communicate()
 
 
 def _folder_bytes(folder: Path) -> int:

@@ -237,3 +237,12 @@ def test_git_itself_refuses_what_the_url_check_would(url: str, tmp_path: Path) -
     protocol allow-list."""
     with pytest.raises(RemoteUrlRefused, match="does not reach"):
         git_remote._run(["ls-remote", "--", url], tmp_path, Remote(url), LIMITS)
+
+
+def test_a_remote_that_never_answers_meets_the_time_limit(store: GitProjectStore) -> None:
+    with socket.socket() as silent:  # accepts connections (the backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/r.git"
+        with pytest.raises(RemoteUnreachable, match="did not finish within 2 s"):
+            push(store.repository(CHAT), Remote(url), RemoteLimits(timeout_seconds=2.0))
