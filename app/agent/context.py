@@ -28,6 +28,7 @@ from typing import Any
 
 from app.postgen.module_resolution import Kind, Project, load_json_object
 from app.postgen.source_scan import imports_and_comments
+from app.projects.importing import TEMPLATE_MARKERS
 from prompts.compose import select_file_contents
 
 CountTokens = Callable[[str], int]
@@ -266,10 +267,6 @@ def existing_project(
     if all(template_files.get(path) == content for path, content in files.items()):
         return None
     return ExistingProject(template, files, tuple(recent))
-
-
-# A package.json dependency that tells which template a project was made from.
-TEMPLATE_MARKERS = (("next", "nextjs"), ("vite", "vite-react"), ("react", "vite-react"))
 
 
 def guess_template(files: Mapping[str, bytes], default: str) -> str:

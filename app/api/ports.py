@@ -122,6 +122,21 @@ class RunRow(Protocol):
     def finished(self) -> float | None: ...
 
 
+class RemoteRow(Protocol):
+    """A chat's git remote as the store gives it (app.store.remotes.ChatRemote)."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def branch(self) -> str: ...
+
+    @property
+    def token(self) -> str: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
 class StorePort(Protocol):
     """The store's methods the API calls (synchronous: called in worker threads)."""
 
@@ -162,6 +177,17 @@ class StorePort(Protocol):
     def list_runs(self, chat_id: str) -> Sequence[RunRow]: ...
 
     def get_run(self, run_id: str) -> RunRow | None: ...
+
+    def set_chat_sandbox(self, chat_id: str, sandbox_id: str | None) -> None: ...
+
+    # A chat's git remote (app/api/remotes.py); ``chat_remote``'s token is decrypted.
+    def set_chat_remote(self, chat_id: str, url: str, branch: str, token: str | None) -> None: ...
+
+    def chat_remote(self, chat_id: str) -> RemoteRow | None: ...
+
+    def delete_chat_remote(self, chat_id: str) -> bool: ...
+
+    def record_push(self, chat_id: str, result: dict[str, Any]) -> None: ...
 
 
 class RunServicePort(Protocol):

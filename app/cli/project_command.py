@@ -1,4 +1,4 @@
-"""``kiln project log|diff|restore|export CHAT``: a chat's project versions, from the terminal.
+"""``kiln project log|diff|restore|export|push|import``: a chat's project, from the terminal.
 
 Works on the data directory (``KILN_DATA_DIR`` or ``--data-dir``), as ``kiln user`` does:
 
@@ -7,21 +7,22 @@ Works on the data directory (``KILN_DATA_DIR`` or ``--data-dir``), as ``kiln use
 - ``restore CHAT VERSION``: the version becomes the newest, recorded as a new version (history
   only grows); the chat's sandbox gets it at its next run (a sandbox that does not hold the
   latest version is restored when a run acquires it);
-- ``export CHAT [VERSION] [-o FILE]``: a zip of the version (default ``latest``).
+- ``export CHAT [VERSION] [-o FILE]``: a zip of the version (default ``latest``);
+- ``push CHAT`` and ``import URL``: over git (:mod:`app.cli.project_git`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from app.cli import project_git
 from app.cli.commands import COMMANDS
-from app.config import ServiceSettings
+from app.cli.user_command import service_settings
 from app.errors import ConfigError
 from app.projects.errors import ProjectError
 from app.projects.git_store import GitProjectStore
@@ -52,6 +53,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         if name == "export":
             action.add_argument("-o", "--output", type=Path, help="the zip (default CHAT-vN.zip)")
         action.set_defaults(handler=_handler(name, handler))
+    project_git.register(actions)
 
 
 def _handler(name: str, action: Action) -> Callable[[argparse.Namespace], int]:
@@ -69,10 +71,7 @@ def _handler(name: str, action: Action) -> Callable[[argparse.Namespace], int]:
 
 def open_projects(data_dir: Path | None) -> ProjectStore:
     """The project store of ``data_dir`` (or ``KILN_DATA_DIR``)."""
-    env = dict(os.environ)
-    if data_dir is not None:
-        env["KILN_DATA_DIR"] = str(data_dir)
-    return GitProjectStore(ServiceSettings.from_env(env).projects_dir)
+    return GitProjectStore(service_settings(data_dir).projects_dir)
 
 
 def show_log(projects: ProjectStore, args: argparse.Namespace) -> int:

@@ -39,12 +39,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action.set_defaults(handler=handler)
 
 
-def open_store(data_dir: Path | None) -> Store:
-    """The store of ``data_dir`` (or ``KILN_DATA_DIR``)."""
+def service_settings(data_dir: Path | None) -> ServiceSettings:
+    """The service's settings, with ``data_dir`` (a command's ``--data-dir``) for
+    ``KILN_DATA_DIR`` when given."""
     env = dict(os.environ)
     if data_dir is not None:
         env["KILN_DATA_DIR"] = str(data_dir)
-    settings = ServiceSettings.from_env(env)
+    return ServiceSettings.from_env(env)
+
+
+def open_store(data_dir: Path | None) -> Store:
+    """The store of ``data_dir`` (or ``KILN_DATA_DIR``)."""
+    settings = service_settings(data_dir)
     return Store(settings.database_path, settings.secret_key)
 
 

@@ -25,3 +25,47 @@ class VersionNotFound(ProjectError):
     """No such version of the chat's project."""
 
     code = "version_not_found"
+
+
+class RemoteError(ProjectError):
+    """A push to, or an import from, a git remote failed (:mod:`app.projects.git_remote`)."""
+
+    code = "remote_failed"
+
+
+class RemoteUrlRefused(RemoteError):
+    """A URL or branch kiln does not reach (``file://``, ``ext::``, a local path, a URL with
+    a credential in it, a malformed branch)."""
+
+    code = "remote_url_refused"
+
+
+class RemoteAuthFailed(RemoteError):
+    """The remote refused the credentials (401/403)."""
+
+    code = "remote_auth_failed"
+
+
+class RemoteNotFound(RemoteError):
+    """The remote has no such repository or branch."""
+
+    code = "remote_not_found"
+
+
+class RemoteNotFastForward(RemoteError):
+    """The remote branch moved on: kiln never forces, so the push is refused."""
+
+    code = "remote_not_fast_forward"
+
+
+class RemoteUnreachable(RemoteError):
+    """The remote cannot be reached (name, connection, TLS, a redirect not followed) or did
+    not answer within the time limit."""
+
+    code = "remote_unreachable"
+
+
+class ImportRefused(RemoteError):
+    """A repository kiln will not import: over the size or file limits, nothing to run."""
+
+    code = "import_refused"

@@ -127,7 +127,7 @@ class GitProjectStore:
         version = self.version(chat, ref)
         repo = self.repository(chat)
         blobs = _blobs(repo, version.id)
-        contents = _blob_contents(repo, set(blobs.values()))
+        contents = blob_contents(repo, set(blobs.values()))
         return {path: contents[blob] for path, blob in blobs.items()}
 
     def diff(self, chat: str, ref: VersionRef) -> list[FileDiff]:
@@ -242,7 +242,7 @@ def _blobs(repo: Path, commit: str) -> dict[str, str]:
     return blobs
 
 
-def _blob_contents(repo: Path, blobs: set[str]) -> dict[str, bytes]:
+def blob_contents(repo: Path, blobs: set[str]) -> dict[str, bytes]:
     """``blob id -> content``, read raw in one ``cat-file --batch`` (no attribute applies)."""
     wanted = sorted(blobs)
     out = _git(repo, "cat-file", "--batch", stdin="".join(f"{blob}\n" for blob in wanted).encode())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 LATEST = "latest"
@@ -115,6 +116,11 @@ class ProjectStore(Protocol):
 
     def archive(self, chat: str, ref: VersionRef) -> bytes:
         """A zip of a version's files."""
+        ...
+
+    def repository(self, chat: str) -> Path:
+        """The chat's project as a local git repository (its main branch one commit per
+        version), for git commands that take it whole: a push to a remote."""
         ...
 
     def delete(self, chat: str) -> None:

@@ -24,7 +24,8 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
@@ -32,6 +33,7 @@ import anyio.to_thread
 from anyio.lowlevel import RunVar
 
 from app.projects.errors import ProjectError
+from app.projects.git_remote import RemoteLimits
 from app.projects.lock_urls import public_locks
 from app.projects.rules import shown_name
 from app.projects.store import ProjectStore, Version, VersionInfo, VersionRef
@@ -41,7 +43,7 @@ from app.projects.workspace_io import (
     read_workspace,
     write_workspace,
 )
-from sandbox import RecordSink, SandboxError, warm_dev_server
+from sandbox import RecordSink, SandboxError, default_images_dir, warm_dev_server
 
 PACKAGE_JSON = "package.json"
 RESTORE_INSTALL = ("npm", "install")  # the queue adds kiln's npm flags
@@ -80,6 +82,18 @@ class Containers(Protocol):
         ...
 
 
+class SandboxStarter(Protocol):
+    """What an import needs of the sandbox manager: the chat's sandbox, and letting it go."""
+
+    async def acquire(self, chat: str, owner: str, template: str) -> Any:
+        """The chat's sandbox of ``template`` (a :class:`sandbox.Sandbox`)."""
+        ...
+
+    async def release(self, sandbox_id: str) -> None:
+        """The caller is done with the sandbox for now."""
+        ...
+
+
 Installer = Callable[[str, RecordSink], Awaitable[bool]]
 """``(sandbox id, on_record) -> ok``: install what the workspace's package.json declares."""
 
@@ -98,6 +112,9 @@ class ProjectAccess:
     containers: Containers | None = None
     install: Installer | None = None  # after a restore that changed package.json
     max_bytes: int = DEFAULT_MAX_BYTES  # what a read of a workspace takes at most
+    starter: SandboxStarter | None = None  # an imported project's first sandbox
+    remote_limits: RemoteLimits = field(default_factory=RemoteLimits)  # pushes and imports
+    images_dir: Path = field(default_factory=default_images_dir)  # the templates' files
 
 
 class ProjectSync:

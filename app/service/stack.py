@@ -35,6 +35,7 @@ from app.api.app import build_app
 from app.api.services import ApiSettings, HealthCheck
 from app.config import ServiceSettings
 from app.errors import ConfigError
+from app.projects.git_remote import RemoteLimits
 from app.projects.store import ProjectStore
 from app.projects.sync import ProjectAccess, manager_installer
 from app.runs.execution import ProviderFactory
@@ -46,6 +47,7 @@ from app.store import Store
 from sandbox import (
     EnvReader,
     ErrorStreamSettings,
+    ImageBuildSettings,
     NestedExits,
     PreviewErrorStream,
     SandboxManager,
@@ -89,6 +91,20 @@ class ServiceStack:
     def projects(self) -> ProjectStore:
         """The chats' projects (versioned source files), for the versions API."""
         return project_store(self.settings)
+
+    def project_access(self, env: Mapping[str, str] | None = None) -> ProjectAccess:
+        """What the versions and remotes APIs are given: the project store, the sandbox
+        manager (restores, an import's first sandbox), the installer, the limits."""
+        settings = self.settings
+        return ProjectAccess(
+            self.projects,
+            self.manager,
+            manager_installer(self.manager),
+            max_bytes=settings.project_max_bytes,
+            starter=self.manager,
+            remote_limits=RemoteLimits.from_env(settings.project_max_bytes, env),
+            images_dir=ImageBuildSettings.images_folder(env),
+        )
 
     def health_checks(self) -> dict[str, HealthCheck]:
         """The checks of ``/healthz``: the database, Redis and the Docker engine answer."""
@@ -170,12 +186,7 @@ def build_app_for(stack: ServiceStack, stopping: anyio.Event) -> ASGIApp:
         stack.manager,
         settings=api_settings,
         health_checks=stack.health_checks(),
-        projects=ProjectAccess(
-            stack.projects,
-            stack.manager,
-            manager_installer(stack.manager),
-            max_bytes=settings.project_max_bytes,
-        ),
+        projects=stack.project_access(read.env),
         stopping=stopping,
         preview_hold=redis_hold(stack.redis),
         preview_errors=PreviewErrorStream(stack.redis, ErrorStreamSettings.from_env(read)),

@@ -33,6 +33,7 @@ from app.store.models import (
     User,
     new_id,
 )
+from app.store.remotes import ChatRemote, RemoteTables
 from app.store.run_events import RunEventTables
 from app.store.runs import RunTables
 from app.store.schema import MIGRATIONS
@@ -47,6 +48,7 @@ __all__ = [
     "RUNNING",
     "TERMINAL_STATUSES",
     "Chat",
+    "ChatRemote",
     "Message",
     "Run",
     "Store",
@@ -58,7 +60,7 @@ __all__ = [
 ]
 
 
-class Store(UserTables, ChatTables, RunTables, RunEventTables):
+class Store(UserTables, ChatTables, RunTables, RunEventTables, RemoteTables):
     """Every table of the service behind plain methods (listed in the service contract)."""
 
     def __init__(self, path: Path, secret_key: str) -> None:

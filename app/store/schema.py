@@ -102,4 +102,17 @@ CREATE TABLE message_images (
 CREATE INDEX message_images_message ON message_images(message_id, ordinal)
 """
 
-MIGRATIONS: tuple[str, ...] = (MIGRATION_1, MIGRATION_2)
+# A chat's git remote (issue 27): where ``POST /api/chats/{id}/push`` sends its versions. The
+# token is Fernet-encrypted (app/store/crypto.py), NULL when none; last_push is JSON text.
+MIGRATION_3 = """
+CREATE TABLE chat_remotes (
+    chat_id TEXT PRIMARY KEY REFERENCES chats(id) ON DELETE CASCADE,
+    url TEXT NOT NULL,
+    branch TEXT NOT NULL,
+    token BLOB,
+    updated REAL NOT NULL,
+    last_push TEXT
+)
+"""
+
+MIGRATIONS: tuple[str, ...] = (MIGRATION_1, MIGRATION_2, MIGRATION_3)

@@ -144,3 +144,18 @@ export const eventsUrl = (runId, after) => `/api/runs/${enc(runId)}/events?after
 /** The SSE URL of a sandbox's preview errors, after stream id `after` (when there is one). */
 export const previewErrorsUrl = (sandboxId, after) =>
   `/api/sandboxes/${enc(sandboxId)}/preview-errors${after ? `?after=${enc(after)}` : ""}`;
+
+const remotePath = (chatId) => `/api/chats/${enc(chatId)}/remote`;
+
+/** A chat's git remote: `{url, branch, has_token, last_push}` or null (the token never comes back). */
+export const getRemote = async (chatId) => (await request("GET", remotePath(chatId))).remote;
+
+/** Set a chat's git remote; `token` undefined keeps the stored one (same URL), "" removes it. */
+export const setRemote = async (chatId, url, branch, token) =>
+  (await request("PUT", remotePath(chatId), token === undefined ? { url, branch } : { url, branch, token })).remote;
+
+/** Push every version (one commit each) as a fast-forward: `{push, remote}`. */
+export const pushProject = (chatId) => request("POST", `/api/chats/${enc(chatId)}/push`);
+
+/** A new chat from a git repository: `{chat, version, template, left_out, sandbox_id, preview}`. */
+export const importChat = (body) => request("POST", "/api/chats/import", body);

@@ -11,6 +11,7 @@ import { ComposerImages, storedImageUrls } from "./composer_images.js";
 import { describeStatus } from "./errors.js";
 import { RunStream } from "./events.js";
 import { FilesPanel } from "./files.js";
+import { GitRemoteForm, ImportForm } from "./gitremote.js";
 import { Tabs, showView, wireNarrowLayout } from "./layout.js";
 import { LogPanel } from "./logpanel.js";
 import { PreviewPanel } from "./preview.js";
@@ -56,6 +57,18 @@ const preview = new PreviewPanel({
 const versions = new VersionsPanel({
   list: $("versions-list"), status: $("versions-status"), title: $("diff-title"), diff: $("diff-view"), count: $("versions-count"),
 }, () => afterRestore());
+const remoteForm = new GitRemoteForm({
+  form: $("remote-form"), url: $("remote-url"), branch: $("remote-branch"), token: $("remote-token"),
+  push: $("remote-push"), status: $("remote-status"),
+});
+new ImportForm({
+  form: $("import-form"), url: $("import-url"), branch: $("import-branch"), token: $("import-token"),
+  submit: $("import-submit"), status: $("import-status"),
+}, (created) => {
+  state.chats = [created, ...state.chats.filter((c) => c.id !== created.id)];
+  history.replaceState(null, "", `#/chats/${encodeURIComponent(created.id)}`);
+  openChat(created.id);
+});
 const tabs = new Tabs($("workspace-tabs"), (name) => name === "log" && log.seen());
 const narrow = { menu: $("menu-button"), scrim: $("scrim"), sidebar: $("sidebar"), switchButtons: [...document.querySelectorAll("[data-view]")] };
 const settings = new Settings({
@@ -216,6 +229,7 @@ function resetWorkspace() {
   log.reset();
   preview.reset();
   versions.reset();
+  remoteForm.reset();
   tabs.auto = true;
   tabs.show("preview");
   setRunning(false);
@@ -246,6 +260,8 @@ async function openChat(chatId) {
   document.title = `${data.chat.title} · kiln`;
   versions.reset(chatId);
   versions.load();
+  remoteForm.reset(chatId);
+  remoteForm.load();
   await replayChat(data, generation);
 }
 
@@ -256,6 +272,7 @@ async function replayChat(data, generation) {
   if (!runs.length && !users.length) chat.showIntro((text) => composer.fill(text));
   const shown = runs.filter((run) => run.preview_url).at(-1);
   if (shown) preview.setUrl(shown.preview_url, shown.sandbox_id);
+  else if (data.chat.sandbox_id) previewSandbox(data.chat.sandbox_id, generation); // an imported app
   for (const [index, message] of users.entries()) {
     chat.addUser(message.content, storedImageUrls(data.chat.id, message.images));
     const run = runs[index];

@@ -41,6 +41,11 @@ class ImageBuildSettings:
     # Build args carrying proxies (HTTP_PROXY, HTTPS_PROXY, NO_PROXY); never part of input hashes.
     proxy_args: dict[str, str] = field(default_factory=dict)
 
+    @staticmethod
+    def images_folder(environ: Mapping[str, str] | None = None) -> Path:
+        """``KILN_IMAGES_DIR`` (the checkout's ``images/`` by default), without the rest."""
+        return EnvReader(environ).path("KILN_IMAGES_DIR", default_images_dir())
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ImageBuildSettings:
         """Settings from ``KILN_*`` variables, the apt sources and the host's npm config.

@@ -20,7 +20,6 @@ import redis.asyncio
 from app.api.app import build_app
 from app.api.services import ApiSettings
 from app.config import ServiceSettings
-from app.projects.sync import ProjectAccess, manager_installer
 from app.providers.replay import ReplayPacing, ReplayProvider
 from app.runs.execution import ProviderFactory, ResolvedProvider
 from app.runs.service import RunService
@@ -113,7 +112,7 @@ async def live_service(
             stack.manager,
             settings=api_settings,
             health_checks=stack.health_checks(),
-            projects=ProjectAccess(stack.projects, stack.manager, manager_installer(stack.manager)),
+            projects=stack.project_access(),
         )
         async with serving(app) as url:
             yield LiveService(url, stack, runs)
