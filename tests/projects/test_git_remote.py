@@ -218,7 +218,8 @@ def test_a_repository_over_the_limits_is_refused(
     server: GitServer, tmp_path: Path, limits: RemoteLimits
 ) -> None:
     url = made_repository(server, tmp_path, {"a": b"1" * 15, "b": b"2" * 15, "c": b"3"})
-    with pytest.raises(ImportRefused, match="over the"):
+    # The tree's count or bytes, or (a tiny cap, a slow host) the download's allowance first.
+    with pytest.raises(ImportRefused, match=r"over the|download passed"):
         clone_files(Remote(url, branch="main"), limits)
 
 
