@@ -21,6 +21,7 @@ traceback, which go to the log.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import traceback
 from collections.abc import Callable, Mapping
@@ -34,6 +35,7 @@ import redis.exceptions
 from app.agent.budgets import Budgets
 from app.agent.checkpoint import Checkpoint
 from app.agent.loop import AgentRun, RunResult, RunSettings
+from app.agent.selection import SelectedElement, selection_of, user_turn
 from app.agent.web_tools import WebTools
 from app.agent.workspace import Workspace
 from app.config import ServiceSettings
@@ -173,9 +175,11 @@ class RunExecution:
         keys = await anyio.to_thread.run_sync(store.provider_keys, run.user_id)
         # In a thread: building an SDK provider imports the SDK (up to a second).
         resolved = await anyio.to_thread.run_sync(self._ctx.providers, run, keys)
+        asked = next((m for m in messages if m.id == run.message_id), None)
+        selection = selection_of(asked.data) if asked else ()
         try:
-            agent = self._agent(resolved, chat, messages)
-            request = next((m.content for m in messages if m.id == run.message_id), "")
+            agent = self._agent(resolved, chat, messages, selection)
+            request = user_turn(asked.content, selection) if asked else ""
             result = await agent.run(request, checkpoint=resumed)
         finally:
             with anyio.CancelScope(shield=True):
@@ -183,10 +187,17 @@ class RunExecution:
         self._sandbox_id = result.sandbox_id or self._sandbox_id
         return result
 
-    def _agent(self, resolved: ResolvedProvider, chat: Chat, messages: list[Message]) -> AgentRun:
+    def _agent(
+        self,
+        resolved: ResolvedProvider,
+        chat: Chat,
+        messages: list[Message],
+        selection: tuple[SelectedElement, ...],
+    ) -> AgentRun:
         """The agent loop of this run, wired to the writer, the store and the cancel event."""
+        files = tuple(dict.fromkeys(element.file for element in selection))
         return AgentRun(
-            self._run_settings(resolved),
+            dataclasses.replace(self._run_settings(resolved), selected_files=files),
             resolved.provider,
             self._ctx.workspaces(self._run, chat),
             self._ctx.web_tools,

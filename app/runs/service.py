@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import anyio
 import redis.asyncio
 
+from app.agent.selection import SelectedElement
 from app.config import ServiceSettings
 from app.providers import resolve_provider
 from app.runs.admission import Admission
@@ -51,6 +52,7 @@ class _Request:
     provider: str | None
     model: str | None
     template: str | None
+    selection: tuple[SelectedElement, ...] = ()
 
 
 class RunService:
@@ -84,6 +86,7 @@ class RunService:
         provider: str | None = None,
         model: str | None = None,
         template: str | None = None,
+        selection: tuple[SelectedElement, ...] = (),
     ) -> tuple[str, str]:
         """Queue a run for a new user message; ``(run_id, message_id)``.
 
@@ -92,7 +95,7 @@ class RunService:
         :class:`~app.errors.AdmissionRefused` (a limit) or :class:`QueueUnavailable` (Redis).
         """
         await self._owned_chat(user_id, chat_id)
-        request = _Request(user_id, chat_id, content, provider, model, template)
+        request = _Request(user_id, chat_id, content, provider, model, template, selection)
         run = await self._admit(request, new_title=None)
         return run.id, run.message_id or ""
 
@@ -104,6 +107,7 @@ class RunService:
         provider: str | None = None,
         model: str | None = None,
         template: str | None = None,
+        selection: tuple[SelectedElement, ...] = (),
     ) -> tuple[Chat, str, str]:
         """A new chat created together with its first message and that message's queued run;
         ``(chat, run_id, message_id)``. A refused message creates nothing: the chat is written
@@ -111,7 +115,7 @@ class RunService:
 
         Raises what :meth:`submit` raises (but never :class:`RunNotFound`).
         """
-        request = _Request(user_id, new_id(), content, provider, model, template)
+        request = _Request(user_id, new_id(), content, provider, model, template, selection)
         run = await self._admit(request, new_title=title)
         chat = await anyio.to_thread.run_sync(self._store.get_chat, request.chat_id)
         if chat is None:  # deleted in the instant since: as if it had never been
@@ -150,7 +154,9 @@ class RunService:
         with self._store.transaction():
             if new_title is not None:
                 self._store.create_chat(user_id, new_title, chat_id=chat_id)
-            message = self._store.add_message(chat_id, "user", content, None)
+            selected = [element.to_dict() for element in request.selection]
+            data = {"selection": selected} if selected else None
+            message = self._store.add_message(chat_id, "user", content, data)
             return self._store.create_run(
                 chat_id, user_id, message.id, provider, model, template=template, run_id=run_id
             )

@@ -212,9 +212,7 @@ class PreviewProxy:
             await refuse(scope, receive, send, target)
         elif scope["type"] == "http" and self.reports is not None and scope["path"] == REPORTS_PATH:
             await self.reports.handle(scope, receive, send, label, target, self.client)
-        elif (
-            scope["type"] == "http" and self.reports is not None and scope["path"] in SCRIPTS
-        ):
+        elif scope["type"] == "http" and self.reports is not None and scope["path"] in SCRIPTS:
             await send_script(send, scope["path"])
         elif scope["type"] == "http":
             await self._forward_http(scope, receive, send, target, label)

@@ -98,9 +98,10 @@ def test_served_elements_name_their_file_line_column_and_component(
         ("section", "src/TodoList.jsx:11:10", "Page"),
     ]
     # Components get no attribute (a prop they do not expect could reach their DOM).
-    assert re.search(r'jsxDEV\((Heading|TodoList), \{[^}]*data-kiln', module) is None
+    assert re.search(r"jsxDEV\((Heading|TodoList), \{[^}]*data-kiln", module) is None
     app = _get(dev_container, "/src/App.jsx")
-    assert app is not None and ("h1", "src/App.jsx:4:7", "App") in _tags(app)
+    assert app is not None
+    assert ("h1", "src/App.jsx:4:7", "App") in _tags(app)
 
 
 def test_the_build_and_the_project_files_have_no_source_locations(

@@ -154,7 +154,9 @@ async def test_a_page_past_the_cap_streams_through_untouched(proxy_url: str) -> 
         pytest.param("/__kiln/select.js", b"kiln-select", id="select"),
     ],
 )
-async def test_the_scripts_are_served_by_the_proxy(proxy_url: str, path: str, marker: bytes) -> None:
+async def test_the_scripts_are_served_by_the_proxy(
+    proxy_url: str, path: str, marker: bytes
+) -> None:
     async with httpx.AsyncClient(base_url=proxy_url, trust_env=False) as client:
         response = await client.get(path, headers=FETCH)
     assert response.status_code == 200
