@@ -13,6 +13,7 @@ import { FilesPanel } from "./files.js";
 import { Tabs, showView, wireNarrowLayout } from "./layout.js";
 import { LogPanel } from "./logpanel.js";
 import { PreviewPanel } from "./preview.js";
+import { SelectMode, keptSelection } from "./select_mode.js";
 import { PreviewConsole } from "./previewconsole.js";
 import { PreviewErrorStream } from "./previewerrors.js";
 import { PROVIDERS, Settings } from "./settings.js";
@@ -52,6 +53,12 @@ const preview = new PreviewPanel({
     previewErrors.retry();
   },
 });
+const selectMode = new SelectMode({ toggle: $("preview-select"), frame: $("preview-frame"), chips: $("selection-chips") },
+  () => preview.url, (edit) => {
+    // Until text edits are applied in place: the element is selected and the change asked for.
+    selectMode.add(edit);
+    composer.fill(`Change the text "${edit.old_text}" to "${edit.new_text}".`);
+  });
 const versions = new VersionsPanel({
   list: $("versions-list"), status: $("versions-status"), title: $("diff-title"), diff: $("diff-view"), count: $("versions-count"),
 }, () => afterRestore());
@@ -211,6 +218,7 @@ function resetWorkspace() {
   files.reset();
   log.reset();
   preview.reset();
+  selectMode.reset();
   versions.reset();
   tabs.auto = true;
   tabs.show("preview");
@@ -253,7 +261,7 @@ async function replayChat(data, generation) {
   const shown = runs.filter((run) => run.preview_url).at(-1);
   if (shown) preview.setUrl(shown.preview_url, shown.sandbox_id);
   for (const [index, message] of users.entries()) {
-    chat.addUser(message.content);
+    chat.addUser(message.content, keptSelection(message.data));
     const run = runs[index];
     if (!run) continue;
     await followRun(run.id, { live: !TERMINAL.has(run.status), generation });
@@ -377,6 +385,8 @@ async function send(content) {
   showError("");
   const choice = settings.effective();
   const message = { content, provider: choice.provider, model: choice.model };
+  const selection = selectMode.selection();
+  if (selection.length) message.selection = selection;
   const generation = state.generation;
   let runId;
   try {
@@ -388,8 +398,9 @@ async function send(content) {
     return false;
   }
   // Another chat was opened while the request was out: this run shows when its chat is opened.
+  selectMode.clear(); // accepted: the selection went with it
   if (generation !== state.generation) return true;
-  chat.addUser(content);
+  chat.addUser(content, keptSelection(message));
   announce("Waiting for a worker…");
   followRun(runId, { live: true, generation });
   return true;
