@@ -116,7 +116,7 @@ def test_a_selected_heading_is_what_the_model_is_pointed_at_and_what_changes(
         sign_in(page, select_kiln.login_url)
         choose(page, "replay", "todo-app")
         send_message(page, "make me a todo app")
-        page.locator(COMPLETED).wait_for(timeout=RUN_LIMIT_MS)
+        page.locator(COMPLETED).wait_for(timeout=2 * RUN_LIMIT_MS)  # a guard: installs, build
         chat_url = page.url
         choose(page, "openai-compatible", MODEL)
         page.goto(chat_url)
