@@ -126,8 +126,10 @@ def test_a_selected_heading_is_what_the_model_is_pointed_at_and_what_changes(
         expect(heading).to_have_attribute("data-kiln-source", f"src/App.jsx:{HEADING_LINE}:7")
         before = project_files(page, select_kiln)
 
-        page.get_by_role("button", name="Select").click()
-        expect(page.get_by_role("button", name="Select")).to_have_attribute("aria-pressed", "true")
+        page.get_by_role("button", name="Select", exact=True).click()
+        expect(page.get_by_role("button", name="Select", exact=True)).to_have_attribute(
+            "aria-pressed", "true"
+        )
         heading.hover()
         label = preview.locator("[data-kiln-overlay]")
         expect(label).to_have_text(f"App · src/App.jsx:{HEADING_LINE}")
