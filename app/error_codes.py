@@ -113,6 +113,8 @@ ERROR_CODES: tuple[ErrorCode, ...] = (
               "The git remote has commits this project does not have (kiln never force-pushes)"),
     ErrorCode("remote_unreachable", "The git remote could not be reached"),
     ErrorCode("import_refused", "That repository cannot be imported"),
+    ErrorCode("selection_not_in_project",
+              "The selected element is not in the project's files"),
     ErrorCode("file_not_kept", "A file cannot be kept in the project's versions"),
     ErrorCode("protected_path", "A file kiln or npm manages was not changed"),
     ErrorCode("store_error", "kiln could not save its data",

@@ -4,6 +4,8 @@ A model can only change well what it can see. An edit-mode turn gets a *map* of 
 file (path, size; for source files what they import and export) and the full content of the
 files most likely concerned, ranked (:data:`REASONS`, first is strongest):
 
+0. files of the elements the person selected in the preview (:mod:`app.agent.selection`; the
+   user turn names their lines);
 1. files the request names (by path, file name or stem);
 2. the template's entrypoints;
 3. the files the named files import (direct imports only);
@@ -33,6 +35,7 @@ from prompts.compose import select_file_contents
 
 CountTokens = Callable[[str], int]
 
+SELECTED = "selected in the preview"
 NAMED, ENTRYPOINT, IMPORTED, RECENT, ENTRY_IMPORT, IMPORTER, MATCHED = (
     "named in the request",
     "entrypoint",
@@ -42,7 +45,7 @@ NAMED, ENTRYPOINT, IMPORTED, RECENT, ENTRY_IMPORT, IMPORTER, MATCHED = (
     "imports a named file",
     "matches words of the request",
 )
-REASONS = (NAMED, ENTRYPOINT, IMPORTED, RECENT, ENTRY_IMPORT, IMPORTER, MATCHED)
+REASONS = (SELECTED, NAMED, ENTRYPOINT, IMPORTED, RECENT, ENTRY_IMPORT, IMPORTER, MATCHED)
 DID_NOT_FIT, UNRELATED = "did not fit the budget", "not related to the request"
 MIN_WORD = 4  # shorter request words match too much to mean anything
 _WORD = re.compile(rf"[A-Za-z_$][\w$-]{{{MIN_WORD - 1},}}")
@@ -135,12 +138,14 @@ def select_context(
     template: str,
     entrypoints: Sequence[str],
     recent: Sequence[str] = (),
+    selected: Sequence[str] = (),
     budget_tokens: int,
     count_tokens: CountTokens,
 ) -> ContextSelection:
-    """Rank ``files`` for ``request`` and fit the map and contents into ``budget_tokens``."""
+    """Rank ``files`` for ``request`` (``selected``: files of elements selected in the preview)
+    and fit the map and contents into ``budget_tokens``."""
     graph = _imports(files, template)
-    ranked = rank_files(files, request, graph, entrypoints, recent)
+    ranked = rank_files(files, request, graph, entrypoints, recent, selected)
     file_map = render_map(files, graph)
     map_tokens = count_tokens(file_map)
     candidates = {path: files[path] for path in ranked}
@@ -167,11 +172,13 @@ def rank_files(
     graph: Mapping[str, tuple[str, ...]],
     entrypoints: Sequence[str],
     recent: Sequence[str],
+    selected: Sequence[str] = (),
 ) -> dict[str, str]:
     """Path -> reason for every file worth showing, strongest first (see the module doc)."""
     named = [path for path in files if _named(path, request)]
     words = {word.lower() for word in _WORD.findall(request)} - STOP_WORDS
     tiers: dict[str, list[str]] = {
+        SELECTED: [path for path in selected if path in files],
         NAMED: named,
         ENTRYPOINT: [path for path in entrypoints if path in files],
         IMPORTED: [target for path in named for target in graph.get(path, ())],

@@ -150,6 +150,7 @@ class AgentRun:
         edits = await ProjectEdits.select(
             project,
             state.request,
+            selected=self.settings.selected_files,
             context_window=self.settings.context_window,
             count_tokens=self._counter.count,
         )

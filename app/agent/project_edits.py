@@ -48,12 +48,14 @@ class ProjectEdits:
         project: ExistingProject,
         request: str,
         *,
+        selected: tuple[str, ...] = (),
         context_window: int,
         count_tokens: Callable[[str], int],
     ) -> ProjectEdits:
         """The edit of ``project`` that ``request`` asks for, with the files most likely
         concerned chosen within the budget (in a thread: scanning a few hundred files'
-        imports takes most of a second)."""
+        imports takes most of a second); ``selected`` are the files of the elements selected
+        in the preview, shown first."""
         select = functools.partial(
             select_context,
             project.files,
@@ -61,6 +63,7 @@ class ProjectEdits:
             template=project.template,
             entrypoints=get_template(project.template).entrypoints,
             recent=project.recent,
+            selected=selected,
             budget_tokens=min(CONTEXT_BUDGET_TOKENS, context_window // CONTEXT_WINDOW_SHARE),
             count_tokens=count_tokens,
         )

@@ -23,6 +23,8 @@ class RunSettings:
     budgets: Budgets = field(default_factory=Budgets)
     mode: Mode = Mode.GENERATE
     max_output_tokens: int = 8192
+    # files of the elements the person selected in the preview (shown first in an edit)
+    selected_files: tuple[str, ...] = ()
 
 
 @dataclass

@@ -30,10 +30,12 @@ from app.api.bodies import (
 from app.api.chat_removal import delete_chat
 from app.api.errors import not_found
 from app.api.ownership import owned_chat
+from app.api.selection_field import in_project, read_selection
 from app.api.services import ApiServices, ApiSettings, in_thread, services
 from app.api.views import chat_view, message_view, run_view
 from app.chat_images import MAX_IMAGE_BASE64, MAX_IMAGES, read_images
 from app.errors import ModelRefused
+from app.projects.sync import ProjectAccess
 from app.providers import PROVIDER_NAMES, resolve_provider
 from app.providers.models import MAX_OPEN_MODEL_LENGTH
 from app.providers.replay import BUILTIN_DEMOS, recording_names
@@ -44,7 +46,7 @@ MAX_CONTENT_LENGTH = 32_000
 MAX_NAME_LENGTH = 100
 DEFAULT_TITLE = "New chat"
 CHAT_FIELDS = frozenset({"title", "message"})
-MESSAGE_FIELDS = frozenset({"content", "provider", "model", "template", "images"})
+MESSAGE_FIELDS = frozenset({"content", "provider", "model", "template", "images", "selection"})
 # A message's body may carry its images in base64: room for the most allowed, and no more.
 MESSAGE_BODY_BYTES = MAX_BODY_BYTES + MAX_IMAGES * (MAX_IMAGE_BASE64 + 100)
 
@@ -52,10 +54,10 @@ MESSAGE_BODY_BYTES = MAX_BODY_BYTES + MAX_IMAGES * (MAX_IMAGE_BASE64 + 100)
 async def create_chat(request: Request) -> Response:
     """``POST /api/chats {title?, message?}`` -> ``201 {chat}``.
 
-    With ``message`` (``{content, provider?, model?, template?}``, as posted to a chat) the chat
-    is created together with its first message and that message's run, or not at all: a refused
-    message (too long, a limit, no key) leaves no empty chat behind. The answer then also holds
-    ``run_id`` and ``message_id``.
+    With ``message`` (``{content, provider?, model?, template?, selection?}``, as posted to a
+    chat) the chat is created together with its first message and that message's run, or not at
+    all: a refused message (too long, a limit, no key) leaves no empty chat behind. The answer
+    then also holds ``run_id`` and ``message_id``.
     """
     user = await require_user(request)
     found = services(request)
@@ -68,7 +70,7 @@ async def create_chat(request: Request) -> Response:
         return JSONResponse({"chat": chat_view(chat)}, 201)
     if not isinstance(first, dict):
         raise invalid_field("message", f"must be an object, not {type(first).__name__}")
-    message = await read_message(found, user.id, first)
+    message = await read_message(request, user.id, first, chat_id=None)
     chat, run_id, message_id = await found.runs.start_chat(user.id, title, **message)
     answer = {"chat": chat_view(chat), "run_id": run_id, "message_id": message_id}
     return JSONResponse(answer, 201)
@@ -104,21 +106,27 @@ async def get_chat(request: Request) -> Response:
 
 
 async def post_message(request: Request) -> Response:
-    """``POST /api/chats/{id}/messages {content, provider?, model?, template?, images?}`` -> 202."""
+    """``POST /api/chats/{id}/messages {content, provider?, model?, template?, images?,
+    selection?}`` -> 202 (``selection``: see :mod:`app.api.selection_field`)."""
     user = await require_user(request)
     found = services(request)
     chat = await owned_chat(found.store, user.id, request.path_params["chat_id"])
     body = await read_object(request, MESSAGE_BODY_BYTES)
-    message = await read_message(found, user.id, body)
+    message = await read_message(request, user.id, body, chat.id)
     run_id, message_id = await found.runs.submit(user.id, chat.id, **message)
     return JSONResponse({"run_id": run_id, "message_id": message_id}, 202)
 
 
-async def read_message(found: ApiServices, user_id: str, body: dict[str, Any]) -> dict[str, Any]:
+async def read_message(
+    request: Request, user_id: str, body: dict[str, Any], chat_id: str | None
+) -> dict[str, Any]:
     """A message's fields, checked (422 naming the field; the provider choice as the worker
-    will make it; images by their bytes, app.chat_images): ``{content, provider, model,
-    template, images}``."""
+    will make it; images by their bytes, app.chat_images; a selection against chat
+    ``chat_id``'s project, ``None`` for a new chat): ``{content, provider, model,
+    template, images, selection}``."""
+    found = services(request)
     reject_unknown(body, MESSAGE_FIELDS)
+    items = read_selection(body)
     content = required_text(body, "content", MAX_CONTENT_LENGTH)
     provider = optional_text(body, "provider", MAX_NAME_LENGTH)
     model = optional_text(body, "model", MAX_OPEN_MODEL_LENGTH)
@@ -129,8 +137,10 @@ async def read_message(found: ApiServices, user_id: str, body: dict[str, Any]) -
         raise invalid_field("template", f"must be one of {sorted(TEMPLATES)}, not {template!r}")
     images = read_images(body.get("images"))
     await check_provider_choice(found, user_id, provider, model)
-    fields = {"content": content, "provider": provider, "model": model, "template": template}
-    return fields | {"images": images}
+    projects: ProjectAccess | None = getattr(request.app.state, "projects", None)
+    selection = await in_project(projects.store if projects else None, chat_id, items)
+    message = {"content": content, "provider": provider, "model": model, "template": template}
+    return {**message, "images": images, "selection": selection}
 
 
 async def get_image(request: Request) -> Response:

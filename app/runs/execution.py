@@ -21,6 +21,7 @@ traceback, which go to the log.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import traceback
 from collections.abc import Callable, Mapping
@@ -34,6 +35,7 @@ import redis.exceptions
 from app.agent.budgets import Budgets
 from app.agent.checkpoint import Checkpoint
 from app.agent.loop import AgentRun, RunResult, RunSettings
+from app.agent.selection import SelectedElement, selection_of, user_turn
 from app.agent.web_tools import WebTools
 from app.agent.workspace import Workspace
 from app.chat_images import ChatImage
@@ -175,9 +177,11 @@ class RunExecution:
         keys = await anyio.to_thread.run_sync(store.provider_keys, run.user_id)
         # In a thread: building an SDK provider imports the SDK (up to a second).
         resolved = await anyio.to_thread.run_sync(self._ctx.providers, run, keys)
+        asked = next((m for m in messages if m.id == run.message_id), None)
+        selection = selection_of(asked.data) if asked else ()
         try:
-            agent = self._agent(resolved, chat, messages, images)
-            request = next((m.content for m in messages if m.id == run.message_id), "")
+            agent = self._agent(resolved, chat, messages, images, selection)
+            request = user_turn(asked.content, selection) if asked else ""
             result = await agent.run(request, checkpoint=resumed)
         finally:
             with anyio.CancelScope(shield=True):
@@ -191,11 +195,13 @@ class RunExecution:
         chat: Chat,
         messages: list[Message],
         images: tuple[ChatImage, ...],
+        selection: tuple[SelectedElement, ...],
     ) -> AgentRun:
         """The agent loop of this run (its message's ``images`` sent with the request), wired
         to the writer, the store and the cancel event."""
+        files = tuple(dict.fromkeys(element.file for element in selection))
         return AgentRun(
-            self._run_settings(resolved),
+            dataclasses.replace(self._run_settings(resolved), selected_files=files),
             resolved.provider,
             self._ctx.workspaces(self._run, chat),
             self._ctx.web_tools,

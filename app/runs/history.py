@@ -6,6 +6,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 
 from app.agent.loop import EMPTY_ANSWER
+from app.agent.selection import selection_of, user_turn
 from app.providers import Message as PromptMessage
 from app.store import Message
 
@@ -26,7 +27,8 @@ def chat_history(messages: Sequence[Message], before_id: str | None) -> tuple[Pr
     history: list[PromptMessage] = []
     for request, reply in itertools.pairwise(earlier):
         if request.role == "user" and reply.role == "assistant":
-            history.append(PromptMessage("user", request.content + _images_note(request)))
+            asked = user_turn(request.content, selection_of(request.data))
+            history.append(PromptMessage("user", asked + _images_note(request)))
             history.append(PromptMessage("assistant", reply.content or EMPTY_ANSWER))
     return tuple(history)
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import anyio
 import redis.asyncio
 
+from app.agent.selection import SelectedElement
 from app.chat_images import ChatImage
 from app.config import ServiceSettings
 from app.providers import refuse_unread_images, resolve_provider
@@ -53,6 +54,7 @@ class _Request:
     model: str | None
     template: str | None
     images: tuple[ChatImage, ...] = ()
+    selection: tuple[SelectedElement, ...] = ()
 
 
 class RunService:
@@ -87,6 +89,7 @@ class RunService:
         model: str | None = None,
         template: str | None = None,
         images: Sequence[ChatImage] = (),
+        selection: tuple[SelectedElement, ...] = (),
     ) -> tuple[str, str]:
         """Queue a run for a new user message (with its checked ``images``);
         ``(run_id, message_id)``.
@@ -97,7 +100,9 @@ class RunService:
         :class:`~app.errors.AdmissionRefused` (a limit) or :class:`QueueUnavailable` (Redis).
         """
         await self._owned_chat(user_id, chat_id)
-        request = _Request(user_id, chat_id, content, provider, model, template, tuple(images))
+        request = _Request(
+            user_id, chat_id, content, provider, model, template, tuple(images), selection
+        )
         run = await self._admit(request, new_title=None)
         return run.id, run.message_id or ""
 
@@ -110,6 +115,7 @@ class RunService:
         model: str | None = None,
         template: str | None = None,
         images: Sequence[ChatImage] = (),
+        selection: tuple[SelectedElement, ...] = (),
     ) -> tuple[Chat, str, str]:
         """A new chat created together with its first message and that message's queued run;
         ``(chat, run_id, message_id)``. A refused message creates nothing: the chat is written
@@ -117,7 +123,9 @@ class RunService:
 
         Raises what :meth:`submit` raises (but never :class:`RunNotFound`).
         """
-        request = _Request(user_id, new_id(), content, provider, model, template, tuple(images))
+        request = _Request(
+            user_id, new_id(), content, provider, model, template, tuple(images), selection
+        )
         run = await self._admit(request, new_title=title)
         chat = await anyio.to_thread.run_sync(self._store.get_chat, request.chat_id)
         if chat is None:  # deleted in the instant since: as if it had never been
@@ -157,7 +165,9 @@ class RunService:
         with self._store.transaction():
             if new_title is not None:
                 self._store.create_chat(user_id, new_title, chat_id=chat_id)
-            message = self._store.add_message(chat_id, "user", content, None, request.images)
+            selected = [element.to_dict() for element in request.selection]
+            data = {"selection": selected} if selected else None
+            message = self._store.add_message(chat_id, "user", content, data, request.images)
             return self._store.create_run(
                 chat_id, user_id, message.id, provider, model, template=template, run_id=run_id
             )

@@ -15,6 +15,7 @@ import { GitRemoteForm, ImportForm } from "./gitremote.js";
 import { Tabs, showView, wireNarrowLayout } from "./layout.js";
 import { LogPanel } from "./logpanel.js";
 import { PreviewPanel } from "./preview.js";
+import { SelectMode, keptSelection } from "./select_mode.js";
 import { PreviewConsole } from "./previewconsole.js";
 import { PreviewErrorStream } from "./previewerrors.js";
 import { PROVIDERS, Settings } from "./settings.js";
@@ -54,6 +55,12 @@ const preview = new PreviewPanel({
     previewErrors.retry();
   },
 });
+const selectMode = new SelectMode({ toggle: $("preview-select"), frame: $("preview-frame"), chips: $("selection-chips") },
+  () => preview.url, (edit) => {
+    // Until text edits are applied in place: the element is selected and the change asked for.
+    selectMode.add(edit);
+    composer.fill(`Change the text "${edit.old_text}" to "${edit.new_text}".`);
+  });
 const versions = new VersionsPanel({
   list: $("versions-list"), status: $("versions-status"), title: $("diff-title"), diff: $("diff-view"), count: $("versions-count"),
 }, () => afterRestore());
@@ -228,6 +235,7 @@ function resetWorkspace() {
   files.reset();
   log.reset();
   preview.reset();
+  selectMode.reset();
   versions.reset();
   remoteForm.reset();
   tabs.auto = true;
@@ -274,7 +282,7 @@ async function replayChat(data, generation) {
   if (shown) preview.setUrl(shown.preview_url, shown.sandbox_id);
   else if (data.chat.sandbox_id) previewSandbox(data.chat.sandbox_id, generation); // an imported app
   for (const [index, message] of users.entries()) {
-    chat.addUser(message.content, storedImageUrls(data.chat.id, message.images));
+    chat.addUser(message.content, storedImageUrls(data.chat.id, message.images), keptSelection(message.data));
     const run = runs[index];
     if (!run) continue;
     await followRun(run.id, { live: !TERMINAL.has(run.status), generation });
@@ -398,7 +406,11 @@ async function send(content) {
   showError("");
   const choice = settings.effective();
   const images = composerImages.payload();
-  const message = { content, provider: choice.provider, model: choice.model, ...(images.length ? { images } : {}) };
+  const selection = selectMode.selection();
+  const message = {
+    content, provider: choice.provider, model: choice.model,
+    ...(images.length ? { images } : {}), ...(selection.length ? { selection } : {}),
+  };
   const sources = composerImages.sources();
   const generation = state.generation;
   let runId;
@@ -412,8 +424,9 @@ async function send(content) {
   }
   composerImages.clear();
   // Another chat was opened while the request was out: this run shows when its chat is opened.
+  selectMode.clear(); // accepted: the selection went with it
   if (generation !== state.generation) return true;
-  chat.addUser(content, sources);
+  chat.addUser(content, sources, keptSelection(message));
   announce("Waiting for a worker…");
   followRun(runId, { live: true, generation });
   return true;

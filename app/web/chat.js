@@ -65,9 +65,9 @@ export class ChatView {
   }
 
   /** Append a user message. */
-  addUser(content, imageSources = []) {
+  addUser(content, imageSources = [], selection = null) {
     this.container.querySelector(".intro")?.remove();
-    this.container.append(h("div", { class: "msg user" }, messageImages(imageSources), h("div", { class: "bubble" }, content)));
+    this.container.append(h("div", { class: "msg user" }, messageImages(imageSources), h("div", { class: "bubble" }, content, selection)));
     this.toEnd(); // a message sent: its answer is what the person wants to see
   }
 

@@ -118,6 +118,7 @@ export const ERROR_TITLES = {
   remote_not_fast_forward: "The git remote has commits this project does not have (kiln never force-pushes)",
   remote_unreachable: "The git remote could not be reached",
   import_refused: "That repository cannot be imported",
+  selection_not_in_project: "The selected element is not in the project's files",
   file_not_kept: "A file cannot be kept in the project's versions",
   protected_path: "A file kiln or npm manages was not changed",
   store_error: "kiln could not save its data",

@@ -17,15 +17,18 @@
 //   written): it is started again after a short pause that grows while it keeps failing, so
 //   the preview comes back without anyone asking.
 // - SIGTERM/SIGINT (docker stop): the dev server's group is stopped, then this process exits.
+// - A dev script that is plain `vite` (the template's) runs as kiln-vite.mjs: the same Vite with
+//   kiln's source-location plugin (kiln-source.mjs, dev only); any other script runs as written.
 // - It also serves the resident builder (kiln-build-service.mjs), which builds the app for kiln.
 import { spawn } from 'node:child_process'
-import { readFileSync, statSync } from 'node:fs'
+import { existsSync, readFileSync, statSync } from 'node:fs'
 import path from 'node:path'
 import { startBuildService } from './kiln-build-service.mjs'
 
 const WORKSPACE = process.env.KILN_WORKSPACE || '/workspace'
 const WATCHED = ['package.json', 'node_modules/.package-lock.json'].map((f) => path.join(WORKSPACE, f))
 const [PACKAGE_JSON, INSTALLED] = WATCHED
+const VITE_BIN = path.join(WORKSPACE, 'node_modules/vite/bin/vite.js')
 // package.json fields that only list or describe packages: what is installed is read from npm's
 // record of node_modules instead.
 const NOT_SERVED = ['dependencies', 'devDependencies', 'optionalDependencies', 'peerDependencies',
@@ -102,12 +105,23 @@ function startsOver(before, now) {
   return false
 }
 
+// `npm run dev`, or kiln's Vite with source locations when the dev script is plain `vite`.
+function devCommand() {
+  const declared = readJson(PACKAGE_JSON)
+  const script = declared && declared.scripts && declared.scripts.dev
+  if (typeof script === 'string' && script.trim() === 'vite' && existsSync(VITE_BIN)) {
+    return ['node', [path.join(path.dirname(new URL(import.meta.url).pathname), 'kiln-vite.mjs'), VITE_BIN]]
+  }
+  return ['npm', ['run', 'dev']]
+}
+
 function start() {
   wanted = 'running'
   startedAt = Date.now()
   served = packagesServed()
+  const [command, args] = devCommand()
   // Its own process group: npm, the shell and Vite (with esbuild) end together.
-  const started = spawn('npm', ['run', 'dev'], { cwd: WORKSPACE, stdio: 'inherit', detached: true })
+  const started = spawn(command, args, { cwd: WORKSPACE, stdio: 'inherit', detached: true })
   started.on('exit', (code, signal) => exited(started, code, signal))
   started.on('error', (error) => say(`could not start the dev server: ${error.message}`))
   child = started

@@ -35,8 +35,8 @@ from sandbox.errors import SandboxUnavailable
 from sandbox.preview.error_ingest import PreviewErrorIngest
 from sandbox.preview.hmr_hold import HmrHold
 from sandbox.preview.reporter_injection import (
-    REPORTER_PATH,
     REPORTS_PATH,
+    SCRIPTS,
     identity_encoding,
     is_plain_html,
     send_script,
@@ -212,10 +212,8 @@ class PreviewProxy:
             await refuse(scope, receive, send, target)
         elif scope["type"] == "http" and self.reports is not None and scope["path"] == REPORTS_PATH:
             await self.reports.handle(scope, receive, send, label, target, self.client)
-        elif (
-            scope["type"] == "http" and self.reports is not None and scope["path"] == REPORTER_PATH
-        ):
-            await send_script(send)
+        elif scope["type"] == "http" and self.reports is not None and scope["path"] in SCRIPTS:
+            await send_script(send, scope["path"])
         elif scope["type"] == "http":
             await self._forward_http(scope, receive, send, target, label)
         else:

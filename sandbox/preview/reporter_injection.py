@@ -1,8 +1,10 @@
-"""The error reporter in preview pages: ``<script src="/__kiln/reporter.js">`` in the served HTML.
+"""kiln's scripts in preview pages: the error reporter (``/__kiln/reporter.js``) and select mode
+(``/__kiln/select.js``, off until the kiln UI around the frame turns it on), as
+``<script>`` tags in the served HTML.
 
-Only the preview proxy adds it, on its way to the browser: a page navigation (``GET``, HTML)
-from the dev server gets the tag early in ``<head>`` (before the app's own scripts, so their
-errors are seen), and ``/__kiln/reporter.js`` is served by the proxy from this package. The
+Only the preview proxy adds them, on its way to the browser: a page navigation (``GET``, HTML)
+from the dev server gets the tags early in ``<head>`` (before the app's own scripts, so their
+errors are seen), and the scripts are served by the proxy from this package (:data:`SCRIPTS`). The
 project's files, its versions, its zips and its ``npm run build`` output never contain it.
 
 For such a navigation the proxy asks the dev server for an uncompressed body
@@ -21,8 +23,11 @@ import httpx
 from starlette.types import Send
 
 REPORTER_PATH = "/__kiln/reporter.js"
+SELECT_PATH = "/__kiln/select.js"
 REPORTS_PATH = "/__kiln/preview-errors"
-SCRIPT_TAG = b'<script src="/__kiln/reporter.js"></script>'
+# The path each script is served at -> its file in this package.
+SCRIPTS = {REPORTER_PATH: "reporter.js", SELECT_PATH: "select.js"}
+SCRIPT_TAG = b'<script src="/__kiln/reporter.js"></script><script src="/__kiln/select.js"></script>'
 MAX_HTML_BYTES = 2 * 1024 * 1024
 # The first tag the script may follow: <head ...>, else <html ...>, else the doctype.
 HEAD = re.compile(rb"<head(?:\s[^>]*)?>", re.IGNORECASE)
@@ -36,9 +41,9 @@ SCRIPT_HEADERS = [
 
 
 @cache
-def reporter_script() -> bytes:
-    """The reporter script's bytes (read once)."""
-    return Path(__file__).with_name("reporter.js").read_bytes()
+def script_bytes(path: str) -> bytes:
+    """The bytes of the script served at ``path`` (one of :data:`SCRIPTS`; read once)."""
+    return Path(__file__).with_name(SCRIPTS[path]).read_bytes()
 
 
 def identity_encoding(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -55,7 +60,7 @@ def is_plain_html(response: httpx.Response) -> bool:
 
 
 def inject_script(html: bytes) -> bytes:
-    """``html`` with the reporter's script tag early in ``<head>`` (or as early as it can go)."""
+    """``html`` with kiln's script tags early in ``<head>`` (or as early as it can go)."""
     for pattern in (HEAD, HTML, DOCTYPE):
         match = pattern.search(html)
         if match is not None:
@@ -66,7 +71,7 @@ def inject_script(html: bytes) -> bytes:
 async def send_with_reporter(
     send: Send, response: httpx.Response, headers: list[tuple[bytes, bytes]]
 ) -> None:
-    """Send an HTML response with the reporter's tag in it (``headers`` are the ones to
+    """Send an HTML response with kiln's script tags in it (``headers`` are the ones to
     forward). A body past :data:`MAX_HTML_BYTES` goes through untouched, still streamed.
 
     Raises ``httpx.TransportError`` / ``httpx.StreamError`` when the dev server fails.
@@ -98,9 +103,9 @@ def with_length(headers: list[tuple[bytes, bytes]], length: int) -> list[tuple[b
     return [*kept, (b"content-length", str(length).encode())]
 
 
-async def send_script(send: Send) -> None:
-    """Answer ``GET /__kiln/reporter.js``."""
-    body = reporter_script()
+async def send_script(send: Send, path: str) -> None:
+    """Answer ``GET`` of one of :data:`SCRIPTS` (``path``)."""
+    body = script_bytes(path)
     headers = with_length(SCRIPT_HEADERS, len(body))
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -10,6 +10,7 @@ from app.agent.context import (
     IMPORTED,
     NAMED,
     RECENT,
+    SELECTED,
     UNRELATED,
     existing_project,
     guess_template,
@@ -84,6 +85,23 @@ def test_300_files_in_20k_tokens_keep_the_named_file_its_imports_and_the_entrypo
     assert {"path": "src/components/Comp142.jsx", "reason": NAMED} in [
         {k: v for k, v in item.items() if k != "tokens"} for item in event["included"]
     ]
+
+
+def test_a_selected_file_comes_first_even_when_the_request_names_nothing() -> None:
+    files = generated_project()
+    selection = select_context(
+        files,
+        "make this bigger",
+        template="vite-react",
+        entrypoints=get_template("vite-react").entrypoints,
+        selected=["src/components/Comp77.jsx", "src/gone.jsx"],
+        budget_tokens=20_000,
+        count_tokens=COUNT,
+    )
+    first = selection.included[0]
+    assert (first.path, first.reason) == ("src/components/Comp77.jsx", SELECTED)
+    assert next(iter(selection.contents)) == "src/components/Comp77.jsx"
+    assert "src/gone.jsx" not in selection.contents  # a file the project no longer holds
 
 
 def test_the_map_lists_imports_and_exports() -> None:

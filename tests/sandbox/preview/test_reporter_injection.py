@@ -20,7 +20,7 @@ from sandbox.preview.reporter_injection import (
     MAX_HTML_BYTES,
     SCRIPT_TAG,
     inject_script,
-    reporter_script,
+    script_bytes,
 )
 from tests.api.harness import serving
 
@@ -147,13 +147,22 @@ async def test_a_page_past_the_cap_streams_through_untouched(proxy_url: str) -> 
     assert response.text == BIG
 
 
-async def test_the_script_is_served_by_the_proxy(proxy_url: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "marker"),
+    [
+        pytest.param("/__kiln/reporter.js", b"__kilnReport", id="reporter"),
+        pytest.param("/__kiln/select.js", b"kiln-select", id="select"),
+    ],
+)
+async def test_the_scripts_are_served_by_the_proxy(
+    proxy_url: str, path: str, marker: bytes
+) -> None:
     async with httpx.AsyncClient(base_url=proxy_url, trust_env=False) as client:
-        response = await client.get("/__kiln/reporter.js", headers=FETCH)
+        response = await client.get(path, headers=FETCH)
     assert response.status_code == 200
     assert response.headers["content-type"] == "text/javascript; charset=utf-8"
-    assert response.content == reporter_script()
-    assert b"__kilnReport" in response.content
+    assert response.content == script_bytes(path)
+    assert marker in response.content
 
 
 async def test_without_reports_the_proxy_adds_nothing() -> None:
