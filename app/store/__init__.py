@@ -1,10 +1,12 @@
-"""The service's persistent state: a small repository layer over SQLite (WAL).
+"""The service's persistent state: one repository layer over SQLite (WAL) or Postgres.
 
 :class:`Store` composes one class per table group (users/tokens/keys, chats/messages, runs,
-run events/checkpoints) over one :class:`~app.store.db.Database`. Its methods are synchronous
-and thread-safe (one connection per thread): async code calls them through
-``anyio.to_thread.run_sync``. Another database can be added later by implementing the same
-methods; nothing outside this package sees SQL. The wiring is ``docs/service-contract.md``.
+run events/checkpoints) over one :class:`~app.store.db.Database`: a SQLite file in the data dir
+(the embedded default) or, for a ``postgresql://`` URL (``KILN_DATABASE_URL``), Postgres through
+a bounded pool. The SQL is written once; :mod:`app.store.dialects` says how each database speaks
+it. Its methods are synchronous and thread-safe: async code calls them through
+``anyio.to_thread.run_sync``. Nothing outside this package sees SQL. The wiring is
+``docs/service-contract.md``.
 
 Secrets: tokens are stored as SHA-256 hashes, provider keys encrypted (:mod:`app.store.crypto`);
 neither appears in a record's ``repr`` or in a log line.
@@ -14,11 +16,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+from app.store.backends import DEFAULT_POOL_SIZE, open_database
 from app.store.chats import ChatTables
 from app.store.crypto import SecretBox
-from app.store.db import Database, StoreConflict, StoreError, StoreFull
+from app.store.db import StoreConflict, StoreError, StoreFull
 from app.store.models import (
     ACTIVE_STATUSES,
     CANCELLED,
@@ -53,26 +57,55 @@ __all__ = [
     "StoreConflict",
     "StoreError",
     "StoreFull",
+    "StoreStatus",
     "User",
     "new_id",
 ]
 
 
+@dataclass(frozen=True)
+class StoreStatus:
+    """The database under a store, as ``kiln doctor`` shows it."""
+
+    backend: str
+    location: str
+    server_version: str
+    schema_version: int
+    migrations: int
+    pool_size: int | None
+
+
 class Store(UserTables, ChatTables, RunTables, RunEventTables):
     """Every table of the service behind plain methods (listed in the service contract)."""
 
-    def __init__(self, path: Path, secret_key: str) -> None:
-        """Open (and migrate) the database at ``path``; ``secret_key`` encrypts provider keys."""
-        self._db = Database(path, MIGRATIONS)
+    def __init__(
+        self, location: Path | str, secret_key: str, *, pool_size: int = DEFAULT_POOL_SIZE
+    ) -> None:
+        """Open (and migrate) the database at ``location`` (a SQLite file, or a
+        ``postgresql://`` URL with at most ``pool_size`` connections); ``secret_key`` encrypts
+        provider keys."""
+        self._db = open_database(location, MIGRATIONS, pool_size=pool_size)
         self._box = SecretBox(secret_key)
 
     def __repr__(self) -> str:
-        return f"Store({str(self._db.path)!r})"
+        return f"Store({self._db.location!r})"
 
     @property
-    def path(self) -> Path:
-        """The database file."""
-        return self._db.path
+    def path(self) -> Path | None:
+        """The SQLite file (None on Postgres)."""
+        path: Path | None = getattr(self._db, "path", None)
+        return path
+
+    def status(self) -> StoreStatus:
+        """What ``kiln doctor`` reports: the database, its version, its migrations, its pool."""
+        return StoreStatus(
+            backend=self._db.dialect.name,
+            location=self._db.location,
+            server_version=self._db.server_version(),
+            schema_version=self._db.schema_version(),
+            migrations=len(MIGRATIONS),
+            pool_size=getattr(getattr(self._db, "pool", None), "size", None),
+        )
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from typing import Any
 
-from app.store.db import Database
+from app.store.db import Connection, Database
 from app.store.models import ROLES, Chat, Message, chat_from_row, message_from_row, new_id
 
 
@@ -71,7 +70,7 @@ class ChatTables:
 
 
 def insert_message(
-    db: sqlite3.Connection, chat_id: str, role: str, content: str, data: dict[str, Any] | None
+    db: Connection, chat_id: str, role: str, content: str, data: dict[str, Any] | None
 ) -> Message:
     """Insert a message inside the caller's transaction."""
     if role not in ROLES:
