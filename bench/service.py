@@ -244,7 +244,9 @@ async def bench(args: argparse.Namespace) -> None:
             root / "data", secrets.token_hex(16), redis_url=redis_server.url,
             max_active_runs_per_user=2, worker_concurrency=args.runs + 4,
         )  # fmt: skip
-        store = CountingStore(settings.database_path, settings.secret_key)
+        store = CountingStore(
+            settings.database_location, settings.secret_key, pool_size=settings.database_pool
+        )
         sandboxes = dataclasses.replace(
             SandboxSettings.from_env(), warm_pool_size=0, instance=f"bench-{secrets.token_hex(3)}"
         )

@@ -65,7 +65,9 @@ LAYERS: dict[str, tuple[frozenset[str], ...]] = {
     ),
     "app": (
         frozenset({"errors", "error_codes", "event_types"}),
-        frozenset({"tokens", "data_dir", "logs", "parser_choice", "vocabulary_tables"}),
+        frozenset(
+            {"tokens", "data_dir", "database_url", "logs", "parser_choice", "vocabulary_tables"}
+        ),
         frozenset({"recordings", "deploy"}),
         frozenset({"providers"}),
         frozenset({"config", "store"}),

@@ -45,7 +45,7 @@ def open_store(data_dir: Path | None) -> Store:
     if data_dir is not None:
         env["KILN_DATA_DIR"] = str(data_dir)
     settings = ServiceSettings.from_env(env)
-    return Store(settings.database_path, settings.secret_key)
+    return Store(settings.database_location, settings.secret_key, pool_size=settings.database_pool)
 
 
 def handle_create(args: argparse.Namespace) -> int:

@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.store.backends import DEFAULT_POOL_SIZE, open_database
+from app.database_url import DEFAULT_POOL_SIZE
+from app.store.backends import open_database
 from app.store.chats import ChatTables
 from app.store.crypto import SecretBox
 from app.store.db import StoreConflict, StoreError, StoreFull

@@ -5,16 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from app.database_url import DEFAULT_POOL_SIZE, is_postgres_url
 from app.store.db import Database
 from app.store.sqlite_db import SQLiteDatabase
-
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-DEFAULT_POOL_SIZE = 10
-
-
-def is_postgres_url(location: str | Path) -> bool:
-    """Whether ``location`` names a Postgres database (rather than a SQLite file)."""
-    return isinstance(location, str) and location.startswith(POSTGRES_SCHEMES)
 
 
 def open_database(

@@ -20,12 +20,12 @@ import contextlib
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import psycopg.errors
 from psycopg.rows import DictRow, dict_row
 
+from app.database_url import redacted
 from app.store.db import Connection, Cursor, Database, Row, StoreConflict, StoreError, StoreFull
 from app.store.dialects import POSTGRES
 
@@ -189,15 +189,6 @@ class ConnectionPool:
             self._open -= len(idle)
         for raw in idle:
             raw.close()
-
-
-def redacted(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for messages and ``kiln doctor``)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 @contextlib.contextmanager

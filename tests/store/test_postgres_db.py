@@ -8,8 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from app.database_url import redacted
 from app.store.db import StoreError
-from app.store.postgres_db import PostgresDatabase, redacted
+from app.store.postgres_db import PostgresDatabase
 from app.store.schema import MIGRATIONS
 from tests.postgres_server import PostgresServer
 from tests.servers import free_port
