@@ -111,12 +111,13 @@ class ServiceSettings:
             private_folder(data_dir)
         except OSError as exc:
             raise ConfigError(f"cannot make the data directory {str(data_dir)!r}: {exc}") from exc
+        database_url, database_pool = database_settings(read)
         return cls(
             data_dir=data_dir,
             secret_key=_secret_key(read, data_dir),
             redis_url=read.raw("REDIS_URL"),
-            database_url=_database_url(read),
-            database_pool=read.integer("KILN_DATABASE_POOL", DEFAULT_POOL_SIZE, low=1, high=1000),
+            database_url=database_url,
+            database_pool=database_pool,
             host=read.text("KILN_HOST", cls.host),
             port=read.integer("KILN_PORT", cls.port, low=1, high=65535),
             public_host=read.text("KILN_PUBLIC_HOST", cls.public_host),
@@ -148,11 +149,13 @@ class ServiceSettings:
         )
 
 
-def _database_url(read: EnvReader) -> str | None:
-    """``KILN_DATABASE_URL``: a Postgres URL, or None (SQLite in the data dir)."""
+def database_settings(read: EnvReader) -> tuple[str | None, int]:
+    """``KILN_DATABASE_URL`` (a Postgres URL, or None: SQLite in the data dir) and
+    ``KILN_DATABASE_POOL`` (also read by ``kiln doctor``)."""
+    pool = read.integer("KILN_DATABASE_POOL", DEFAULT_POOL_SIZE, low=1, high=1000)
     url = read.raw("KILN_DATABASE_URL")
     if url is None or is_postgres_url(url.strip()):
-        return None if url is None else url.strip()
+        return (None if url is None else url.strip()), pool
     raise ConfigError(
         f"KILN_DATABASE_URL={redacted(url)!r} must be a postgresql:// URL"
         " (or unset: the SQLite file in the data dir)"

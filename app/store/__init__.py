@@ -60,6 +60,7 @@ __all__ = [
     "StoreFull",
     "StoreStatus",
     "User",
+    "inspect_database",
     "new_id",
 ]
 
@@ -74,6 +75,28 @@ class StoreStatus:
     schema_version: int
     migrations: int
     pool_size: int | None
+
+
+def inspect_database(location: Path | str, pool_size: int = DEFAULT_POOL_SIZE) -> StoreStatus:
+    """The database at ``location`` as ``kiln doctor`` shows it, changing nothing (no
+    migration); :class:`StoreError` when it does not answer."""
+    database = open_database(location, None, pool_size=pool_size)
+    try:
+        server = database.server_version()
+        try:
+            applied = database.schema_version()
+        except StoreError:  # no schema_version table: a database kiln never opened
+            applied = 0
+        return StoreStatus(
+            backend=database.dialect.name,
+            location=database.location,
+            server_version=server,
+            schema_version=applied,
+            migrations=len(MIGRATIONS),
+            pool_size=pool_size if database.dialect.name == "postgres" else None,
+        )
+    finally:
+        database.close()
 
 
 class Store(UserTables, ChatTables, RunTables, RunEventTables):
@@ -96,17 +119,6 @@ class Store(UserTables, ChatTables, RunTables, RunEventTables):
         """The SQLite file (None on Postgres)."""
         path: Path | None = getattr(self._db, "path", None)
         return path
-
-    def status(self) -> StoreStatus:
-        """What ``kiln doctor`` reports: the database, its version, its migrations, its pool."""
-        return StoreStatus(
-            backend=self._db.dialect.name,
-            location=self._db.location,
-            server_version=self._db.server_version(),
-            schema_version=self._db.schema_version(),
-            migrations=len(MIGRATIONS),
-            pool_size=getattr(getattr(self._db, "pool", None), "size", None),
-        )
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:

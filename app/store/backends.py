@@ -11,9 +11,13 @@ from app.store.sqlite_db import SQLiteDatabase
 
 
 def open_database(
-    location: str | Path, migrations: Sequence[str], *, pool_size: int = DEFAULT_POOL_SIZE
+    location: str | Path,
+    migrations: Sequence[str] | None,
+    *,
+    pool_size: int = DEFAULT_POOL_SIZE,
 ) -> Database:
-    """The database at ``location`` (a ``postgresql://`` URL or a SQLite file), migrated."""
+    """The database at ``location`` (a ``postgresql://`` URL or a SQLite file), migrated
+    (``migrations`` None: as it is)."""
     if is_postgres_url(location):
         # Imported here: the embedded default never loads the Postgres driver.
         from app.store.postgres_db import PostgresDatabase

@@ -25,7 +25,7 @@ import psycopg
 import psycopg.errors
 from psycopg.rows import DictRow, dict_row
 
-from app.database_url import redacted
+from app.database_url import DEFAULT_POOL_SIZE, redacted
 from app.store.db import Connection, Cursor, Database, Row, StoreConflict, StoreError, StoreFull
 from app.store.dialects import POSTGRES
 
@@ -40,11 +40,16 @@ class PostgresDatabase(Database):
 
     dialect = POSTGRES
 
-    def __init__(self, url: str, migrations: Sequence[str], *, pool_size: int = 10) -> None:
-        """Connect to ``url`` and bring its schema up to ``migrations``."""
+    def __init__(
+        self, url: str, migrations: Sequence[str] | None, *, pool_size: int = DEFAULT_POOL_SIZE
+    ) -> None:
+        """Connect to ``url`` and bring its schema up to ``migrations`` (None: leave it as it
+        is, to inspect it)."""
         self.url = url
         self.pool = ConnectionPool(url, pool_size)
         self._local = threading.local()
+        if migrations is None:
+            return
         try:
             self.migrate(migrations)
         except BaseException:
@@ -93,10 +98,12 @@ class PostgresDatabase(Database):
             return _Statements(raw).execute(sql, parameters).fetchall()
 
     def server_version(self) -> str:
-        """``PostgreSQL <major>.<minor>`` of the server."""
-        with self.pool.connection() as raw:
+        """``PostgreSQL <major>.<minor>`` of the server, with its connection limit."""
+        with self.pool.connection() as raw, _store_errors():
             number = raw.info.server_version  # e.g. 150014
-        return f"PostgreSQL {number // 10000}.{number % 10000}"
+            limit = raw.execute("SHOW max_connections").fetchone()
+        most = limit["max_connections"] if limit else "?"
+        return f"PostgreSQL {number // 10000}.{number % 10000} (max_connections {most})"
 
     def close(self) -> None:
         """Close every pooled connection."""

@@ -32,15 +32,17 @@ class SQLiteDatabase(Database):
 
     dialect = SQLITE
 
-    def __init__(self, path: Path, migrations: Sequence[str]) -> None:
-        """Open (creating if needed) ``path`` and bring its schema up to ``migrations``."""
+    def __init__(self, path: Path, migrations: Sequence[str] | None) -> None:
+        """Open (creating if needed) ``path`` and bring its schema up to ``migrations`` (None:
+        leave it as it is, to inspect it)."""
         self.path = path
         self._local = threading.local()
         self._held: weakref.WeakSet[_Held] = weakref.WeakSet()
         path.parent.mkdir(parents=True, exist_ok=True)
         # Private from the start: SQLite gives the WAL and SHM files the database's mode.
         create_private_file(path)
-        self.migrate(migrations)
+        if migrations is not None:
+            self.migrate(migrations)
 
     @property
     def location(self) -> str:
