@@ -69,8 +69,8 @@ TARGET_P95_MS, TARGET_OVERHEAD_S = 250.0, 1.0
 class CountingStore(Store):
     """A store that timestamps each persisted event and counts write calls."""
 
-    def __init__(self, path: Path, secret_key: str) -> None:
-        super().__init__(path, secret_key)
+    def __init__(self, location: Path | str, secret_key: str, **options: Any) -> None:
+        super().__init__(location, secret_key, **options)
         self.persisted: dict[tuple[str, int], float] = {}
         self.writes: collections.Counter[str] = collections.Counter()
         for name in WRITE_METHODS:

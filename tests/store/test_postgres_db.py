@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from app.database_url import redacted
+from app.store import Store
 from app.store.db import StoreError
 from app.store.postgres_db import PostgresDatabase
 from app.store.schema import MIGRATIONS
@@ -104,3 +105,12 @@ def test_a_connection_broken_mid_transaction_is_not_lent_again(
 )
 def test_a_url_is_shown_without_its_password(url: str, shown: str) -> None:
     assert redacted(url) == shown
+
+
+def test_a_store_on_postgres_names_its_url_without_the_password(url: str) -> None:
+    with_password = url.replace("postgresql://kiln@", "postgresql://kiln:pw-secret@")
+    store = Store(with_password, "a-test-secret-of-some-length")  # trust auth: any password
+    assert store.path is None
+    assert "pw-secret" not in repr(store)
+    assert ":***@" in repr(store)
+    store.close()
