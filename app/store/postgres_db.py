@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -30,6 +31,9 @@ from app.store.db import Connection, Cursor, Database, Row, StoreConflict, Store
 from app.store.dialects import POSTGRES
 
 POOL_WAIT_SECONDS = 30.0
+# A connection idle this long is pinged before it is lent: the server may have restarted or a
+# proxy dropped it meanwhile, and the caller should get a working one, not that error.
+IDLE_CHECK_SECONDS = 5.0
 CONNECT_TIMEOUT_SECONDS = 10
 
 RawConnection = psycopg.Connection[DictRow]
@@ -137,7 +141,7 @@ class ConnectionPool:
         self.url = url
         self.size = size
         self._slots = threading.BoundedSemaphore(size)
-        self._idle: list[RawConnection] = []
+        self._idle: list[tuple[RawConnection, float]] = []  # with when it was given back
         self._lock = threading.Lock()
         self._open = 0
 
@@ -164,9 +168,14 @@ class ConnectionPool:
             self._slots.release()
 
     def _take(self) -> RawConnection:
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
+        while True:
+            with self._lock:
+                if not self._idle:
+                    break
+                raw, since = self._idle.pop()
+            if time.monotonic() - since < IDLE_CHECK_SECONDS or _answers(raw):
+                return raw
+            self._discard(raw)
         with _store_errors(f"cannot reach the database {redacted(self.url)!r}: "):
             raw = psycopg.connect(
                 self.url,
@@ -183,9 +192,12 @@ class ConnectionPool:
         idle = psycopg.pq.TransactionStatus.IDLE
         if not raw.closed and raw.info.transaction_status == idle:
             with self._lock:
-                self._idle.append(raw)
+                self._idle.append((raw, time.monotonic()))
             return
-        raw.close()  # broken, or left inside a transaction: never lent again
+        self._discard(raw)  # broken, or left inside a transaction: never lent again
+
+    def _discard(self, raw: RawConnection) -> None:
+        raw.close()
         with self._lock:
             self._open -= 1
 
@@ -194,8 +206,17 @@ class ConnectionPool:
         with self._lock:
             idle, self._idle = self._idle, []
             self._open -= len(idle)
-        for raw in idle:
+        for raw, _since in idle:
             raw.close()
+
+
+def _answers(raw: RawConnection) -> bool:
+    """Whether a pooled connection still reaches the server (one round trip)."""
+    try:
+        raw.execute("SELECT 1")
+    except psycopg.Error:
+        return False
+    return True
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
 from app.database_url import redacted
@@ -114,3 +115,18 @@ def test_a_store_on_postgres_names_its_url_without_the_password(url: str) -> Non
     assert "pw-secret" not in repr(store)
     assert ":***@" in repr(store)
     store.close()
+
+
+def test_idle_connections_the_server_dropped_are_replaced_before_use(
+    url: str, postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    database = PostgresDatabase(url, MIGRATIONS, pool_size=2)
+    database.query("SELECT 1")
+    with psycopg.connect(postgres_server.url, autocommit=True) as admin:  # a restart's effect
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE application_name = 'kiln' AND pid <> pg_backend_pid()"
+        )
+    monkeypatch.setattr("app.store.postgres_db.IDLE_CHECK_SECONDS", 0.0)
+    assert database.query_one("SELECT 1 AS one") == {"one": 1}
+    database.close()
