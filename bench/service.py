@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import dataclasses
 import secrets
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -261,9 +262,21 @@ async def serve_and_measure(
     phases: Mapping[str, Phase],
     runs: int,
 ) -> None:
+    async with serving(stack, recordings, phases) as base:
+        await run_phase(base, store, phases["sparse"], 1)  # warm up: load what loads once
+        for phase in phases.values():
+            measured, writes = await run_phase(base, store, phase, runs)
+            report(phase, store, measured, writes, runs)
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    stack: ServiceStack, recordings: Path, phases: Mapping[str, Phase]
+) -> AsyncIterator[str]:
+    """The API on ``stack`` with one worker replaying ``phases``, on loopback: its base URL."""
     runs_service = RunService(stack.store, stack.redis, stack.settings, env={})
     app = build_app(
-        store, runs_service, stack.manager, settings=ApiSettings(recordings_dir=recordings)
+        stack.store, runs_service, stack.manager, settings=ApiSettings(recordings_dir=recordings)
     )
     server = KilnServer(server_config(app, "127.0.0.1", 0, access_log=False))
     server.config.log_level = "warning"
@@ -274,11 +287,7 @@ async def serve_and_measure(
         while not server.started:
             await anyio.sleep(0.05)
         port = server.servers[0].sockets[0].getsockname()[1]
-        base = f"http://127.0.0.1:{port}"
-        await run_phase(base, store, phases["sparse"], 1)  # warm up: load what loads once
-        for phase in phases.values():
-            measured, writes = await run_phase(base, store, phase, runs)
-            report(phase, store, measured, writes, runs)
+        yield f"http://127.0.0.1:{port}"
         server.should_exit = True
         await anyio.sleep(0.5)
         tasks.cancel_scope.cancel()

@@ -22,6 +22,7 @@ import argparse
 import contextlib
 import dataclasses
 import secrets
+import statistics
 import sys
 import tempfile
 import threading
@@ -34,15 +35,11 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.api.app import build_app
-from app.api.services import ApiSettings
 from app.config import ServiceSettings
-from app.runs.service import RunService
 from app.service.embedded_redis import EmbeddedRedis
-from app.service.http_server import KilnServer, server_config
 from app.service.stack import open_stack
 from app.store import Store
-from bench.service import Measured, Phase, answer, one_client, provider_factory
+from bench.service import Measured, Phase, answer, one_client, serving
 from sandbox.settings import SandboxSettings
 from tests.postgres_server import PostgresServer
 
@@ -119,25 +116,11 @@ async def runs_through_the_api(location: Path | str, users: int, per_user: int) 
         sandboxes = dataclasses.replace(
             SandboxSettings.from_env(), warm_pool_size=0, instance=f"bench-{secrets.token_hex(3)}"
         )
-        async with open_stack(settings, sandboxes, store=store) as stack:
-            runs_service = RunService(stack.store, stack.redis, stack.settings, env={})
-            app = build_app(
-                store, runs_service, stack.manager, settings=ApiSettings(recordings_dir=recordings)
-            )
-            server = KilnServer(server_config(app, "127.0.0.1", 0, access_log=False))
-            server.config.log_level = "warning"
-            async with anyio.create_task_group() as tasks:
-                for worker in stack.workers(1, provider_factory(recordings, {"quick": phase})):
-                    await tasks.start(worker.run)
-                tasks.start_soon(server.serve)
-                while not server.started:
-                    await anyio.sleep(0.05)
-                port = server.servers[0].sockets[0].getsockname()[1]
-                rate = await _post_and_follow(f"http://127.0.0.1:{port}", store, users, per_user)
-                server.should_exit = True
-                await anyio.sleep(0.5)
-                tasks.cancel_scope.cancel()
-    return rate
+        async with (
+            open_stack(settings, sandboxes, store=store) as stack,
+            serving(stack, recordings, {"quick": phase}) as base,
+        ):
+            return await _post_and_follow(base, store, users, per_user)
 
 
 async def _post_and_follow(base: str, store: Store, users: int, per_user: int) -> float:
@@ -159,6 +142,11 @@ async def _post_and_follow(base: str, store: Store, users: int, per_user: int) -
             for token in tokens:
                 tasks.start_soon(one_user, client, token)
         elapsed = time.perf_counter() - began
+    stages = [statistics.mean(stage) for stage in zip(*measured.stages.values(), strict=True)]
+    print(
+        f"    (mean per run: posted->run_started {stages[0]:.2f} s, streaming {stages[1]:.2f} s,"
+        f" last text->run_finished {stages[2]:.2f} s)"
+    )
     return len(measured.wall) / elapsed
 
 
