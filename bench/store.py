@@ -10,7 +10,8 @@ server started like the tests' one, without fsync: compare with care):
 - **runs through the API**: a whole kiln in this process (embedded Redis, one worker, uvicorn
   on loopback, the conversational replay provider at a fast pace: no sandbox), ``--runs``
   users each posting ``--api-runs-per-user`` messages one after the other and following each
-  over SSE to ``run_finished``: completed runs per second.
+  over SSE to ``run_finished``: completed runs per second. The instance's sandboxes are
+  removed at the end.
 
     python bench/store.py [--runs 20] [--batches 50] [--batch 10] [--api-runs-per-user 3]
         [--database-url postgresql://...]
@@ -40,6 +41,7 @@ from app.service.embedded_redis import EmbeddedRedis
 from app.service.stack import open_stack
 from app.store import Store
 from bench.service import Measured, Phase, answer, one_client, serving
+from sandbox import sweep_instance
 from sandbox.settings import SandboxSettings
 from tests.postgres_server import PostgresServer
 
@@ -116,11 +118,15 @@ async def runs_through_the_api(location: Path | str, users: int, per_user: int) 
         sandboxes = dataclasses.replace(
             SandboxSettings.from_env(), warm_pool_size=0, instance=f"bench-{secrets.token_hex(3)}"
         )
-        async with (
-            open_stack(settings, sandboxes, store=store) as stack,
-            serving(stack, recordings, {"quick": phase}) as base,
-        ):
-            return await _post_and_follow(base, store, users, per_user)
+        async with open_stack(settings, sandboxes, store=store) as stack:
+            try:
+                async with serving(stack, recordings, {"quick": phase}) as base:
+                    return await _post_and_follow(base, store, users, per_user)
+            finally:  # the runs' sandboxes, network and npm proxy: this instance is ours alone
+                manager = stack.manager
+                await sweep_instance(
+                    manager.client, manager.settings.instance, manager.registry, manager.disk
+                )
 
 
 async def _post_and_follow(base: str, store: Store, users: int, per_user: int) -> float:
