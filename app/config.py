@@ -2,6 +2,9 @@
 
 - ``KILN_DATA_DIR``: the database and the secret file (default ``~/.local/share/kiln``), kept
   private to kiln's OS user (:mod:`app.data_dir`);
+- ``KILN_DATABASE_URL``: ``postgresql://user:password@host:port/database`` puts the store on
+  Postgres (hosts share it); unset, it is the SQLite file ``<data dir>/kiln.db``;
+- ``KILN_DATABASE_POOL`` (10, 1 to 1000): Postgres connections one process holds at most;
 - ``KILN_SECRET_KEY``: encrypts stored provider keys (below; default: generated);
 - ``REDIS_URL``: Redis (unset: ``kiln serve`` starts an embedded one);
 - ``KILN_HOST`` / ``KILN_PORT``: where the API listens (``127.0.0.1`` / 8000);
@@ -46,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.data_dir import private_folder
+from app.database_url import DEFAULT_POOL_SIZE, is_postgres_url, redacted
 from app.errors import ConfigError
 from app.providers.compatible_settings import CompatibleSettings
 from sandbox import EnvReader, data_dir_from_env
@@ -61,6 +65,8 @@ class ServiceSettings:
     data_dir: Path
     secret_key: str = field(repr=False)
     redis_url: str | None = None
+    database_url: str | None = field(default=None, repr=False)  # may hold a password
+    database_pool: int = DEFAULT_POOL_SIZE
     host: str = "127.0.0.1"
     port: int = 8000
     public_host: str = "kiln.localhost"
@@ -80,8 +86,13 @@ class ServiceSettings:
 
     @property
     def database_path(self) -> Path:
-        """The SQLite file."""
+        """The SQLite file (the store's database when ``KILN_DATABASE_URL`` is unset)."""
         return self.data_dir / "kiln.db"
+
+    @property
+    def database_location(self) -> Path | str:
+        """The store's database: the Postgres URL, or the SQLite file."""
+        return self.database_url or self.database_path
 
     @property
     def projects_dir(self) -> Path:
@@ -100,10 +111,13 @@ class ServiceSettings:
             private_folder(data_dir)
         except OSError as exc:
             raise ConfigError(f"cannot make the data directory {str(data_dir)!r}: {exc}") from exc
+        database_url, database_pool = database_settings(read)
         return cls(
             data_dir=data_dir,
             secret_key=_secret_key(read, data_dir),
             redis_url=read.raw("REDIS_URL"),
+            database_url=database_url,
+            database_pool=database_pool,
             host=read.text("KILN_HOST", cls.host),
             port=read.integer("KILN_PORT", cls.port, low=1, high=65535),
             public_host=read.text("KILN_PUBLIC_HOST", cls.public_host),
@@ -133,6 +147,19 @@ class ServiceSettings:
                 "KILN_STOP_LIMIT", cls.stop_limit_seconds, low=5.0, high=600.0, low_open=False
             ),
         )
+
+
+def database_settings(read: EnvReader) -> tuple[str | None, int]:
+    """``KILN_DATABASE_URL`` (a Postgres URL, or None: SQLite in the data dir) and
+    ``KILN_DATABASE_POOL`` (also read by ``kiln doctor``)."""
+    pool = read.integer("KILN_DATABASE_POOL", DEFAULT_POOL_SIZE, low=1, high=1000)
+    url = read.raw("KILN_DATABASE_URL")
+    if url is None or is_postgres_url(url.strip()):
+        return (None if url is None else url.strip()), pool
+    raise ConfigError(
+        f"KILN_DATABASE_URL={redacted(url)!r} must be a postgresql:// URL"
+        " (or unset: the SQLite file in the data dir)"
+    )
 
 
 def _count(read: EnvReader, name: str, default: int) -> int:

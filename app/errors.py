@@ -65,12 +65,13 @@
     ├── ExecStreamBroken [exec_stream_broken]  sandbox.execution.exec_frames: a cut stream
     └── ExecReadTimeout [exec_read_timeout]  a command's output stopped coming
 
-Docker, Redis and SQLite exceptions become these where kiln calls them, and nowhere else
-(``raise ... from exc``): sandbox/docker_boundary.py, sandbox/redis_boundary.py,
-app/store/db.py, app/providers/http_errors.py. Messages name the offending value
-(``{value!r}``). What a user sees is an ``error`` event with a stable ``code``, a human message
-and a ``severity``. One mechanism gives the code in every tree: the class attribute ``code``,
-read by :func:`error_code`; each code's words are declared in :mod:`app.error_codes`.
+Docker, Redis, SQLite and Postgres exceptions become these where kiln calls them, and nowhere
+else (``raise ... from exc``): sandbox/docker_boundary.py, sandbox/redis_boundary.py,
+app/store/sqlite_db.py, app/store/postgres_db.py, app/providers/http_errors.py. Messages name
+the offending value (``{value!r}``). What a user sees is an ``error`` event with a stable
+``code``, a human message and a ``severity``. One mechanism gives the code in every tree: the
+class attribute ``code``, read by :func:`error_code`; each code's words are declared in
+:mod:`app.error_codes`.
 tests/app/test_errors.py holds this drawing to the classes.
 """
 

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import dataclasses
 import secrets
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +70,8 @@ TARGET_P95_MS, TARGET_OVERHEAD_S = 250.0, 1.0
 class CountingStore(Store):
     """A store that timestamps each persisted event and counts write calls."""
 
-    def __init__(self, path: Path, secret_key: str) -> None:
-        super().__init__(path, secret_key)
+    def __init__(self, location: Path | str, secret_key: str, **options: Any) -> None:
+        super().__init__(location, secret_key, **options)
         self.persisted: dict[tuple[str, int], float] = {}
         self.writes: collections.Counter[str] = collections.Counter()
         for name in WRITE_METHODS:
@@ -244,7 +245,9 @@ async def bench(args: argparse.Namespace) -> None:
             root / "data", secrets.token_hex(16), redis_url=redis_server.url,
             max_active_runs_per_user=2, worker_concurrency=args.runs + 4,
         )  # fmt: skip
-        store = CountingStore(settings.database_path, settings.secret_key)
+        store = CountingStore(
+            settings.database_location, settings.secret_key, pool_size=settings.database_pool
+        )
         sandboxes = dataclasses.replace(
             SandboxSettings.from_env(), warm_pool_size=0, instance=f"bench-{secrets.token_hex(3)}"
         )
@@ -259,9 +262,21 @@ async def serve_and_measure(
     phases: Mapping[str, Phase],
     runs: int,
 ) -> None:
+    async with serving(stack, recordings, phases) as base:
+        await run_phase(base, store, phases["sparse"], 1)  # warm up: load what loads once
+        for phase in phases.values():
+            measured, writes = await run_phase(base, store, phase, runs)
+            report(phase, store, measured, writes, runs)
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    stack: ServiceStack, recordings: Path, phases: Mapping[str, Phase]
+) -> AsyncIterator[str]:
+    """The API on ``stack`` with one worker replaying ``phases``, on loopback: its base URL."""
     runs_service = RunService(stack.store, stack.redis, stack.settings, env={})
     app = build_app(
-        store, runs_service, stack.manager, settings=ApiSettings(recordings_dir=recordings)
+        stack.store, runs_service, stack.manager, settings=ApiSettings(recordings_dir=recordings)
     )
     server = KilnServer(server_config(app, "127.0.0.1", 0, access_log=False))
     server.config.log_level = "warning"
@@ -272,11 +287,7 @@ async def serve_and_measure(
         while not server.started:
             await anyio.sleep(0.05)
         port = server.servers[0].sockets[0].getsockname()[1]
-        base = f"http://127.0.0.1:{port}"
-        await run_phase(base, store, phases["sparse"], 1)  # warm up: load what loads once
-        for phase in phases.values():
-            measured, writes = await run_phase(base, store, phase, runs)
-            report(phase, store, measured, writes, runs)
+        yield f"http://127.0.0.1:{port}"
         server.should_exit = True
         await anyio.sleep(0.5)
         tasks.cancel_scope.cancel()

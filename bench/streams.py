@@ -77,7 +77,7 @@ def start_serve(folder: Path, port: int) -> subprocess.Popen[str]:
 def tokens_for(data: Path, users: int) -> list[str]:
     """An API token for each of ``users`` new users of the server's database."""
     settings = ServiceSettings.from_env({"KILN_DATA_DIR": str(data)})
-    store = Store(settings.database_path, settings.secret_key)
+    store = Store(settings.database_location, settings.secret_key, pool_size=settings.database_pool)
     try:
         return [store.create_token(store.create_user(f"bench{n}").id, "api") for n in range(users)]
     finally:

@@ -1,4 +1,5 @@
-"""Fixtures shared by the whole suite: the anyio backend and a private, throw-away Redis."""
+"""Fixtures shared by the whole suite: the anyio backend and a private, throw-away Redis and
+Postgres."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 import redis
 
 from app.parser_choice import activate
+from tests.postgres_server import PostgresMissing, PostgresServer
 from tests.servers import free_port
 
 # Before any test module imports `parser`: the compiled build when fresh, as kiln itself picks
@@ -96,3 +98,18 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
     finally:
         _stop(process)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A private Postgres started for this test session (tests take a fresh schema each:
+    :meth:`~tests.postgres_server.PostgresServer.fresh_url`)."""
+    try:
+        server = PostgresServer()
+    except PostgresMissing as exc:
+        pytest.fail(str(exc))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()

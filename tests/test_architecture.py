@@ -66,7 +66,15 @@ LAYERS: dict[str, tuple[frozenset[str], ...]] = {
     "app": (
         frozenset({"errors", "error_codes", "event_types"}),
         frozenset(
-            {"tokens", "data_dir", "logs", "parser_choice", "vocabulary_tables", "chat_images"}
+            {
+                "tokens",
+                "data_dir",
+                "database_url",
+                "logs",
+                "parser_choice",
+                "vocabulary_tables",
+                "chat_images",
+            }
         ),
         frozenset({"recordings", "deploy"}),
         frozenset({"providers"}),

@@ -46,7 +46,9 @@ def handle_login_url(args: argparse.Namespace) -> int:
         print(f"kiln login-url: {exc}", file=sys.stderr)
         return EXIT_BAD_USAGE
     try:
-        store = Store(settings.database_path, settings.secret_key)
+        store = Store(
+            settings.database_location, settings.secret_key, pool_size=settings.database_pool
+        )
         try:
             url, _ = local_login_url(store, settings)
         finally:

@@ -85,7 +85,7 @@ def token_from(args: argparse.Namespace) -> str | None:
 
 def push_chat(settings: ServiceSettings, args: argparse.Namespace) -> int:
     """Push the chat's versions to its remote (set from ``--url`` first when given)."""
-    store = Store(settings.database_path, settings.secret_key)
+    store = Store(settings.database_location, settings.secret_key, pool_size=settings.database_pool)
     if store.get_chat(args.chat) is None:
         raise ConfigError(f"no chat {args.chat!r}")
     if args.url is not None:
@@ -112,7 +112,7 @@ def push_chat(settings: ServiceSettings, args: argparse.Namespace) -> int:
 
 def import_chat(settings: ServiceSettings, args: argparse.Namespace) -> int:
     """Make a new chat of ``--user`` from the repository."""
-    store = Store(settings.database_path, settings.secret_key)
+    store = Store(settings.database_location, settings.secret_key, pool_size=settings.database_pool)
     user = store.user_by_name(args.user)
     if user is None:
         raise ConfigError(f"no user named {args.user!r}")

@@ -51,7 +51,7 @@ def service_settings(data_dir: Path | None) -> ServiceSettings:
 def open_store(data_dir: Path | None) -> Store:
     """The store of ``data_dir`` (or ``KILN_DATA_DIR``)."""
     settings = service_settings(data_dir)
-    return Store(settings.database_path, settings.secret_key)
+    return Store(settings.database_location, settings.secret_key, pool_size=settings.database_pool)
 
 
 def handle_create(args: argparse.Namespace) -> int:

@@ -11,8 +11,9 @@ tasks raise), takes its stable ``code`` (:func:`app.errors.error_code`) and says
 - kiln's other errors say what went wrong in their message, which is shown;
 - anything else is a bug: ``internal_error`` and a sentence pointing at the server log.
 
-Docker, Redis and SQLite exceptions are mapped once, where kiln calls them
-(sandbox/docker_boundary.py, sandbox/redis_boundary.py, app/store/db.py): they arrive
+Docker, Redis and database exceptions are mapped once, where kiln calls them
+(sandbox/docker_boundary.py, sandbox/redis_boundary.py, app/store/sqlite_db.py and
+postgres_db.py): they arrive
 here as kiln's own, with their code. The one raw error recognised is a full disk (``ENOSPC``):
 any file write can meet it, there is no single boundary for it.
 """

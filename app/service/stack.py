@@ -146,7 +146,9 @@ async def open_stack(
     base = sandbox_settings or sandbox_settings_for(settings)
     sandboxes = dataclasses.replace(base, redis_url=settings.redis_url)
     async with NestedExits() as stack:
-        store = store or Store(settings.database_path, settings.secret_key)
+        store = store or Store(
+            settings.database_location, settings.secret_key, pool_size=settings.database_pool
+        )
         stack.callback(store.close)
         pool = redis.asyncio.BlockingConnectionPool.from_url(
             settings.redis_url, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT_SECONDS

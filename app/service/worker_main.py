@@ -47,7 +47,9 @@ async def serve_worker(
         raise ConfigError("a worker needs REDIS_URL: the queue is shared with the API")
     sandboxes = dataclasses.replace(sandbox_settings_for(settings), redis_url=settings.redis_url)
     async with NestedExits() as stack:
-        store = Store(settings.database_path, settings.secret_key)
+        store = Store(
+            settings.database_location, settings.secret_key, pool_size=settings.database_pool
+        )
         stack.callback(store.close)
         client = redis.asyncio.Redis.from_url(settings.redis_url)
         stack.push_async_callback(client.aclose)

@@ -1,10 +1,12 @@
-"""The service's persistent state: a small repository layer over SQLite (WAL).
+"""The service's persistent state: one repository layer over SQLite (WAL) or Postgres.
 
 :class:`Store` composes one class per table group (users/tokens/keys, chats/messages, runs,
-run events/checkpoints) over one :class:`~app.store.db.Database`. Its methods are synchronous
-and thread-safe (one connection per thread): async code calls them through
-``anyio.to_thread.run_sync``. Another database can be added later by implementing the same
-methods; nothing outside this package sees SQL. The wiring is ``docs/service-contract.md``.
+run events/checkpoints) over one :class:`~app.store.db.Database`: a SQLite file in the data dir
+(the embedded default) or, for a ``postgresql://`` URL (``KILN_DATABASE_URL``), Postgres through
+a bounded pool. The SQL is written once; :mod:`app.store.dialects` says how each database speaks
+it. Its methods are synchronous and thread-safe: async code calls them through
+``anyio.to_thread.run_sync``. Nothing outside this package sees SQL. The wiring is
+``docs/service-contract.md``.
 
 Secrets: tokens are stored as SHA-256 hashes, provider keys encrypted (:mod:`app.store.crypto`);
 neither appears in a record's ``repr`` or in a log line.
@@ -14,11 +16,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+from app.database_url import DEFAULT_POOL_SIZE
+from app.store.backends import open_database
 from app.store.chats import ChatTables
 from app.store.crypto import SecretBox
-from app.store.db import Database, StoreConflict, StoreError, StoreFull
+from app.store.db import StoreConflict, StoreError, StoreFull
 from app.store.models import (
     ACTIVE_STATUSES,
     CANCELLED,
@@ -55,26 +60,67 @@ __all__ = [
     "StoreConflict",
     "StoreError",
     "StoreFull",
+    "StoreStatus",
     "User",
+    "inspect_database",
     "new_id",
 ]
+
+
+@dataclass(frozen=True)
+class StoreStatus:
+    """The database under a store, as ``kiln doctor`` shows it."""
+
+    backend: str
+    location: str
+    server_version: str
+    schema_version: int
+    migrations: int
+    pool_size: int | None
+
+
+def inspect_database(location: Path | str, pool_size: int = DEFAULT_POOL_SIZE) -> StoreStatus:
+    """The database at ``location`` as ``kiln doctor`` shows it, changing nothing (no
+    migration); :class:`StoreError` when it does not answer."""
+    database = open_database(location, None, pool_size=pool_size)
+    try:
+        server = database.server_version()
+        try:
+            applied = database.schema_version()
+        except StoreError:  # no schema_version table: a database kiln never opened
+            applied = 0
+        return StoreStatus(
+            backend=database.dialect.name,
+            location=database.location,
+            server_version=server,
+            schema_version=applied,
+            migrations=len(MIGRATIONS),
+            pool_size=pool_size if database.dialect.name == "postgres" else None,
+        )
+    finally:
+        database.close()
 
 
 class Store(UserTables, ChatTables, RunTables, RunEventTables, RemoteTables):
     """Every table of the service behind plain methods (listed in the service contract)."""
 
-    def __init__(self, path: Path, secret_key: str) -> None:
-        """Open (and migrate) the database at ``path``; ``secret_key`` encrypts provider keys."""
-        self._db = Database(path, MIGRATIONS)
+    def __init__(
+        self, location: Path | str, secret_key: str, *, pool_size: int = DEFAULT_POOL_SIZE
+    ) -> None:
+        """Open (and migrate) the database at ``location`` (a SQLite file, or a
+        ``postgresql://`` URL with at most ``pool_size`` connections); ``secret_key`` encrypts
+        provider keys."""
+        self._db = open_database(location, MIGRATIONS, pool_size=pool_size)
         self._box = SecretBox(secret_key)
 
     def __repr__(self) -> str:
-        return f"Store({str(self._db.path)!r})"
+        return f"Store({self._db.location!r})"
 
     @property
-    def path(self) -> Path:
-        """The database file."""
-        return self._db.path
+    def path(self) -> Path | None:
+        """The SQLite file (None on Postgres)."""
+        path: Path | None = getattr(self._db, "path", None)
+        return path
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:

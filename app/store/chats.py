@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from app.chat_images import ChatImage
-from app.store.db import Database
+from app.store.db import Connection, Database
 from app.store.models import (
     ROLES,
     Chat,
@@ -123,7 +122,7 @@ class ChatTables:
 
 
 def insert_message(
-    db: sqlite3.Connection, chat_id: str, role: str, content: str, data: dict[str, Any] | None
+    db: Connection, chat_id: str, role: str, content: str, data: dict[str, Any] | None
 ) -> Message:
     """Insert a message inside the caller's transaction."""
     if role not in ROLES:
@@ -138,9 +137,7 @@ def insert_message(
     return message
 
 
-def _insert_image(
-    db: sqlite3.Connection, message: Message, ordinal: int, image: ChatImage
-) -> ImageInfo:
+def _insert_image(db: Connection, message: Message, ordinal: int, image: ChatImage) -> ImageInfo:
     """Store one image of ``message`` inside the caller's transaction."""
     info = ImageInfo(new_id(), image.media_type, len(image.data))
     db.execute(

@@ -1,37 +1,42 @@
-"""The SQLite database under the store: connections, transactions, versioned migrations.
+"""What every database under the store does: errors, transactions, versioned migrations.
 
-- **One connection per thread** (``sqlite3`` connections must not be shared between threads):
-  the async code calls the store through ``anyio.to_thread.run_sync``, and each worker thread
-  opens its own connection the first time it needs one. :meth:`Database.close` closes them all.
-- **WAL mode** lets readers (SSE replays, ``GET`` requests) run while a writer commits;
-  ``busy_timeout`` makes a second writer wait instead of failing; foreign keys are enforced.
-- **Transactions** are explicit: :meth:`Database.transaction` starts ``BEGIN IMMEDIATE`` (the
-  write lock is taken at the start, so two writers never deadlock upgrading a read lock) and
-  nests: an inner ``transaction()`` on the same thread joins the outer one, which lets callers
-  combine repository methods into one atomic step.
+:class:`Database` is the one interface the repository code (users, chats, runs, run events)
+uses; :mod:`app.store.sqlite_db` (the embedded default, a file in the data dir) and
+:mod:`app.store.postgres_db` (``KILN_DATABASE_URL``, a multi-host deployment) implement it.
+Statements are written once, in SQLite's portable SQL; each database's
+:class:`~app.store.dialects.Dialect` says how to speak them.
+:func:`app.store.backends.open_database` picks the implementation.
+
+- **Transactions** are explicit and nest: an inner :meth:`Database.transaction` on the same
+  thread joins the outer one, which lets callers combine repository methods into one atomic step.
+  Reads on a thread inside a transaction see its writes.
+- **Writers of one run's events are serialized** (:meth:`Database.lock_row`): SQLite's write
+  lock (``BEGIN IMMEDIATE``) does it for every writer; Postgres locks the run's row.
 - **Migrations** are numbered SQL scripts applied in order at open, each in its own transaction
-  together with its row in ``schema_version``; opening an up-to-date database changes nothing.
+  together with its row in ``schema_version`` (and under a lock, so two processes opening a new
+  database at once apply each script once); opening an up-to-date database changes nothing.
+- **Errors** of the driver become :class:`StoreError` at this boundary: a unique or foreign-key
+  refusal :class:`StoreConflict`, a full disk :class:`StoreFull`, on either database.
 """
 
 from __future__ import annotations
 
+import abc
 import contextlib
-import sqlite3
-import threading
 import time
-import weakref
-from collections.abc import Iterator, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
-from app.data_dir import create_private_file
 from app.errors import KilnError
+from app.store.dialects import Dialect
 
-BUSY_TIMEOUT_MS = 10_000
+SCHEMA_VERSION_TABLE = (
+    "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied REAL NOT NULL)"
+)
 
 
 class StoreError(KilnError):
-    """The database failed (locked for too long, disk full, a corrupt file)."""
+    """The database failed (locked for too long, disk full, a corrupt file, unreachable)."""
 
     code = "store_error"
 
@@ -43,93 +48,79 @@ class StoreConflict(StoreError):
 
 
 class StoreFull(StoreError):
-    """The disk under the database is full (SQLite's ``SQLITE_FULL``)."""
+    """The disk under the database is full."""
 
     code = "disk_full"
 
 
-class Database:
-    """A SQLite file with per-thread connections and migrations applied at open."""
+Row = Mapping[str, Any]
 
-    def __init__(self, path: Path, migrations: Sequence[str]) -> None:
-        """Open (creating if needed) ``path`` and bring its schema up to ``migrations``."""
-        self.path = path
-        self._local = threading.local()
-        self._held: weakref.WeakSet[_Held] = weakref.WeakSet()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Private from the start: SQLite gives the WAL and SHM files the database's mode.
-        create_private_file(path)
-        self.migrate(migrations)
+
+class Cursor(Protocol):
+    """What a statement returns: its rows and how many rows it changed."""
 
     @property
+    def rowcount(self) -> int:
+        """Rows changed by the statement."""
+
+    def fetchone(self) -> Any:
+        """The next row (a mapping by column name), or None."""
+
+    def fetchall(self) -> list[Any]:
+        """The remaining rows."""
+
+
+class Connection(Protocol):
+    """A connection inside a transaction, speaking the store's (SQLite-style) SQL."""
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor:
+        """Run one statement with ``?`` parameters."""
+
+    def executemany(self, sql: str, parameters: Sequence[Sequence[Any]], /) -> Cursor:
+        """Run one statement once per parameter row."""
+
+
+class Database(abc.ABC):
+    """A database with nested per-thread transactions and migrations applied at open."""
+
+    dialect: Dialect
+
+    @property
+    @abc.abstractmethod
+    def location(self) -> str:
+        """Where the database is, for messages (a file, or a URL without its password)."""
+
+    @property
+    @abc.abstractmethod
     def connection_count(self) -> int:
-        """Connections open now (one per thread that used the database and is still alive)."""
-        return len(self._held)
+        """Connections open now."""
 
-    def connection(self) -> sqlite3.Connection:
-        """This thread's connection (opened on first use; closed when the thread ends)."""
-        held: _Held | None = getattr(self._local, "held", None)
-        if held is None:
-            held = _Held(self._connect())
-            # The thread-local is the only strong reference: when the thread ends (anyio's
-            # worker threads come and go), the connection is closed instead of leaking.
-            weakref.finalize(held, held.connection.close)
-            self._local.held = held
-            self._local.depth = 0
-            self._held.add(held)
-        return held.connection
+    @abc.abstractmethod
+    def transaction(self) -> contextlib.AbstractContextManager[Connection]:
+        """A write transaction on this thread; joins an enclosing one."""
 
-    def _connect(self) -> sqlite3.Connection:
-        try:
-            # isolation_level=None: no implicit transactions, ours are explicit.
-            connection = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=10.0
-            )
-            connection.row_factory = sqlite3.Row
-            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA synchronous = NORMAL")
-            connection.execute("PRAGMA foreign_keys = ON")
-        except sqlite3.Error as exc:
-            error = _store_error_class(exc)
-            raise error(f"cannot open the database {str(self.path)!r}: {exc}") from exc
-        return connection
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction on this thread's connection; joins an enclosing one."""
-        connection = self.connection()
-        if self._local.depth > 0:
-            self._local.depth += 1
-            try:
-                yield connection
-            finally:
-                self._local.depth -= 1
-            return
-        with _store_errors():
-            connection.execute("BEGIN IMMEDIATE")
-            self._local.depth = 1
-            try:
-                yield connection
-            except BaseException:
-                if connection.in_transaction:  # SQLite already rolled back on a full disk
-                    connection.execute("ROLLBACK")
-                raise
-            else:
-                connection.execute("COMMIT")
-            finally:
-                self._local.depth = 0
-
-    def query(self, sql: str, parameters: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    @abc.abstractmethod
+    def query(self, sql: str, parameters: Sequence[Any] = ()) -> list[Row]:
         """Rows of a read-only statement."""
-        with _store_errors():
-            return self.connection().execute(sql, parameters).fetchall()
 
-    def query_one(self, sql: str, parameters: Sequence[Any] = ()) -> sqlite3.Row | None:
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close every connection; the object must not be used afterwards."""
+
+    @abc.abstractmethod
+    def server_version(self) -> str:
+        """The database software and its version (for ``kiln doctor``)."""
+
+    def query_one(self, sql: str, parameters: Sequence[Any] = ()) -> Row | None:
         """The first row of a read-only statement, or None."""
-        with _store_errors():
-            row: sqlite3.Row | None = self.connection().execute(sql, parameters).fetchone()
-            return row
+        rows = self.query(sql, parameters)
+        return rows[0] if rows else None
+
+    def lock_row(self, db: Connection, table: str, key: str) -> None:
+        """Inside a transaction: hold ``table``'s row ``key`` until it ends, so writers that
+        derive numbers from it (a run's next event seq) take turns."""
+        if self.dialect.row_lock is not None:
+            db.execute(self.dialect.row_lock.format(table=table), (key,))
 
     def schema_version(self) -> int:
         """The number of migrations applied."""
@@ -138,59 +129,32 @@ class Database:
 
     def migrate(self, migrations: Sequence[str]) -> None:
         """Apply the migrations this database has not seen yet, each atomically."""
-        with self.transaction() as connection:
-            connection.execute(
-                "CREATE TABLE IF NOT EXISTS schema_version"
-                " (version INTEGER PRIMARY KEY, applied REAL NOT NULL)"
-            )
+        with self._migration() as db:
+            db.execute(self.dialect.migration(SCHEMA_VERSION_TABLE))
         for version, script in enumerate(migrations, start=1):
-            with self.transaction() as connection:
-                # Re-checked inside the write lock: another process may have just applied it.
-                done = connection.execute(
+            with self._migration() as db:
+                # Re-checked inside the lock: another process may have just applied it.
+                done = db.execute(
                     "SELECT 1 FROM schema_version WHERE version = ?", (version,)
                 ).fetchone()
                 if done:
                     continue
-                for statement in _statements(script):
-                    connection.execute(statement)
-                connection.execute(
+                for statement in statements(script):
+                    db.execute(self.dialect.migration(statement))
+                db.execute(
                     "INSERT INTO schema_version (version, applied) VALUES (?, ?)",
                     (version, time.time()),
                 )
 
-    def close(self) -> None:
-        """Close every thread's connection; the object must not be used afterwards."""
-        for held in list(self._held):
-            held.connection.close()
-        self._local = threading.local()
+    @contextlib.contextmanager
+    def _migration(self) -> Iterator[Connection]:
+        """A transaction holding the migration lock."""
+        with self.transaction() as db:
+            if self.dialect.migration_lock is not None:
+                db.execute(self.dialect.migration_lock)
+            yield db
 
 
-class _Held:
-    """A thread's connection, in an object that can be weakly referenced."""
-
-    __slots__ = ("__weakref__", "connection")
-
-    def __init__(self, connection: sqlite3.Connection) -> None:
-        self.connection = connection
-
-
-def _statements(script: str) -> list[str]:
-    """The statements of a migration script (``executescript`` would commit on its own)."""
+def statements(script: str) -> list[str]:
+    """The statements of a migration script (split on ``;``: none may contain one)."""
     return [part.strip() for part in script.split(";") if part.strip()]
-
-
-@contextlib.contextmanager
-def _store_errors() -> Iterator[None]:
-    """SQLite's exceptions as :class:`StoreError`, with the database's message."""
-    try:
-        yield
-    except sqlite3.IntegrityError as exc:
-        raise StoreConflict(f"the store refused a write: {exc}") from exc
-    except sqlite3.Error as exc:
-        raise _store_error_class(exc)(f"the store failed: {exc}") from exc
-
-
-def _store_error_class(exc: sqlite3.Error) -> type[StoreError]:
-    """:class:`StoreFull` when the disk is full, else :class:`StoreError`."""
-    full = getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
-    return StoreFull if full or "disk is full" in str(exc) else StoreError

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import secrets
-import sqlite3
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 QUEUED, RUNNING = "queued", "running"
@@ -131,17 +131,17 @@ class Run:
         return {key: getattr(self, key) for key in PUBLIC_RUN_FIELDS}
 
 
-def user_from_row(row: sqlite3.Row) -> User:
+def user_from_row(row: Mapping[str, Any]) -> User:
     """A :class:`User` from its table row."""
     return User(row["id"], row["name"], row["created"])
 
 
-def chat_from_row(row: sqlite3.Row) -> Chat:
+def chat_from_row(row: Mapping[str, Any]) -> Chat:
     """A :class:`Chat` from its table row."""
     return Chat(row["id"], row["user_id"], row["title"], row["created"], row["sandbox_id"])
 
 
-def message_from_row(row: sqlite3.Row, images: tuple[ImageInfo, ...] = ()) -> Message:
+def message_from_row(row: Mapping[str, Any], images: tuple[ImageInfo, ...] = ()) -> Message:
     """A :class:`Message` from its table row (and its images' rows)."""
     data = json.loads(row["data"]) if row["data"] is not None else None
     return Message(
@@ -149,9 +149,13 @@ def message_from_row(row: sqlite3.Row, images: tuple[ImageInfo, ...] = ()) -> Me
     )
 
 
-def run_from_row(row: sqlite3.Row) -> Run:
+def run_from_row(row: Mapping[str, Any]) -> Run:
     """A :class:`Run` from its table row."""
-    fields = {key: row[key] for key in row.keys()}  # noqa: SIM118 -- sqlite3.Row needs keys()
-    fields["usage"] = json.loads(fields["usage"] or "{}")
-    fields["cancel_requested"] = bool(fields["cancel_requested"])
-    return Run(**fields)
+    # By the dataclass's fields: a database may add columns of its own (Postgres' rowid).
+    values = {column: row[column] for column in _RUN_COLUMNS}
+    values["usage"] = json.loads(values["usage"] or "{}")
+    values["cancel_requested"] = bool(values["cancel_requested"])
+    return Run(**values)
+
+
+_RUN_COLUMNS = tuple(column.name for column in fields(Run))

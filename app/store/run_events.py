@@ -1,9 +1,10 @@
 """A run's events (numbered 1, 2, ... per run) and its latest checkpoint.
 
 Events arrive in batches (see :mod:`app.runs.events`): one :meth:`RunEventTables.append_events`
-call is one transaction, whatever the batch size. The sequence numbers are assigned inside the
-write lock (``BEGIN IMMEDIATE``), so two writers of one run, even in two processes, can never
-take the same number.
+call is one transaction, whatever the batch size. The sequence numbers are assigned while the
+transaction holds the run's row (SQLite's write lock, Postgres' row lock: see
+:meth:`app.store.db.Database.lock_row`), so two writers of one run, even in two processes on two
+hosts, take turns: never the same number, never a gap.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class RunEventTables:
             return []
         now = time.time()
         with self._db.transaction() as db:
+            self._db.lock_row(db, "runs", run_id)
             row = db.execute(
                 "SELECT COALESCE(MAX(seq), 0) AS last FROM run_events WHERE run_id = ?", (run_id,)
             ).fetchone()

@@ -9,12 +9,11 @@ in the same transaction, so a reply is never written twice nor without its run e
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from typing import Any
 
 from app.store.chats import insert_message
-from app.store.db import Database
+from app.store.db import Connection, Database
 from app.store.models import (
     ACTIVE_STATUSES,
     QUEUED,
@@ -184,7 +183,7 @@ def _column_value(key: str, value: Any) -> Any:
     return value
 
 
-def _store_reply(db: sqlite3.Connection, run_id: str, content: str, data: dict[str, Any]) -> None:
+def _store_reply(db: Connection, run_id: str, content: str, data: dict[str, Any]) -> None:
     """The assistant's message for the run, inside the caller's transaction."""
     row = db.execute("SELECT chat_id FROM runs WHERE id = ?", (run_id,)).fetchone()
     message = insert_message(db, row["chat_id"], "assistant", content, data)

@@ -150,3 +150,34 @@ def test_the_project_size_cap_is_a_setting_with_a_floor(tmp_path: Path) -> None:
     assert raised.project_max_bytes == 1048576
     with pytest.raises(ConfigError, match="KILN_PROJECT_MAX_BYTES='12'"):
         ServiceSettings.from_env({**env, "KILN_PROJECT_MAX_BYTES": "12"})
+
+
+def test_the_store_is_sqlite_in_the_data_dir_unless_a_database_url_is_set(tmp_path: Path) -> None:
+    embedded = ServiceSettings.from_env({"KILN_DATA_DIR": str(tmp_path)})
+    assert embedded.database_location == tmp_path / "kiln.db"
+    assert embedded.database_pool == 10
+    url = "postgresql://kiln:pw-secret@db:5432/kiln"
+    env = {"KILN_DATA_DIR": str(tmp_path), "KILN_DATABASE_URL": url, "KILN_DATABASE_POOL": "3"}
+    shared = ServiceSettings.from_env(env)
+    assert (shared.database_location, shared.database_pool) == (url, 3)
+    assert "pw-secret" not in repr(shared)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        pytest.param(
+            "KILN_DATABASE_URL", "mysql://u:pw-secret@h/d", "mysql://u:***@h/d", id="scheme"
+        ),
+        pytest.param(
+            "KILN_DATABASE_URL", "kiln.db", "'kiln.db' must be a postgresql://", id="path"
+        ),
+        pytest.param("KILN_DATABASE_POOL", "0", "an integer between 1 and 1000", id="pool"),
+    ],
+)
+def test_a_bad_database_setting_is_refused_in_words(
+    tmp_path: Path, name: str, value: str, said: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(said)) as raised:
+        ServiceSettings.from_env({"KILN_DATA_DIR": str(tmp_path), name: value})
+    assert "pw-secret" not in str(raised.value)

@@ -55,6 +55,7 @@ def test_everything_passes_on_a_set_up_machine(
     code, checks = run_doctor(capsys, tmp_path / "data")
     assert checks == {
         "data dir": True,
+        "database": True,
         "redis": True,
         "docker": True,
         "image base": True,

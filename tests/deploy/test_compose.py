@@ -90,7 +90,7 @@ def test_the_docker_socket_goes_to_the_kiln_services_only() -> None:
         for name, service in _services().items()
     }
     socket = ["/var/run/docker.sock:/var/run/docker.sock"]
-    assert mounts == {"redis": [], "api": socket, "worker": socket}
+    assert mounts == {"redis": [], "postgres": [], "api": socket, "worker": socket}
 
 
 def test_the_api_leaves_runs_warm_sandboxes_and_builds_to_others() -> None:

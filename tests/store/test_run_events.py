@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 from app.store import Store
+from tests.store.conftest import SECRET
 from tests.store.test_runs import new_run
+
+# One writer process: opens its own store, says "ready", waits for "go", appends BATCHES
+# batches of two events to the run and prints the seqs it got.
+BATCHES = 40
+WRITER = """
+import json, sys
+from app.store import Store
+store = Store(sys.argv[1], sys.argv[2])
+print("ready", flush=True)
+sys.stdin.readline()
+seqs = []
+for _ in range(int(sys.argv[4])):
+    seqs += store.append_events(sys.argv[3], [{"type": "x"}, {"type": "y"}])
+store.close()
+print(json.dumps(seqs), flush=True)
+"""
 
 
 def test_events_are_numbered_from_one_per_run(store: Store) -> None:
@@ -42,6 +63,30 @@ def test_concurrent_writers_never_share_a_seq(store: Store) -> None:
     for thread in threads:
         thread.join()
     assert sorted(seqs) == list(range(1, 101))
+
+
+def test_two_processes_writing_one_run_at_once_never_share_or_skip_a_seq(
+    store: Store, database_location: Path | str
+) -> None:
+    run = new_run(store)
+    argv = [sys.executable, "-c", WRITER, str(database_location), SECRET, run.id, str(BATCHES)]
+    writers = [
+        subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    for writer in writers:
+        assert writer.stdout is not None
+        assert writer.stdout.readline() == "ready\n"
+    for writer in writers:  # both are connected: now they write at the same time
+        assert writer.stdin is not None
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
+    outputs = [writer.communicate(timeout=120)[0] for writer in writers]
+    assert [writer.returncode for writer in writers] == [0, 0]
+    first, second = (json.loads(output) for output in outputs)
+    assert len(first) == len(second) == 2 * BATCHES
+    assert sorted(first + second) == list(range(1, 4 * BATCHES + 1))
+    assert [seq for seq, _ in store.events_after(run.id)] == list(range(1, 4 * BATCHES + 1))
 
 
 def test_a_checkpoint_is_replaced_by_the_next(store: Store) -> None:
