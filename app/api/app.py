@@ -28,7 +28,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from app.api import chats, health, keys, me, runs, sandboxes, sessions, versions
+from app.api import chats, health, keys, me, runs, sandboxes, sessions, text_edits, versions
 from app.api import preview_errors as preview_error_api
 from app.api.auth import login
 from app.api.canonical_host import CanonicalHost
@@ -120,6 +120,7 @@ def build_app(
         *sandboxes.ROUTES,
         *preview_error_api.ROUTES,
         *versions.ROUTES,
+        *text_edits.ROUTES,
         *ui_routes(web_dir),
     ]
     api = Starlette(

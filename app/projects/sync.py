@@ -99,6 +99,12 @@ class ProjectAccess:
     install: Installer | None = None  # after a restore that changed package.json
     max_bytes: int = DEFAULT_MAX_BYTES  # what a read of a workspace takes at most
 
+    def sync(self, chat: str) -> ProjectSync:
+        """``chat``'s project and sandbox, kept in step with these."""
+        return ProjectSync(
+            self.store, self.containers, chat, max_bytes=self.max_bytes, install=self.install
+        )
+
 
 class ProjectSync:
     """One chat's project store and sandbox, in step (see the module docstring)."""
