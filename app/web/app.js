@@ -17,6 +17,7 @@ import { PreviewConsole } from "./previewconsole.js";
 import { PreviewErrorStream } from "./previewerrors.js";
 import { PROVIDERS, Settings } from "./settings.js";
 import { renderChatList } from "./sidebar.js";
+import { TextEdits, appliedWords, refusedWords } from "./textedit.js";
 import { VersionsPanel } from "./versions.js";
 
 // The page's elements exist (index.html); the caller's context says which kind each one is.
@@ -67,6 +68,17 @@ const settings = new Settings({
 const composer = new Composer({
   form: $("composer"), input: $("message-input"), send: $("send-button"), count: $("message-count"),
 }, (content) => send(content));
+// Text edited in place in the preview (textedit.js): applied without a model, or suggested.
+new TextEdits({
+  chatId: () => state.chatId,
+  frame: $("preview-frame"),
+  origin: () => (preview.url ? new URL(preview.url).origin : null),
+  applied: (answer) => textEdited(answer),
+  refused: (suggestion, reason) => {
+    chat.addNote(refusedWords(reason), "refused");
+    composer.fill(suggestion);
+  },
+});
 const chatActions = new ChatActions({
   dialog: $("delete-dialog"), text: $("delete-text"), confirm: $("delete-confirm"), cancel: $("delete-cancel"), status: $("delete-status"),
 }, { renamed: (chat) => chatRenamed(chat), deleted: (chatId) => chatDeleted(chatId), failed: (exc) => handleFailure(exc) });
@@ -328,6 +340,13 @@ const ACTIVITY = {
   postgen: () => "Checking the app…",
   restore: (e) => e.phase === "started" ? `Restoring your project (version ${e.version})…` : "Project restored.",
 };
+
+/** A text was edited in place: say so, and show the new version and the file as it is now. */
+function textEdited(answer) {
+  chat.addNote(appliedWords(answer));
+  versions.load();
+  if (preview.sandboxId) mergeWorkspace(preview.sandboxId, state.generation);
+}
 
 /** A version was restored into the sandbox: show its files and reload the preview. */
 function afterRestore() {

@@ -1,0 +1,111 @@
+"""Editing text in place in a real Chromium against a real ``kiln serve`` (issue 26): the demo
+app's heading gets a new title without a model turn, the preview shows it by hot update, a
+version is recorded; text built from expressions becomes a suggested message instead.
+
+The preview's selector (select mode: a double-click makes the element's text editable, then
+posts ``kiln-text-edit`` to the UI) is built elsewhere; until it is there, :func:`type_new_text`
+posts what it would, from inside the preview frame. With the selector it becomes: double-click
+the element in the frame, select its text, type the new one, press Enter.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from playwright.sync_api import Frame, Page, expect
+
+from tests.web.conftest import RUN_LIMIT_MS, PageProblems, screenshot
+from tests.web.recording import page_fetch, send_message
+
+COMPLETED = ".run-footer[data-state='completed']"
+APP = "src/App.jsx"
+POST_FROM_FRAME = "message => window.parent.postMessage(message, '*')"
+
+
+def build_demo(page: Page) -> tuple[str, str]:
+    """Build the demo app in a new chat; ``(chat id, sandbox id)`` once its preview shows it."""
+    send_message(page, "make me a todo app")
+    page.locator(COMPLETED).wait_for(timeout=RUN_LIMIT_MS)
+    page.frame_locator("#preview-frame").get_by_role("heading", name="Todos").wait_for()
+    chat_id = page.url.rsplit("/", 1)[-1]
+    runs = page_fetch(page, f"/api/chats/{chat_id}").json()["runs"]
+    return chat_id, runs[-1]["sandbox_id"]
+
+
+def source_place(page: Page, sandbox_id: str, needle: str) -> tuple[int, int]:
+    """(line from 1, column from 0) of ``needle`` in the app's ``src/App.jsx``: what the
+    element's ``data-kiln-source`` will say."""
+    source = page_fetch(page, f"/api/sandboxes/{sandbox_id}/files/{APP}").json()["content"]
+    for number, line in enumerate(source.splitlines(), start=1):
+        if needle in line:
+            return number, line.index(needle)
+    raise AssertionError(f"{needle!r} is not in {APP}")
+
+
+def preview_frame(page: Page) -> Frame:
+    frame = page.locator("#preview-frame").element_handle().content_frame()
+    assert frame is not None
+    return frame
+
+
+def edit_message(place: tuple[int, int], tag: str, old: str, new: str) -> dict[str, Any]:
+    """The selector's message for element ``tag`` at ``place`` retyped from ``old`` to ``new``."""
+    line, column = place
+    return {
+        "type": "kiln-text-edit",
+        "file": APP,
+        "line": line,
+        "column": column,
+        "tag": tag,
+        "old_text": old,
+        "new_text": new,
+    }
+
+
+def type_new_text(page: Page, place: tuple[int, int], tag: str, old: str, new: str) -> None:
+    """What the selector does after the person typed ``new`` over element ``tag``'s text."""
+    preview_frame(page).evaluate(POST_FROM_FRAME, edit_message(place, tag, old, new))
+
+
+def test_the_heading_gets_a_new_title_without_a_model_turn(kiln_page: Page) -> None:
+    page = kiln_page
+    chat_id, sandbox_id = build_demo(page)
+    versions_before = len(page_fetch(page, f"/api/chats/{chat_id}/versions").json()["versions"])
+    place = source_place(page, sandbox_id, "<h1>")
+    forged = edit_message(place, "h1", "Todos", "Forged")
+    page.evaluate("message => window.postMessage(message, '*')", forged)  # not from the preview
+    type_new_text(page, place, "h1", "Todos", "Our week")
+
+    note = f"Edited text in {APP} (version {versions_before + 1}, no model used)."
+    expect(page.locator(".chat-note")).to_have_text([note])  # the forged one made none
+    app = page.frame_locator("#preview-frame")
+    expect(app.get_by_role("heading", name="Our week")).to_be_visible()
+    source = page_fetch(page, f"/api/sandboxes/{sandbox_id}/files/{APP}").json()["content"]
+    assert "      <h1>Our week</h1>\n" in source
+    expect(page.locator(".run-footer")).to_have_count(1)  # no run: no model was asked
+    assert len(page_fetch(page, f"/api/chats/{chat_id}").json()["runs"]) == 1
+    page.get_by_role("tab", name="Versions").click()
+    newest = page.locator("#versions-list .version").first
+    expect(newest.locator(".version-title")).to_have_text(
+        f"Version {versions_before + 1} · Edited text in {APP}"
+    )
+    screenshot(page, "text-edit-applied")
+
+
+def test_text_from_expressions_becomes_a_suggested_message(
+    kiln_page: Page, page_problems: PageProblems
+) -> None:
+    page = kiln_page
+    page_problems.allow.append(re.compile(r"status of 409"))  # the refusal, shown in words
+    chat_id, sandbox_id = build_demo(page)
+    line, column = source_place(page, sandbox_id, "<span>")
+    type_new_text(page, (line, column), "span", "0 open, 0 done", "nothing left")
+
+    expect(page.locator(".chat-note.refused")).to_contain_text("built from expressions")
+    expect(page.locator("#message-input")).to_have_value(
+        f'Change the text of <span> in {APP}:{line} to "nothing left"'
+    )
+    versions = page_fetch(page, f"/api/chats/{chat_id}/versions").json()["versions"]
+    assert all(version["note"] != f"Edited text in {APP}" for version in versions)
+    screenshot(page, "text-edit-refused")
