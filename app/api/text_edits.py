@@ -38,7 +38,7 @@ from app.projects.errors import ProjectError
 from app.projects.jsx_text import TextEditRefused
 from app.projects.rules import safe_path
 from app.projects.text_edit import TextEdit, apply_text_edit
-from sandbox import SandboxError
+from sandbox import FileTooLarge, SandboxError
 
 FIELDS = frozenset({"file", "line", "column", "old_text", "new_text"})
 MAX_PATH_LENGTH = 500
@@ -78,6 +78,8 @@ async def post_text_edit(request: Request) -> Response:
         version = await apply_text_edit(given, found.sandboxes.read_file, chat.id, sandbox_id, edit)
     except TextEditRefused as exc:
         raise ApiError(409, exc.code, str(exc)) from exc
+    except FileTooLarge as exc:
+        raise ApiError(413, exc.code, str(exc)) from exc
     except (ProjectError, SandboxError) as exc:
         raise project_failure(exc) from exc
     body = {"version": version.to_dict(), "file": edit.file, "sandbox_id": sandbox_id}

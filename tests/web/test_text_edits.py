@@ -36,7 +36,7 @@ def build_demo(page: Page) -> tuple[str, str]:
 def source_place(page: Page, sandbox_id: str, needle: str) -> tuple[int, int]:
     """(line from 1, column from 0) of ``needle`` in the app's ``src/App.jsx``: what the
     element's ``data-kiln-source`` will say."""
-    source = page_fetch(page, f"/api/sandboxes/{sandbox_id}/files/{APP}").json()["content"]
+    source = page_fetch(page, f"/api/sandboxes/{sandbox_id}/files/{APP}").text
     for number, line in enumerate(source.splitlines(), start=1):
         if needle in line:
             return number, line.index(needle)
@@ -81,7 +81,7 @@ def test_the_heading_gets_a_new_title_without_a_model_turn(kiln_page: Page) -> N
     expect(page.locator(".chat-note")).to_have_text([note])  # the forged one made none
     app = page.frame_locator("#preview-frame")
     expect(app.get_by_role("heading", name="Our week")).to_be_visible()
-    source = page_fetch(page, f"/api/sandboxes/{sandbox_id}/files/{APP}").json()["content"]
+    source = page_fetch(page, f"/api/sandboxes/{sandbox_id}/files/{APP}").text
     assert "      <h1>Our week</h1>\n" in source
     expect(page.locator(".run-footer")).to_have_count(1)  # no run: no model was asked
     assert len(page_fetch(page, f"/api/chats/{chat_id}").json()["runs"]) == 1
