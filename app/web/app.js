@@ -17,7 +17,7 @@ import { PreviewConsole } from "./previewconsole.js";
 import { PreviewErrorStream } from "./previewerrors.js";
 import { PROVIDERS, Settings } from "./settings.js";
 import { renderChatList } from "./sidebar.js";
-import { TextEdits, appliedWords, refusedWords } from "./textedit.js";
+import { TextEdits, appliedWords, editNotes, refusedWords } from "./textedit.js";
 import { VersionsPanel } from "./versions.js";
 
 // The page's elements exist (index.html); the caller's context says which kind each one is.
@@ -253,24 +253,31 @@ async function openChat(chatId) {
   if (generation !== state.generation) return;
   document.title = `${data.chat.title} · kiln`;
   versions.reset(chatId);
-  versions.load();
-  await replayChat(data, generation);
+  await replayChat(data, generation, versions.load());
 }
 
-/** Render a chat's messages and replay its runs in order; follow the active one live. */
-async function replayChat(data, generation) {
+/** Render a chat's messages and replay its runs in order, with the text edits made between
+ * them (from its `versions`); follow the active run live. */
+async function replayChat(data, generation, versionsLoaded) {
   const runs = [...data.runs].sort((a, b) => a.created - b.created);
   const users = data.messages.filter((m) => m.role === "user").sort((a, b) => a.created - b.created);
+  const notes = editNotes(await versionsLoaded);
+  if (generation !== state.generation) return;
+  const notesUntil = (time) => {
+    while (notes.length && notes[0].created < time) chat.addNote(notes.shift().text);
+  };
   if (!runs.length && !users.length) chat.showIntro((text) => composer.fill(text));
   const shown = runs.filter((run) => run.preview_url).at(-1);
   if (shown) preview.setUrl(shown.preview_url, shown.sandbox_id);
   for (const [index, message] of users.entries()) {
+    notesUntil(message.created);
     chat.addUser(message.content);
     const run = runs[index];
     if (!run) continue;
     await followRun(run.id, { live: !TERMINAL.has(run.status), generation });
     if (generation !== state.generation) return;
   }
+  notesUntil(Infinity);
   const sandboxId = data.chat.sandbox_id || runs.at(-1)?.sandbox_id;
   if (sandboxId && !state.activeRun) await mergeWorkspace(sandboxId, generation);
 }

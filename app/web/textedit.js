@@ -12,6 +12,7 @@
 import { postTextEdit } from "./api.js";
 
 export const TEXT_EDIT_MESSAGE = "kiln-text-edit";
+const TEXT_EDIT_NOTE = "Edited text in ";
 const MAX_TEXT = 5000; // the server's limit per text
 
 /**
@@ -67,6 +68,15 @@ export function suggestion(edit) {
   const tag = edit.tag ? `<${edit.tag}>` : "the element";
   const text = edit.new_text.replace(/\s+/g, " ").trim();
   return `Change the text of ${tag} in ${edit.file}:${edit.line} to "${text}"`;
+}
+
+/** The chat's notes for the text edits among `versions` (oldest first): `[{created, text}]`.
+ * A text edit's version is made by no run and has the note `Edited text in <file>`
+ * (app/projects/text_edit.py). */
+export function editNotes(versions) {
+  return versions
+    .filter((version) => !version.run && version.note?.startsWith(TEXT_EDIT_NOTE))
+    .map((version) => ({ created: version.created, text: appliedWords({ version }) }));
 }
 
 /** What the chat shows for an edit applied in place. */

@@ -198,6 +198,29 @@ async def test_another_users_chat_is_not_found(built: Built) -> None:
     assert answer.status_code == 404
 
 
+async def test_an_edit_waits_for_no_run_it_is_refused_while_one_is_active(built: Built) -> None:
+    posted = await built.alice.client.post(
+        f"/api/chats/{built.chat_id}/messages", json={"content": "talk", "model": "slow-long"}
+    )
+    assert posted.status_code == 202, posted.text
+    run_id = posted.json()["run_id"]
+    try:
+        edit = {"file": APP, "line": 1, "column": 0, "old_text": "Todos", "new_text": "Mine"}
+        answer = await text_edit(built.alice, built.chat_id, **edit)
+        assert answer.status_code == 409, answer.text
+        assert answer.json()["error"]["code"] == "run_active"
+    finally:
+        await built.alice.client.post(f"/api/runs/{run_id}/cancel")
+        with anyio.fail_after(120):  # the edits after this one need the run over
+            while await run_status(built.alice, run_id) in ("queued", "running"):
+                await anyio.sleep(0.2)
+
+
+async def run_status(who: Person, run_id: str) -> str:
+    status: str = (await who.client.get(f"/api/runs/{run_id}")).json()["status"]
+    return status
+
+
 async def test_a_parked_sandbox_is_revived_for_the_edit(live: LiveService, built: Built) -> None:
     await live.stack.manager.park()
     assert not (await live.stack.manager.get(built.sandbox_id)).container_id

@@ -92,6 +92,10 @@ def test_the_heading_gets_a_new_title_without_a_model_turn(kiln_page: Page) -> N
     )
     screenshot(page, "text-edit-applied")
 
+    page.reload()  # the transcript shows the edit where it was made, after the run
+    expect(page.locator("#messages > .msg").last).to_have_text(note)
+    expect(page.locator("#messages > .msg.assistant")).to_have_count(1)
+
 
 def test_text_from_expressions_becomes_a_suggested_message(
     kiln_page: Page, page_problems: PageProblems
