@@ -243,6 +243,8 @@ async function openChat(chatId) {
   }
   const generation = state.generation;
   chat.clear();
+  versions.reset(chatId);
+  const versionsLoaded = versions.load(); // beside the chat: the transcript places text edits
   let data;
   try {
     data = await api.getChat(chatId);
@@ -252,8 +254,7 @@ async function openChat(chatId) {
   }
   if (generation !== state.generation) return;
   document.title = `${data.chat.title} · kiln`;
-  versions.reset(chatId);
-  await replayChat(data, generation, versions.load());
+  await replayChat(data, generation, versionsLoaded);
 }
 
 /** Render a chat's messages and replay its runs in order, with the text edits made between

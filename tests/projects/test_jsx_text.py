@@ -184,3 +184,49 @@ def test_escaped_text_renders_as_typed(text: str, escaped: str) -> None:
 )
 def test_jsx_text_reads_as_react_renders_it(raw: str, value: str) -> None:
     assert jsx_text_value(raw) == value
+
+
+TRICKY = """export function Card({ a, b, items }) {
+  return (
+    <section title={`sum: ${a + b} {not a brace}`} data-x='it"s'>
+      {a < b ? "less" : "more"}
+      {items.map((item) => {
+        return <em key={item}>it's {item} & more</em>;
+      })}
+      <>
+        <strong>Fragment child</strong>
+      </>
+      Total
+    </section>
+  );
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("needle", "old", "new", "expected"),
+    [
+        pytest.param(
+            "<section",
+            "Total",
+            "Sum",
+            "      Sum\n",
+            id="past-comparisons-template-literals-and-jsx-in-expressions",
+        ),
+        pytest.param(
+            "<strong",
+            "Fragment child",
+            "Child",
+            "        <strong>Child</strong>\n",
+            id="inside-a-fragment",
+        ),
+    ],
+)
+def test_the_scanner_reads_javascript_inside_jsx(
+    needle: str, old: str, new: str, expected: str
+) -> None:
+    line = next(n for n, text in enumerate(TRICKY.splitlines(), 1) if needle in text)
+    column = TRICKY.splitlines()[line - 1].index(needle)
+    edited = edited_source(TRICKY, line, column, old, new, path="src/Card.jsx")
+    assert expected in edited.splitlines(keepends=True)
+    assert sum(a != b for a, b in zip(TRICKY.splitlines(), edited.splitlines(), strict=True)) == 1
