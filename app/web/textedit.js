@@ -7,11 +7,14 @@
 // changes that one text node in the file, records a version ("Edited text in src/App.jsx"), and
 // the preview updates by hot module replacement. What the server refuses (text built by the
 // app's code, the same text twice, a file changed since, a run in progress) becomes a suggested
-// message in the composer instead, with the reason in words: sending it asks the model.
+// message in the composer instead, with the reason in words: sending it asks the model. The
+// frame is told the outcome, `{type: "kiln-text-edit-result", file, line, column, ok, version}`
+// or `{…, ok: false, code, message}`, posted to the preview's origin only.
 
 import { postTextEdit } from "./api.js";
 
 export const TEXT_EDIT_MESSAGE = "kiln-text-edit";
+export const TEXT_EDIT_RESULT = "kiln-text-edit-result";
 const TEXT_EDIT_NOTE = "Edited text in ";
 const MAX_TEXT = 5000; // the server's limit per text
 
@@ -41,15 +44,28 @@ export class TextEdits {
     this.pending = this.pending.then(() => this.apply(chat, edit));
   }
 
-  /** Ask the server to apply `edit` to chat `chat`'s app; tell the outcome. */
+  /** Ask the server to apply `edit` to chat `chat`'s app; tell the outcome, here and to the
+   * preview's selector (which puts the element's text back when it was refused). */
   async apply(chat, edit) {
     const { tag, ...body } = edit;
+    const place = { file: edit.file, line: edit.line, column: edit.column };
     try {
       const answer = await postTextEdit(chat, body);
-      if (chat === this.hooks.chatId()) this.hooks.applied(answer, edit);
+      if (chat !== this.hooks.chatId()) return;
+      this.hooks.applied(answer, edit);
+      this.reply({ ...place, ok: true, version: answer?.version?.version ?? null });
     } catch (exc) {
-      if (chat === this.hooks.chatId()) this.hooks.refused(suggestion(edit), exc.message, edit);
+      if (chat !== this.hooks.chatId()) return;
+      this.hooks.refused(suggestion(edit), exc.message, edit);
+      this.reply({ ...place, ok: false, code: exc.code || "", message: exc.message });
     }
+  }
+
+  /** Post `result` to the preview frame, to its own origin only. */
+  reply(result) {
+    const origin = this.hooks.origin();
+    const target = this.hooks.frame.contentWindow;
+    if (origin && target) target.postMessage({ type: TEXT_EDIT_RESULT, ...result }, origin);
   }
 }
 

@@ -63,9 +63,24 @@ def edit_message(place: tuple[int, int], tag: str, old: str, new: str) -> dict[s
     }
 
 
+LISTEN_IN_FRAME = """() => { window.kilnResults = [];
+  window.addEventListener("message", (event) => window.kilnResults.push(event.data)); }"""
+
+
 def type_new_text(page: Page, place: tuple[int, int], tag: str, old: str, new: str) -> None:
-    """What the selector does after the person typed ``new`` over element ``tag``'s text."""
-    preview_frame(page).evaluate(POST_FROM_FRAME, edit_message(place, tag, old, new))
+    """What the selector does after the person typed ``new`` over element ``tag``'s text (it
+    also listens for the outcome: ``frame_results``)."""
+    frame = preview_frame(page)
+    frame.evaluate(LISTEN_IN_FRAME)
+    frame.evaluate(POST_FROM_FRAME, edit_message(place, tag, old, new))
+
+
+def frame_results(page: Page) -> list[dict[str, Any]]:
+    """The outcomes the UI posted to the preview frame since :func:`type_new_text`."""
+    frame = preview_frame(page)
+    frame.wait_for_function("() => window.kilnResults.length > 0")
+    results: list[dict[str, Any]] = frame.evaluate("() => window.kilnResults")
+    return results
 
 
 def test_the_heading_gets_a_new_title_without_a_model_turn(kiln_page: Page) -> None:
@@ -83,6 +98,17 @@ def test_the_heading_gets_a_new_title_without_a_model_turn(kiln_page: Page) -> N
     expect(app.get_by_role("heading", name="Our week")).to_be_visible()
     source = page_fetch(page, f"/api/sandboxes/{sandbox_id}/files/{APP}").text
     assert "      <h1>Our week</h1>\n" in source
+    line, column = place
+    assert frame_results(page) == [
+        {
+            "type": "kiln-text-edit-result",
+            "file": APP,
+            "line": line,
+            "column": column,
+            "ok": True,
+            "version": versions_before + 1,
+        }
+    ]
     expect(page.locator(".run-footer")).to_have_count(1)  # no run: no model was asked
     assert len(page_fetch(page, f"/api/chats/{chat_id}").json()["runs"]) == 1
     page.get_by_role("tab", name="Versions").click()
@@ -110,6 +136,10 @@ def test_text_from_expressions_becomes_a_suggested_message(
     expect(page.locator("#message-input")).to_have_value(
         f'Change the text of <span> in {APP}:{line} to "nothing left"'
     )
+    results = frame_results(page)
+    assert [(r["type"], r["ok"], r["code"]) for r in results] == [
+        ("kiln-text-edit-result", False, "text_edit_expression")
+    ]
     versions = page_fetch(page, f"/api/chats/{chat_id}/versions").json()["versions"]
     assert all(version["note"] != f"Edited text in {APP}" for version in versions)
     screenshot(page, "text-edit-refused")
