@@ -97,6 +97,13 @@ async def text_edit(who: Person, chat_id: str, **body: Any) -> httpx.Response:
     return await who.client.post(f"/api/chats/{chat_id}/text-edits", json=body)
 
 
+async def edit_app(built: Built, place: tuple[int, int], old: str, new: str) -> httpx.Response:
+    """Alice retypes the text ``old`` of the element at ``place`` in ``src/App.jsx``."""
+    line, column = place
+    edit = {"file": APP, "line": line, "column": column, "old_text": old, "new_text": new}
+    return await text_edit(built.alice, built.chat_id, **edit)
+
+
 async def served_text(live: LiveService, sandbox_id: str, wanted: str) -> bool:
     """Whether Vite serves ``App.jsx`` with ``wanted`` in it (polled: its watcher is quick)."""
     async with httpx.AsyncClient(timeout=10, trust_env=False) as client:
@@ -118,15 +125,7 @@ async def test_the_heading_changes_at_its_line_with_a_version_and_no_model(
     before, runs_before = await app_source(live, built), list(provider_runs)
     listed = await versions(built.alice, built.chat_id)
     line, column = place(before, "<h1>")
-    answer = await text_edit(
-        built.alice,
-        built.chat_id,
-        file=APP,
-        line=line,
-        column=column,
-        old_text="Todos",
-        new_text="Our {shared} todos",
-    )
+    answer = await edit_app(built, (line, column), "Todos", "Our {shared} todos")
     assert answer.status_code == 201, answer.text
     version = answer.json()["version"]
     assert version["version"] == listed[-1]["version"] + 1
@@ -157,15 +156,7 @@ async def test_text_that_is_not_one_plain_node_is_refused_and_nothing_changes(
     before = await app_source(live, built)
     listed = await versions(built.alice, built.chat_id)
     line, column = place(before, needle)
-    answer = await text_edit(
-        built.alice,
-        built.chat_id,
-        file=APP,
-        line=line,
-        column=column,
-        old_text=old_text,
-        new_text="Something else",
-    )
+    answer = await edit_app(built, (line, column), old_text, "Something else")
     assert answer.status_code == 409, answer.text
     assert answer.json()["error"]["code"] == code
     assert f"{APP}:{line}" in answer.json()["error"]["message"]
@@ -226,15 +217,7 @@ async def test_a_parked_sandbox_is_revived_for_the_edit(live: LiveService, built
     assert not (await live.stack.manager.get(built.sandbox_id)).container_id
     before = await app_source_after_revival(live, built)
     line, column = place(before, '<p className="empty">')
-    answer = await text_edit(
-        built.alice,
-        built.chat_id,
-        file=APP,
-        line=line,
-        column=column,
-        old_text="Nothing here yet.",
-        new_text="Nothing to do.",
-    )
+    answer = await edit_app(built, (line, column), "Nothing here yet.", "Nothing to do.")
     assert answer.status_code == 201, answer.text
     assert '<p className="empty">Nothing to do.</p>' in await app_source(live, built)
 
