@@ -93,8 +93,14 @@ def place(source: str, needle: str) -> tuple[int, int]:
     raise AssertionError(f"{needle!r} is not in the file")
 
 
+# An edit of a parked sandbox starts its network, npm proxy and container first: on a loaded
+# 2-core box that takes longer than the client's usual 30 s.
+EDIT_SECONDS = 180.0
+
+
 async def text_edit(who: Person, chat_id: str, **body: Any) -> httpx.Response:
-    return await who.client.post(f"/api/chats/{chat_id}/text-edits", json=body)
+    url = f"/api/chats/{chat_id}/text-edits"
+    return await who.client.post(url, json=body, timeout=EDIT_SECONDS)
 
 
 async def edit_app(built: Built, place: tuple[int, int], old: str, new: str) -> httpx.Response:
