@@ -30,13 +30,14 @@
     ├── ProjectError [project_error]        app.projects.errors: a chat's versioned project
     │   ├── ProjectTooLarge [project_too_large]  a version over the size cap
     │   ├── VersionNotFound [version_not_found]  no such version of the project
-    │   └── RemoteError [remote_failed]     app.projects.git_remote: push or import failed
-    │       ├── RemoteUrlRefused [remote_url_refused]  file://, ext::, a path, a credential
-    │       ├── RemoteAuthFailed [remote_auth_failed]  the remote refused the token (401/403)
-    │       ├── RemoteNotFound [remote_not_found]  no such repository or branch
-    │       ├── RemoteNotFastForward [remote_not_fast_forward]  the remote moved on: no force
-    │       ├── RemoteUnreachable [remote_unreachable]  no answer (or not within the limit)
-    │       └── ImportRefused [import_refused]  over the import's limits, or nothing to run
+    │   ├── RemoteError [remote_failed]     app.projects.git_remote: push or import failed
+    │   │   ├── RemoteUrlRefused [remote_url_refused]  file://, ext::, a path, a credential
+    │   │   ├── RemoteAuthFailed [remote_auth_failed]  the remote refused the token (401/403)
+    │   │   ├── RemoteNotFound [remote_not_found]  no such repository or branch
+    │   │   ├── RemoteNotFastForward [remote_not_fast_forward]  the remote moved on: no force
+    │   │   ├── RemoteUnreachable [remote_unreachable]  no answer (or not within the limit)
+    │   │   └── ImportRefused [import_refused]  over the import's limits, or nothing to run
+    │   └── TextEditRefused [text_edit_refused]  app.projects.jsx_text: no text edit in place
     └── ApiError                            app.api.errors: an HTTP status and its own code
 
     parser.errors.ParseError [parse_error]  own root: ``parser`` imports nothing from kiln

@@ -171,6 +171,7 @@ if TYPE_CHECKING:
         data_dir_from_env,
         host_memory_bytes,
     )
+    from sandbox.writes.edit_blocks import apply_edit_blocks
     from sandbox.writes.fences import (
         strip_wrapping_fence,
     )
@@ -266,6 +267,7 @@ _EXPORTS: dict[str, str] = {
     "pool_key": "sandbox.lifecycle.pool_report",
     "strip_wrapping_fence": "sandbox.writes.fences",
     "build_workspace_tar": "sandbox.writes.flush",
+    "apply_edit_blocks": "sandbox.writes.edit_blocks",
     "PreviewProxy": "sandbox.preview.proxy",
     "HmrHold": "sandbox.preview.hmr_hold",
     "PreviewErrorIngest": "sandbox.preview.error_ingest",
@@ -357,6 +359,7 @@ __all__ = [
     "WorkspaceFile",
     "WriteBuffer",
     "WriteFailed",
+    "apply_edit_blocks",
     "bind_docker_tenant",
     "build_if_stale",
     "build_lock",

@@ -28,7 +28,18 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from app.api import chats, health, keys, me, remotes, runs, sandboxes, sessions, versions
+from app.api import (
+    chats,
+    health,
+    keys,
+    me,
+    remotes,
+    runs,
+    sandboxes,
+    sessions,
+    text_edits,
+    versions,
+)
 from app.api import preview_errors as preview_error_api
 from app.api.auth import login
 from app.api.canonical_host import CanonicalHost
@@ -121,6 +132,7 @@ def build_app(
         *preview_error_api.ROUTES,
         *versions.ROUTES,
         *remotes.ROUTES,
+        *text_edits.ROUTES,
         *ui_routes(web_dir),
     ]
     api = Starlette(

@@ -102,3 +102,15 @@ def reject_unknown(body: dict[str, Any], known: frozenset[str]) -> None:
     unknown = sorted(set(body) - known)
     if unknown:
         raise invalid_field(unknown[0], f"is not accepted here; known fields: {sorted(known)}")
+
+
+def required_int(body: dict[str, Any], name: str, minimum: int, maximum: int) -> int:
+    """``body[name]``: a whole number from ``minimum`` to ``maximum`` (not a bool, not 1.0)."""
+    value = body.get(name)
+    if value is None:
+        raise invalid_field(name, "is required")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise invalid_field(name, f"must be a whole number, not {type(value).__name__}")
+    if not minimum <= value <= maximum:
+        raise invalid_field(name, f"must be from {minimum} to {maximum}, not {value}")
+    return value

@@ -22,11 +22,12 @@ from starlette.routing import Route
 from app.api.auth import require_user
 from app.api.errors import ApiError
 from app.api.ownership import owned_chat
+from app.api.ports import StorePort
 from app.api.services import in_thread, services
 from app.projects.errors import ProjectError, ProjectTooLarge, VersionNotFound
 from app.projects.lock_urls import public_archive
 from app.projects.store import ProjectStore, VersionRef, parse_version_ref
-from app.projects.sync import ProjectAccess, ProjectSync
+from app.projects.sync import ProjectAccess
 from app.store import ACTIVE_STATUSES
 from sandbox import SandboxError
 
@@ -92,19 +93,10 @@ async def restore_version(request: Request) -> Response:
     found = services(request)
     chat = await owned_chat(found.store, user.id, request.path_params["chat_id"])
     ref = version_ref(request)
-    runs = await in_thread(found.store.list_runs, chat.id)
-    if any(run.status in ACTIVE_STATUSES for run in runs):
-        # The run writes into the same sandbox and records versions: one writer at a time.
-        raise ApiError(
-            409, "run_active", f"chat {chat.id!r} has a run in progress: wait or cancel it"
-        )
-    given = access(request)
-    sandbox_id = await _live_sandbox(request, chat.sandbox_id)
-    sync = ProjectSync(
-        given.store, given.containers, chat.id, max_bytes=given.max_bytes, install=given.install
-    )
+    await refuse_while_running(found.store, chat.id)
+    sandbox_id = await live_sandbox(request, chat.sandbox_id)
     try:
-        source, version, installed = await sync.restore(sandbox_id, ref)
+        source, version, installed = await access(request).sync(chat.id).restore(sandbox_id, ref)
     except (ProjectError, SandboxError) as exc:
         raise project_failure(exc) from exc
     body = {
@@ -137,7 +129,17 @@ async def _owned(request: Request) -> str:
     return chat.id
 
 
-async def _live_sandbox(request: Request, sandbox_id: str | None) -> str | None:
+async def refuse_while_running(store: StorePort, chat_id: str) -> None:
+    """409 ``run_active`` while a run of the chat is queued or running: the run writes into
+    the same sandbox and records versions, one writer at a time."""
+    runs = await in_thread(store.list_runs, chat_id)
+    if any(run.status in ACTIVE_STATUSES for run in runs):
+        raise ApiError(
+            409, "run_active", f"chat {chat_id!r} has a run in progress: wait or cancel it"
+        )
+
+
+async def live_sandbox(request: Request, sandbox_id: str | None) -> str | None:
     """The chat's sandbox if it still exists (a removed one is restored on the next run)."""
     if sandbox_id is None:
         return None

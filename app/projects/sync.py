@@ -116,6 +116,12 @@ class ProjectAccess:
     remote_limits: RemoteLimits = field(default_factory=RemoteLimits)  # pushes and imports
     images_dir: Path = field(default_factory=default_images_dir)  # the templates' files
 
+    def sync(self, chat: str) -> ProjectSync:
+        """``chat``'s project and sandbox, kept in step with these."""
+        return ProjectSync(
+            self.store, self.containers, chat, max_bytes=self.max_bytes, install=self.install
+        )
+
 
 class ProjectSync:
     """One chat's project store and sandbox, in step (see the module docstring)."""

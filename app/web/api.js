@@ -135,6 +135,9 @@ export const versionDiff = (chatId, version) =>
 export const restoreVersion = (chatId, version) =>
   request("POST", `${versionsPath(chatId)}/${enc(version)}/restore`);
 
+/** Edit an element's text in place (no model turn): `{version, file, sandbox_id}`. */
+export const postTextEdit = (chatId, edit) => request("POST", `/api/chats/${enc(chatId)}/text-edits`, edit);
+
 /** The URL of a version's zip (`latest` works as the version). */
 export const archiveUrl = (chatId, version) => `${versionsPath(chatId)}/${enc(version)}/archive`;
 

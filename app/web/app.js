@@ -20,6 +20,7 @@ import { PreviewConsole } from "./previewconsole.js";
 import { PreviewErrorStream } from "./previewerrors.js";
 import { PROVIDERS, Settings } from "./settings.js";
 import { renderChatList } from "./sidebar.js";
+import { TextEdits, appliedWords, editNotes, refusedWords } from "./textedit.js";
 import { VersionsPanel } from "./versions.js";
 
 // The page's elements exist (index.html); the caller's context says which kind each one is.
@@ -56,11 +57,7 @@ const preview = new PreviewPanel({
   },
 });
 const selectMode = new SelectMode({ toggle: $("preview-select"), frame: $("preview-frame"), chips: $("selection-chips") },
-  () => preview.url, (edit) => {
-    // Until text edits are applied in place: the element is selected and the change asked for.
-    selectMode.add(edit);
-    composer.fill(`Change the text "${edit.old_text}" to "${edit.new_text}".`);
-  });
+  () => preview.url, () => {}); // a text edit is applied in place by TextEdits (below)
 const versions = new VersionsPanel({
   list: $("versions-list"), status: $("versions-status"), title: $("diff-title"), diff: $("diff-view"), count: $("versions-count"),
 }, () => afterRestore());
@@ -90,6 +87,18 @@ const composer = new Composer({
 }, (content) => send(content));
 const composerImages = new ComposerImages({
   form: $("composer"), input: $("message-input"), tray: $("composer-images"), pick: $("attach-button"), file: $("attach-input"), error: $("composer-images-error"),
+});
+// Text edited in place in the preview (textedit.js): applied without a model, or suggested.
+new TextEdits({
+  chatId: () => state.chatId,
+  frame: $("preview-frame"),
+  origin: () => (preview.url ? new URL(preview.url).origin : null),
+  applied: (answer) => textEdited(answer),
+  refused: (suggestion, reason, edit) => {
+    chat.addNote(refusedWords(reason), "refused");
+    selectMode.add({ ...edit, text: edit.old_text }); // the message asks the model about it
+    composer.fill(suggestion);
+  },
 });
 const chatActions = new ChatActions({
   dialog: $("delete-dialog"), text: $("delete-text"), confirm: $("delete-confirm"), cancel: $("delete-cancel"), status: $("delete-status"),
@@ -257,6 +266,8 @@ async function openChat(chatId) {
   }
   const generation = state.generation;
   chat.clear();
+  versions.reset(chatId);
+  const versionsLoaded = versions.load(); // beside the chat: the transcript places text edits
   let data;
   try {
     data = await api.getChat(chatId);
@@ -266,28 +277,34 @@ async function openChat(chatId) {
   }
   if (generation !== state.generation) return;
   document.title = `${data.chat.title} · kiln`;
-  versions.reset(chatId);
-  versions.load();
   remoteForm.reset(chatId);
   remoteForm.load();
-  await replayChat(data, generation);
+  await replayChat(data, generation, versionsLoaded);
 }
 
-/** Render a chat's messages and replay its runs in order; follow the active one live. */
-async function replayChat(data, generation) {
+/** Render a chat's messages and replay its runs in order, with the text edits made between
+ * them (from its `versions`); follow the active run live. */
+async function replayChat(data, generation, versionsLoaded) {
   const runs = [...data.runs].sort((a, b) => a.created - b.created);
   const users = data.messages.filter((m) => m.role === "user").sort((a, b) => a.created - b.created);
+  const notes = editNotes(await versionsLoaded);
+  if (generation !== state.generation) return;
+  const notesUntil = (time) => {
+    while (notes.length && notes[0].created < time) chat.addNote(notes.shift().text);
+  };
   if (!runs.length && !users.length) chat.showIntro((text) => composer.fill(text));
   const shown = runs.filter((run) => run.preview_url).at(-1);
   if (shown) preview.setUrl(shown.preview_url, shown.sandbox_id);
   else if (data.chat.sandbox_id) previewSandbox(data.chat.sandbox_id, generation); // an imported app
   for (const [index, message] of users.entries()) {
+    notesUntil(message.created);
     chat.addUser(message.content, storedImageUrls(data.chat.id, message.images), keptSelection(message.data));
     const run = runs[index];
     if (!run) continue;
     await followRun(run.id, { live: !TERMINAL.has(run.status), generation });
     if (generation !== state.generation) return;
   }
+  notesUntil(Infinity);
   const sandboxId = data.chat.sandbox_id || runs.at(-1)?.sandbox_id;
   if (sandboxId && !state.activeRun) await mergeWorkspace(sandboxId, generation);
 }
@@ -357,6 +374,13 @@ const ACTIVITY = {
   postgen: () => "Checking the app…",
   restore: (e) => e.phase === "started" ? `Restoring your project (version ${e.version})…` : "Project restored.",
 };
+
+/** A text was edited in place: say so, and show the new version and the file as it is now. */
+function textEdited(answer) {
+  chat.addNote(appliedWords(answer));
+  versions.load();
+  if (preview.sandboxId) mergeWorkspace(preview.sandboxId, state.generation);
+}
 
 /** A version was restored into the sandbox: show its files and reload the preview. */
 function afterRestore() {

@@ -71,6 +71,12 @@ export class ChatView {
     this.toEnd(); // a message sent: its answer is what the person wants to see
   }
 
+  /** Append a line about something done without a run (a text edited in place, say). */
+  addNote(text, kind = "done") {
+    this.container.querySelector(".intro")?.remove();
+    this.container.append(h("div", { class: `msg chat-note ${kind}`, role: "status" }, text));
+  }
+
   /** Append the answer of a run; returns its RunView. */
   addRun(runId) {
     this.container.querySelector(".intro")?.remove();

@@ -28,17 +28,20 @@ export class VersionsPanel {
     this.els.diff.replaceChildren();
   }
 
-  /** Fetch and show the chat's versions (newest first). */
+  /** Fetch and show the chat's versions (newest first); resolves to them, oldest first
+   * (empty when they could not be fetched or another chat opened meanwhile). */
   async load() {
     const chatId = this.chatId;
-    if (!chatId) return;
+    if (!chatId) return [];
     try {
       const versions = await listVersions(chatId);
-      if (chatId !== this.chatId) return;
+      if (chatId !== this.chatId) return [];
       this.versions = versions;
       this.render();
+      return versions;
     } catch (exc) {
       if (chatId === this.chatId) this.els.status.textContent = exc.message;
+      return [];
     }
   }
 

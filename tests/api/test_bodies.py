@@ -13,6 +13,7 @@ from app.api.bodies import (
     optional_text,
     read_object,
     reject_unknown,
+    required_int,
     required_text,
 )
 from app.api.chats import MESSAGE_BODY_BYTES
@@ -118,3 +119,25 @@ def test_optional_text_and_unknown_fields() -> None:
     reject_unknown({"title": "x"}, frozenset({"title"}))
     with pytest.raises(ApiError, match="'colour' is not accepted here"):
         reject_unknown({"title": "x", "colour": "red"}, frozenset({"title"}))
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        pytest.param(None, "is required", id="missing"),
+        pytest.param(True, "must be a whole number, not bool", id="a-bool"),
+        pytest.param(1.0, "must be a whole number, not float", id="a-float"),
+        pytest.param("3", "must be a whole number, not str", id="a-string"),
+        pytest.param(0, "must be from 1 to 10, not 0", id="below"),
+        pytest.param(11, "must be from 1 to 10, not 11", id="above"),
+    ],
+)
+def test_required_int_names_the_field_and_the_problem(value: Any, problem: str) -> None:
+    with pytest.raises(ApiError) as refused:
+        required_int({"line": value}, "line", 1, 10)
+    assert refused.value.status == 422
+    assert str(refused.value) == f"field 'line' {problem}"
+
+
+def test_required_int_takes_a_whole_number_in_range() -> None:
+    assert required_int({"line": 10}, "line", 1, 10) == 10

@@ -9,7 +9,14 @@ import pytest
 
 from app.agent.rewrite_guard import REWRITE_REFUSED
 from app.agent.turn_events import MALFORMED_EDIT
+from app.api.text_edits import NO_SANDBOX
 from app.error_codes import BY_CODE, ERROR_CODES, ErrorCode, fixed_sentence
+from app.projects.jsx_text import (
+    TEXT_EDIT_AMBIGUOUS,
+    TEXT_EDIT_EXPRESSION,
+    TEXT_EDIT_STALE,
+    TEXT_EDIT_UNSUPPORTED,
+)
 from app.projects.sync import FILE_NOT_KEPT
 from app.runs.stale import DEADLINE_EXCEEDED, QUEUED_TIMEOUT
 from parser.edit_body import MALFORMED
@@ -25,7 +32,8 @@ WRITTEN = re.compile(
 )
 NAMED = (
     MALFORMED_EDIT, REWRITE_REFUSED, FILE_NOT_KEPT, DEADLINE_EXCEEDED, QUEUED_TIMEOUT, MALFORMED,
-    DISK_FULL, OUT_OF_MEMORY, EDIT_AMBIGUOUS, EDIT_NO_MATCH,
+    DISK_FULL, OUT_OF_MEMORY, EDIT_AMBIGUOUS, EDIT_NO_MATCH, TEXT_EDIT_AMBIGUOUS,
+    TEXT_EDIT_EXPRESSION, TEXT_EDIT_STALE, TEXT_EDIT_UNSUPPORTED, NO_SANDBOX,
 )  # fmt: skip
 
 

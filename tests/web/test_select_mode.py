@@ -27,7 +27,7 @@ from tests.web.kiln_service import KilnService, start_kiln
 from tests.web.recording import demo_files, send_message
 from tests.web.test_edits import project_files
 
-SELECT_REDIS_DB = 11  # the session's kiln has 9
+SELECT_REDIS_DB = 8  # the session's kiln has 9; 6 text edits
 COMPLETED = ".run-footer[data-state='completed']"
 FRAME = "#preview-frame"
 MODEL = "pointed-editor"
