@@ -23,6 +23,12 @@
     ├── ProjectError [project_error]        app.projects.errors: a chat's versioned project
     │   ├── ProjectTooLarge [project_too_large]  a version over the size cap
     │   └── VersionNotFound [version_not_found]  no such version of the project
+    ├── PublishError [publish_failed]       app.publish.errors: a version cannot be published
+    │   ├── PublishUnsupported [publish_unsupported]  a template kiln cannot serve statically
+    │   ├── PublishBuildFailed [publish_build_failed]  the production build failed
+    │   ├── PublishTooLarge [publish_too_large]  the build's output over the size cap
+    │   ├── PublishTimeout [publish_timeout]  the build took longer than it may
+    │   └── NotPublished [not_published]    the chat has no live link
     └── ApiError                            app.api.errors: an HTTP status and its own code
 
     parser.errors.ParseError [parse_error]  own root: ``parser`` imports nothing from kiln

@@ -1,8 +1,8 @@
 """The service's persistent state: a small repository layer over SQLite (WAL).
 
 :class:`Store` composes one class per table group (users/tokens/keys, chats/messages, runs,
-run events/checkpoints) over one :class:`~app.store.db.Database`. Its methods are synchronous
-and thread-safe (one connection per thread): async code calls them through
+run events/checkpoints, publications) over one :class:`~app.store.db.Database`. Its methods are
+synchronous and thread-safe (one connection per thread): async code calls them through
 ``anyio.to_thread.run_sync``. Another database can be added later by implementing the same
 methods; nothing outside this package sees SQL. The wiring is ``docs/service-contract.md``.
 
@@ -33,6 +33,7 @@ from app.store.models import (
     User,
     new_id,
 )
+from app.store.publications import Publication, PublicationTables
 from app.store.run_events import RunEventTables
 from app.store.runs import RunTables
 from app.store.schema import MIGRATIONS
@@ -48,6 +49,7 @@ __all__ = [
     "TERMINAL_STATUSES",
     "Chat",
     "Message",
+    "Publication",
     "Run",
     "Store",
     "StoreConflict",
@@ -58,7 +60,7 @@ __all__ = [
 ]
 
 
-class Store(UserTables, ChatTables, RunTables, RunEventTables):
+class Store(UserTables, ChatTables, RunTables, RunEventTables, PublicationTables):
     """Every table of the service behind plain methods (listed in the service contract)."""
 
     def __init__(self, path: Path, secret_key: str) -> None:
