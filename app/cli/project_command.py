@@ -7,7 +7,9 @@ Works on the data directory (``KILN_DATA_DIR`` or ``--data-dir``), as ``kiln use
 - ``restore CHAT VERSION``: the version becomes the newest, recorded as a new version (history
   only grows); the chat's sandbox gets it at its next run (a sandbox that does not hold the
   latest version is restored when a run acquires it);
-- ``export CHAT [VERSION] [-o FILE]``: a zip of the version (default ``latest``).
+- ``export CHAT [VERSION] [-o FILE]``: a zip of the version (default ``latest``);
+- ``publish CHAT [VERSION]`` / ``unpublish CHAT``: the chat's public link
+  (:mod:`app.cli.project_publish`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.cli.commands import COMMANDS
+from app.cli.project_publish import add_actions
 from app.config import ServiceSettings
 from app.errors import ConfigError
 from app.projects.errors import ProjectError
@@ -33,7 +36,7 @@ Action = Callable[[ProjectStore, argparse.Namespace], int]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``project log|diff|restore|export``."""
+    """Add ``project log|diff|restore|export|publish|unpublish``."""
     command = subparsers.add_parser("project", help=COMMANDS["project"].help, description=__doc__)
     actions = command.add_subparsers(dest="action", required=True, metavar="ACTION")
     for name, handler, text, version in (
@@ -52,6 +55,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         if name == "export":
             action.add_argument("-o", "--output", type=Path, help="the zip (default CHAT-vN.zip)")
         action.set_defaults(handler=_handler(name, handler))
+    add_actions(actions)
 
 
 def _handler(name: str, action: Action) -> Callable[[argparse.Namespace], int]:
