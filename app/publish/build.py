@@ -169,10 +169,7 @@ async def build_version(
     else:
         if sandboxes is None:
             raise PublishError("this server cannot start a sandbox to build the app")
-        with anyio.move_on_after(limits.seconds) as deadline:
-            built = await _build_in_sandbox(sandboxes, files, output, limits, owner, on_output)
-        if deadline.cancelled_caught:
-            raise PublishTimeout(f"the build took longer than {limits.seconds:g} seconds")
+        built = await _build_in_sandbox(sandboxes, files, output, limits, owner, on_output)
     return checked(built, limits.max_bytes)
 
 
@@ -194,18 +191,22 @@ async def _build_in_sandbox(
     owner: str,
     on_output: OutputSink,
 ) -> dict[str, bytes]:
-    """Build in a new sandbox of the version's template; the sandbox is removed afterwards."""
+    """Build in a new sandbox of the version's template (the build, install included, within
+    ``limits.seconds``: starting the sandbox has the manager's own limits); the sandbox is
+    removed afterwards, however the build ended."""
     try:
         sandbox = await sandboxes.provision(template_of(files), owner=owner, state="in_use")
     except SandboxError as exc:
         raise PublishError(f"no sandbox could be started for the build: {exc}") from exc
     try:
-        container = await sandboxes.container_for(sandbox.id)
-        await _put_version(sandboxes, sandbox.id, container, files, limits, on_output)
-        result = await sandboxes.run_command(sandbox.id, BUILD_COMMAND, on_output)
-        if not result.ok:
-            raise PublishBuildFailed(_failure("npm run build", result))
-        return await read_output(container, output.folder, limits)
+        with anyio.move_on_after(limits.seconds):
+            container = await sandboxes.container_for(sandbox.id)
+            await _put_version(sandboxes, sandbox.id, container, files, limits, on_output)
+            result = await sandboxes.run_command(sandbox.id, BUILD_COMMAND, on_output)
+            if not result.ok:
+                raise PublishBuildFailed(_failure("npm run build", result))
+            return await read_output(container, output.folder, limits)
+        raise PublishTimeout(f"the build took longer than {limits.seconds:g} seconds")
     except (SandboxError, ProjectError) as exc:
         raise PublishError(f"the build's sandbox failed: {exc}") from exc
     finally:
