@@ -3,8 +3,8 @@
 - ``POST   .../versions/{v}/publish``: build version ``{v}`` (a number or ``latest``) in a
   sandbox of its own and move the chat's link to it -> ``201 {publication}``; answers when the
   build is stored and the link moved (tens of seconds for a Vite app);
-- ``GET    .../publication``: ``{publication}``, or 404 ``not_published`` for a chat never
-  published;
+- ``GET    .../publication``: ``{publication}``; ``{"publication": null}`` for a chat never
+  published (a page asks on every chat it opens: no error for the usual case);
 - ``DELETE .../publication``: unpublish -> ``{publication}`` (``published: false``); the link
   answers 404 from then on; 404 ``not_published`` when it serves nothing.
 
@@ -88,11 +88,13 @@ async def publish_version(request: Request) -> Response:
 
 
 async def show_publication(request: Request) -> Response:
-    """``GET /api/chats/{id}/publication`` -> ``{publication}``."""
+    """``GET /api/chats/{id}/publication`` -> ``{publication}`` (null: never published)."""
     user = await require_user(request)
     chat = await owned_chat(services(request).store, user.id, request.path_params["chat_id"])
     try:
         publication = await publisher(request).state(chat.id)
+    except NotPublished:
+        return JSONResponse({"publication": None})
     except PublishError as exc:
         raise publish_failure(exc) from exc
     return JSONResponse(publication_body(request, publication))

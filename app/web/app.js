@@ -54,6 +54,7 @@ const preview = new PreviewPanel({
 });
 const versions = new VersionsPanel({
   list: $("versions-list"), status: $("versions-status"), title: $("diff-title"), diff: $("diff-view"), count: $("versions-count"),
+  publication: $("publication"),
 }, () => afterRestore());
 const tabs = new Tabs($("workspace-tabs"), (name) => name === "log" && log.seen());
 const narrow = { menu: $("menu-button"), scrim: $("scrim"), sidebar: $("sidebar"), switchButtons: [...document.querySelectorAll("[data-view]")] };
