@@ -99,6 +99,11 @@ class ServiceSettings:
         """Where the chats' projects (one git repository each) are kept."""
         return self.data_dir / "projects"
 
+    @property
+    def published_dir(self) -> Path:
+        """Where published apps' builds are kept (app.publish.storage)."""
+        return self.data_dir / "published"
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServiceSettings:
         """Settings from the environment (table in the module docstring); creates the data

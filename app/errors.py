@@ -38,6 +38,12 @@
     │   │   ├── RemoteUnreachable [remote_unreachable]  no answer (or not within the limit)
     │   │   └── ImportRefused [import_refused]  over the import's limits, or nothing to run
     │   └── TextEditRefused [text_edit_refused]  app.projects.jsx_text: no text edit in place
+    ├── PublishError [publish_failed]       app.publish.errors: a version cannot be published
+    │   ├── PublishUnsupported [publish_unsupported]  a template kiln cannot serve statically
+    │   ├── PublishBuildFailed [publish_build_failed]  the production build failed
+    │   ├── PublishTooLarge [publish_too_large]  the build's output over the size cap
+    │   ├── PublishTimeout [publish_timeout]  the build took longer than it may
+    │   └── NotPublished [not_published]    the chat has no live link
     └── ApiError                            app.api.errors: an HTTP status and its own code
 
     parser.errors.ParseError [parse_error]  own root: ``parser`` imports nothing from kiln

@@ -80,7 +80,7 @@ LAYERS: dict[str, tuple[frozenset[str], ...]] = {
         frozenset({"providers"}),
         frozenset({"config", "store"}),
         frozenset({"postgen", "projects"}),
-        frozenset({"agent"}),
+        frozenset({"agent", "publish"}),
         frozenset({"runs"}),
         frozenset({"api"}),
         frozenset({"service"}),  # the wiring: the one place that puts the parts together

@@ -4,10 +4,11 @@ From the outside in::
 
     RequestContext          request ids, JSON 500 for anything unhandled (app.api.errors)
     └── FramingHeaders      frame-ancestors: the UI unframeable, previews framed by the UI only
-        └── CanonicalHost   a page on another host than the public one: sent there, in words
-            └── PreviewGate     <id>.preview.<public host>: sign-in link, owner check
-                └── PreviewProxy  forwards preview hosts to the dev server
-                    └── Starlette every other host: /api/..., /healthz, /login, the UI
+        └── PublishedApps   <slug>.apps.<public host>: published apps, no sign-in, no cookies
+            └── CanonicalHost   a page on another host than the public one: sent there, in words
+                └── PreviewGate     <id>.preview.<public host>: sign-in link, owner check
+                    └── PreviewProxy  forwards preview hosts to the dev server
+                        └── Starlette every other host: /api/..., /healthz, /login, the UI
 
 The UI is the static folder ``app/web``: ``/`` serves its ``index.html`` and every file is
 reachable both at ``/<name>`` and ``/static/<name>`` (a placeholder page stands in while the
@@ -33,6 +34,7 @@ from app.api import (
     health,
     keys,
     me,
+    publications,
     remotes,
     runs,
     sandboxes,
@@ -52,9 +54,11 @@ from app.api.preview_access import (
     marked_authorize,
     sandbox_resolver,
 )
+from app.api.published_apps import PublishedApps
 from app.api.services import ApiServices, ApiSettings, HealthCheck
 from app.api.stream_limits import StreamLimits
 from app.projects.sync import ProjectAccess
+from app.publish.publisher import Publisher
 from sandbox import HmrHold, PreviewErrorIngest, PreviewErrorStream, PreviewProxy
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
@@ -99,6 +103,7 @@ def build_app(
     stopping: anyio.Event | None = None,
     preview_hold: Callable[[str], HmrHold] | None = None,
     preview_errors: PreviewErrorStream | None = None,
+    publisher: Publisher | None = None,
 ) -> ASGIApp:
     """The whole ASGI app (see the module docstring).
 
@@ -109,6 +114,8 @@ def build_app(
     preview's hot updates while a run writes (:mod:`sandbox.preview.hmr_hold`). With
     ``preview_errors``, preview pages get the error reporter and what they report is kept
     there (``GET /api/sandboxes/{id}/preview-errors``, :mod:`app.api.preview_errors`).
+    ``publisher`` publishes versions (:mod:`app.api.publications`) and its builds are served
+    at their own hosts (:mod:`app.api.published_apps`); without it those routes answer 503.
     """
     api_settings = settings or ApiSettings()
     found = ApiServices(
@@ -133,6 +140,7 @@ def build_app(
         *versions.ROUTES,
         *remotes.ROUTES,
         *text_edits.ROUTES,
+        *publications.ROUTES,
         *ui_routes(web_dir),
     ]
     api = Starlette(
@@ -143,6 +151,7 @@ def build_app(
     api.state.services = found
     api.state.projects = projects
     api.state.preview_errors = preview_errors
+    api.state.publisher = publisher
     proxy = PreviewProxy(
         sandbox_resolver(sandbox_manager),
         public_host=api_settings.public_host,
@@ -152,5 +161,8 @@ def build_app(
         hold=preview_hold,
         reports=PreviewErrorIngest(preview_errors) if preview_errors is not None else None,
     )
-    gate = PreviewGate(proxy, found)
-    return RequestContext(FramingHeaders(CanonicalHost(gate, found.settings), found.settings))
+    gate: ASGIApp = CanonicalHost(PreviewGate(proxy, found), found.settings)
+    if publisher is not None:
+        domain = publisher.settings.domain(api_settings.public_host)
+        gate = PublishedApps(gate, publisher.rows, publisher.storage, domain)
+    return RequestContext(FramingHeaders(gate, found.settings))

@@ -30,6 +30,6 @@ COMMANDS: dict[str, Command] = {
     "login-url": Command(
         "app.cli.login_url_command", "print a fresh sign-in link for kiln serve's web UI"
     ),
-    "project": Command("app.cli.project_command", "a chat's project versions"),
+    "project": Command("app.cli.project_command", "a chat's project versions and public link"),
     "doctor": Command("app.cli.doctor_command", "check Docker, Redis, images and tokenizer files"),
 }

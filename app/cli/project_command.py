@@ -9,6 +9,8 @@ Works on the data directory (``KILN_DATA_DIR`` or ``--data-dir``), as ``kiln use
   latest version is restored when a run acquires it);
 - ``export CHAT [VERSION] [-o FILE]``: a zip of the version (default ``latest``);
 - ``push CHAT`` and ``import URL``: over git (:mod:`app.cli.project_git`).
+- ``publish CHAT [VERSION]`` / ``unpublish CHAT``: the chat's public link
+  (:mod:`app.cli.project_publish`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 
 from app.cli import project_git
 from app.cli.commands import COMMANDS
+from app.cli.project_publish import add_actions
 from app.cli.user_command import service_settings
 from app.errors import ConfigError
 from app.projects.errors import ProjectError
@@ -34,7 +37,7 @@ Action = Callable[[ProjectStore, argparse.Namespace], int]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``project log|diff|restore|export``."""
+    """Add ``project log|diff|restore|export|publish|unpublish``."""
     command = subparsers.add_parser("project", help=COMMANDS["project"].help, description=__doc__)
     actions = command.add_subparsers(dest="action", required=True, metavar="ACTION")
     for name, handler, text, version in (
@@ -54,6 +57,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             action.add_argument("-o", "--output", type=Path, help="the zip (default CHAT-vN.zip)")
         action.set_defaults(handler=_handler(name, handler))
     project_git.register(actions)
+    add_actions(actions)
 
 
 def _handler(name: str, action: Action) -> Callable[[argparse.Namespace], int]:

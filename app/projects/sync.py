@@ -224,7 +224,7 @@ class ProjectSync:
             return None
         start = {"phase": "started", "version": latest.number, "files": len(files)}
         await on_record("restore", start)
-        await _write_difference(container, snapshot, files, latest.id)
+        await write_difference(container, snapshot, files, latest.id)
         installed = await self._install_if_changed(sandbox_id, snapshot, files, on_record)
         done = {**start, "phase": "done", "installed": installed}
         await on_record("restore", done)
@@ -262,7 +262,7 @@ class ProjectSync:
                 files = public_locks(stored)
                 container = await self._container(sandbox_id)
                 snapshot = await read_workspace(container, self._max_bytes, whole=False)
-                await _write_difference(container, snapshot, files, version.id)
+                await write_difference(container, snapshot, files, version.id)
                 installed = await self._install_if_changed(sandbox_id, snapshot, files, on_record)
         return source, version, installed
 
@@ -278,7 +278,7 @@ def restore_version(store: ProjectStore, chat: str, ref: VersionRef) -> tuple[Ve
     return source, version
 
 
-async def _write_difference(
+async def write_difference(
     container: Any, snapshot: Snapshot, files: Mapping[str, bytes], version: str
 ) -> None:
     """Turn the workspace's project files (``snapshot``) into ``files`` of ``version``: only

@@ -6,6 +6,7 @@
         stack.store, stack.redis, stack.manager    # the manager runs its warm pool and reaper
         workers = stack.workers(2)                 # run each with ``await worker.run()``
         stack.projects                             # the chats' versioned projects
+        stack.publisher(env)                       # publishes versions at their own links
         stack.live                                 # the one pub/sub connection of followers
         checks = stack.health_checks()             # for /healthz
         app = build_app_for(stack, stopping)       # the ASGI app kiln serve runs
@@ -38,6 +39,9 @@ from app.errors import ConfigError
 from app.projects.git_remote import RemoteLimits
 from app.projects.store import ProjectStore
 from app.projects.sync import ProjectAccess, manager_installer
+from app.publish.publisher import Publisher
+from app.publish.settings import PublishSettings
+from app.publish.storage import LocalBuildStorage
 from app.runs.execution import ProviderFactory
 from app.runs.live import LiveEvents
 from app.runs.service import RunService
@@ -104,6 +108,18 @@ class ServiceStack:
             starter=self.manager,
             remote_limits=RemoteLimits.from_env(settings.project_max_bytes, env),
             images_dir=ImageBuildSettings.images_folder(env),
+        )
+
+    def publisher(self, env: Mapping[str, str] | None = None) -> Publisher:
+        """Publishing of versions (builds in sandboxes of this manager, kept in the data dir),
+        with the ``KILN_PUBLISH_*`` settings of ``env`` (``os.environ`` unless given)."""
+        return Publisher(
+            self.projects,
+            self.store,
+            LocalBuildStorage(self.settings.published_dir),
+            self.manager,
+            PublishSettings.from_env(env),
+            project_max_bytes=self.settings.project_max_bytes,
         )
 
     def health_checks(self) -> dict[str, HealthCheck]:
@@ -192,4 +208,5 @@ def build_app_for(stack: ServiceStack, stopping: anyio.Event) -> ASGIApp:
         stopping=stopping,
         preview_hold=redis_hold(stack.redis),
         preview_errors=PreviewErrorStream(stack.redis, ErrorStreamSettings.from_env(read)),
+        publisher=stack.publisher(read.env),
     )

@@ -1,12 +1,12 @@
 """The service's persistent state: one repository layer over SQLite (WAL) or Postgres.
 
-:class:`Store` composes one class per table group (users/tokens/keys, chats/messages, runs,
-run events/checkpoints) over one :class:`~app.store.db.Database`: a SQLite file in the data dir
-(the embedded default) or, for a ``postgresql://`` URL (``KILN_DATABASE_URL``), Postgres through
-a bounded pool. The SQL is written once; :mod:`app.store.dialects` says how each database speaks
-it. Its methods are synchronous and thread-safe: async code calls them through
-``anyio.to_thread.run_sync``. Nothing outside this package sees SQL. The wiring is
-``docs/service-contract.md``.
+:class:`Store` composes one class per table group (users/tokens/keys, chats/messages, runs, run
+events/checkpoints, remotes, publications) over one :class:`~app.store.db.Database`: a SQLite file
+in the data dir (the embedded default) or, for a ``postgresql://`` URL (``KILN_DATABASE_URL``),
+Postgres through a bounded pool. The SQL is written once; :mod:`app.store.dialects` says how each
+database speaks it. Its methods are synchronous and thread-safe: async code calls them through
+``anyio.to_thread.run_sync``. Nothing outside this package sees SQL. The wiring is ``docs/service-
+contract.md``.
 
 Secrets: tokens are stored as SHA-256 hashes, provider keys encrypted (:mod:`app.store.crypto`);
 neither appears in a record's ``repr`` or in a log line.
@@ -38,6 +38,7 @@ from app.store.models import (
     User,
     new_id,
 )
+from app.store.publications import Publication, PublicationTables
 from app.store.remotes import ChatRemote, RemoteTables
 from app.store.run_events import RunEventTables
 from app.store.runs import RunTables
@@ -55,6 +56,7 @@ __all__ = [
     "Chat",
     "ChatRemote",
     "Message",
+    "Publication",
     "Run",
     "Store",
     "StoreConflict",
@@ -101,7 +103,7 @@ def inspect_database(location: Path | str, pool_size: int = DEFAULT_POOL_SIZE) -
         database.close()
 
 
-class Store(UserTables, ChatTables, RunTables, RunEventTables, RemoteTables):
+class Store(UserTables, ChatTables, RunTables, RunEventTables, RemoteTables, PublicationTables):
     """Every table of the service behind plain methods (listed in the service contract)."""
 
     def __init__(

@@ -115,4 +115,18 @@ CREATE TABLE chat_remotes (
 )
 """
 
-MIGRATIONS: tuple[str, ...] = (MIGRATION_1, MIGRATION_2, MIGRATION_3)
+# Published apps (issue 27): one row per chat that was ever published. ``slug`` names its origin
+# (``<slug>.apps.<public host>``) and stays the chat's for good; ``manifest`` is the
+# publication's content-addressed manifest (app/publish), NULL while unpublished: re-publishing
+# or unpublishing is one UPDATE of it.
+MIGRATION_4 = """
+CREATE TABLE publications (
+    chat_id TEXT PRIMARY KEY REFERENCES chats(id) ON DELETE CASCADE,
+    slug TEXT NOT NULL UNIQUE,
+    manifest TEXT,
+    version INTEGER,
+    updated REAL NOT NULL
+)
+"""
+
+MIGRATIONS: tuple[str, ...] = (MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4)

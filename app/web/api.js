@@ -141,6 +141,18 @@ export const postTextEdit = (chatId, edit) => request("POST", `/api/chats/${enc(
 /** The URL of a version's zip (`latest` works as the version). */
 export const archiveUrl = (chatId, version) => `${versionsPath(chatId)}/${enc(version)}/archive`;
 
+/** Build version `version` and serve it at the chat's public link: `{publication}`. */
+export const publishVersion = (chatId, version) =>
+  request("POST", `${versionsPath(chatId)}/${enc(version)}/publish`);
+
+const publicationPath = (chatId) => `/api/chats/${enc(chatId)}/publication`;
+
+/** The chat's public link (`{slug, url, published, version}`), or null if never published. */
+export const getPublication = async (chatId) => (await request("GET", publicationPath(chatId))).publication;
+
+/** Take the chat's public link down (it answers "not found" from then on): `{publication}`. */
+export const unpublish = (chatId) => request("DELETE", publicationPath(chatId));
+
 /** The SSE URL of a run's events after sequence number `after`. */
 export const eventsUrl = (runId, after) => `/api/runs/${enc(runId)}/events?after=${after}`;
 

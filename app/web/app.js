@@ -60,6 +60,7 @@ const selectMode = new SelectMode({ toggle: $("preview-select"), frame: $("previ
   () => preview.url, () => {}); // a text edit is applied in place by TextEdits (below)
 const versions = new VersionsPanel({
   list: $("versions-list"), status: $("versions-status"), title: $("diff-title"), diff: $("diff-view"), count: $("versions-count"),
+  publication: $("publication"),
 }, () => afterRestore());
 const remoteForm = new GitRemoteForm({
   form: $("remote-form"), url: $("remote-url"), branch: $("remote-branch"), token: $("remote-token"),

@@ -14,6 +14,7 @@ const STATUS_WORDS = {
   500: "Something went wrong on the server. Try again in a moment.",
   502: "The server is not reachable right now. Try again in a moment.",
   503: "The service is starting or busy. Try again in a moment.",
+  504: "That took too long and was stopped. Try again, or make the app smaller.",
 };
 
 /** True when `text` is safe to show: short enough, and not a traceback or an HTML page. */

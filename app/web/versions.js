@@ -1,14 +1,18 @@
 // The Versions tab: a chat's project versions (one per turn that changed files), each with its
-// diff, a restore button and a zip download. Restoring records a new version (history only
-// grows) and writes it into the chat's sandbox; the page then refreshes its files and preview.
+// diff, a restore button, a publish button and a zip download. Restoring records a new version
+// (history only grows) and writes it into the chat's sandbox; the page then refreshes its files
+// and preview. Publishing builds a version and serves it at the chat's public link, shown above
+// the list with the version it serves, a copy button and Unpublish.
 
-import { archiveUrl, listVersions, restoreVersion, versionDiff } from "./api.js";
+import {
+  archiveUrl, getPublication, listVersions, publishVersion, restoreVersion, unpublish, versionDiff,
+} from "./api.js";
 
 const STATUS_WORDS = { A: "added", M: "changed", D: "removed" };
 
 export class VersionsPanel {
   /**
-   * @param {{list: HTMLElement, status: HTMLElement, title: HTMLElement, diff: HTMLElement, count: HTMLElement}} els
+   * @param {{list: HTMLElement, status: HTMLElement, title: HTMLElement, diff: HTMLElement, count: HTMLElement, publication: HTMLElement}} els
    * @param {(version: object) => void} onRestored  called after a restore was recorded
    */
   constructor(els, onRestored) {
@@ -16,11 +20,15 @@ export class VersionsPanel {
     this.onRestored = onRestored;
     this.chatId = null;
     this.versions = [];
+    this.publication = null; // {slug, url, published, version}, or null: never published
+    this.publishing = false;
   }
 
   reset(chatId = null) {
     this.chatId = chatId;
     this.versions = [];
+    this.publication = null;
+    this.els.publication.replaceChildren();
     this.els.list.replaceChildren();
     this.els.count.textContent = "";
     this.els.status.textContent = chatId ? "" : "No chat open.";
@@ -34,9 +42,10 @@ export class VersionsPanel {
     const chatId = this.chatId;
     if (!chatId) return [];
     try {
-      const versions = await listVersions(chatId);
+      const [versions, publication] = await Promise.all([listVersions(chatId), getPublication(chatId)]);
       if (chatId !== this.chatId) return [];
       this.versions = versions;
+      this.publication = publication;
       this.render();
       return versions;
     } catch (exc) {
@@ -57,6 +66,38 @@ export class VersionsPanel {
       ? "Each turn that changed files is a version. Restoring one makes it the newest."
       : "No versions yet: they appear when a turn writes files.";
     list.replaceChildren(...[...this.versions].reverse().map((v) => this.row(v)));
+    this.renderPublication();
+  }
+
+  /** The public link: where it is, which version it serves, copy and unpublish. */
+  renderPublication() {
+    const box = this.els.publication;
+    const live = this.publication && this.publication.published ? this.publication : null;
+    if (!this.versions.length && !live) {
+      box.replaceChildren();
+      return;
+    }
+    const head = document.createElement("div");
+    head.className = "publication-state";
+    if (!live) {
+      head.textContent = "Not published. Publish a version to get a public link anyone can open.";
+      box.replaceChildren(head);
+      return;
+    }
+    head.textContent = `Published: version ${live.version}`;
+    const link = document.createElement("a");
+    link.className = "publication-link";
+    link.href = live.url;
+    link.target = "_blank";
+    link.rel = "noopener noreferrer";
+    link.textContent = live.url;
+    const actions = document.createElement("div");
+    actions.className = "publication-actions";
+    actions.append(
+      this.button("Copy link", "Copy the public link", () => this.copyLink(live.url)),
+      this.button("Unpublish", "Unpublish the app", () => this.unpublish()),
+    );
+    box.replaceChildren(head, link, actions);
   }
 
   row(version) {
@@ -67,6 +108,13 @@ export class VersionsPanel {
     title.className = "version-title";
     const what = version.note || (version.turn ? `turn ${version.turn}` : "snapshot");
     title.textContent = `Version ${version.version} · ${what}`;
+    const live = this.publication && this.publication.published && this.publication.version === version.version;
+    if (live) {
+      const badge = document.createElement("span");
+      badge.className = "version-live";
+      badge.textContent = "live";
+      title.append(badge);
+    }
     const meta = document.createElement("div");
     meta.className = "version-meta";
     meta.textContent = `${new Date(version.created * 1000).toLocaleString()} · ${version.summary}`;
@@ -75,6 +123,7 @@ export class VersionsPanel {
     actions.append(
       this.button("Changes", `Show the changes of version ${version.version}`, () => this.showDiff(version)),
       this.button("Restore", `Restore version ${version.version}`, () => this.restore(version)),
+      this.button("Publish", `Publish version ${version.version}`, () => this.publish(version)),
       this.download(version),
     );
     item.append(title, meta, actions);
@@ -113,6 +162,48 @@ export class VersionsPanel {
       if (!data.files.length) diff.textContent = "This version changed no files.";
     } catch (exc) {
       diff.textContent = exc.message;
+    }
+  }
+
+  async publish(version) {
+    const { status } = this.els;
+    if (this.publishing) return;
+    this.publishing = true;
+    const chatId = this.chatId;
+    status.textContent = `Publishing version ${version.version}: building it for production…`;
+    try {
+      const data = await publishVersion(chatId, version.version);
+      if (chatId !== this.chatId) return;
+      this.publication = data.publication;
+      this.render();
+      status.textContent = `Version ${version.version} is published.`;
+    } catch (exc) {
+      if (chatId === this.chatId) status.textContent = exc.message;
+    } finally {
+      this.publishing = false;
+    }
+  }
+
+  async unpublish() {
+    const { status } = this.els;
+    const chatId = this.chatId;
+    try {
+      const data = await unpublish(chatId);
+      if (chatId !== this.chatId) return;
+      this.publication = data.publication;
+      this.render();
+      status.textContent = "Unpublished: the link now answers \"not found\".";
+    } catch (exc) {
+      if (chatId === this.chatId) status.textContent = exc.message;
+    }
+  }
+
+  async copyLink(url) {
+    try {
+      await navigator.clipboard.writeText(url);
+      this.els.status.textContent = "Link copied.";
+    } catch {
+      this.els.status.textContent = `Copy this link: ${url}`;
     }
   }
 

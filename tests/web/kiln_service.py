@@ -36,6 +36,8 @@ SEARCH_QUERY = "Intl.RelativeTimeFormat examples"
 LOOK_RECORDING = "look-at-this"  # a plain answer, no files: no sandbox (test_composer_images)
 FOOTER_RECORDING = "add-footer"  # a follow-up to the demo: one new file (tests/web/test_versions)
 FOOTER = "export default function Footer() {\n  return <footer>Made with kiln</footer>;\n}\n"
+RETITLE_RECORDING = "retitle"  # a follow-up to the demo: the page's title (tests/web/test_publish)
+RETITLED = "Todos, published"
 # Where the Makefile and CI point tiktoken (it cannot download its encodings here).
 TIKTOKEN_CACHE = Path(__file__).resolve().parents[3] / "shared" / "tiktoken-cache"
 
@@ -66,6 +68,17 @@ def footer_recording() -> str:
     return (
         '<Response>\nA footer.\n<edward_sandbox project="todo-app" base="vite-react">\n'
         f'<file path="src/Footer.jsx">\n{FOOTER}</file>\n</edward_sandbox>\n</Response>\n'
+        "<edward_done />\n"
+    )
+
+
+def retitle_recording() -> str:
+    """A change to the demo app: its ``index.html`` gets the title :data:`RETITLED`."""
+    page = Path(__file__).resolve().parents[2] / "images/vite-react/workspace/index.html"
+    text = page.read_text().replace("<title>kiln app</title>", f"<title>{RETITLED}</title>")
+    return (
+        '<Response>\nA new title.\n<edward_sandbox project="todo-app" base="vite-react">\n'
+        f'<file path="index.html">\n{text}</file>\n</edward_sandbox>\n</Response>\n'
         "<edward_done />\n"
     )
 
@@ -130,6 +143,7 @@ def start_kiln(folder: Path, redis_url: str) -> KilnService:
     (recordings / f"{SEARCH_RECORDING}.jsonl").write_text(search_recording())
     (recordings / f"{FOOTER_RECORDING}.txt").write_text(footer_recording())
     (recordings / f"{LOOK_RECORDING}.txt").write_text("<Response>\nA fine picture.\n</Response>\n")
+    (recordings / f"{RETITLE_RECORDING}.txt").write_text(retitle_recording())
     sock = loopback_socket()
     port = sock.getsockname()[1]
     sock.close()  # kiln binds it itself; the race with another process is negligible on loopback
