@@ -5,8 +5,8 @@ events/checkpoints, remotes, publications) over one :class:`~app.store.db.Databa
 in the data dir (the embedded default) or, for a ``postgresql://`` URL (``KILN_DATABASE_URL``),
 Postgres through a bounded pool. The SQL is written once; :mod:`app.store.dialects` says how each
 database speaks it. Its methods are synchronous and thread-safe: async code calls them through
-``anyio.to_thread.run_sync``. Nothing outside this package sees SQL. The wiring is ``docs/service-
-contract.md``.
+``anyio.to_thread.run_sync``. Nothing outside this package sees SQL. The wiring is
+``docs/service-contract.md``.
 
 Secrets: tokens are stored as SHA-256 hashes, provider keys encrypted (:mod:`app.store.crypto`);
 neither appears in a record's ``repr`` or in a log line.
