@@ -97,6 +97,7 @@ ERROR_CODES: tuple[ErrorCode, ...] = (
     ErrorCode("project_too_large", "The project is too large to save a version"),
     ErrorCode("project_error", "The project's versions could not be saved"),
     ErrorCode("version_not_found", "That version of the project does not exist"),
+    ErrorCode("app_env_refused", "kiln cannot keep that variable of the app"),
     ErrorCode("file_not_kept", "A file cannot be kept in the project's versions"),
     ErrorCode("protected_path", "A file kiln or npm manages was not changed"),
     ErrorCode("store_error", "kiln could not save its data",

@@ -22,7 +22,8 @@
     ├── MaterializeError [materialize_failed]  app.recordings: its files cannot be written
     ├── ProjectError [project_error]        app.projects.errors: a chat's versioned project
     │   ├── ProjectTooLarge [project_too_large]  a version over the size cap
-    │   └── VersionNotFound [version_not_found]  no such version of the project
+    │   ├── VersionNotFound [version_not_found]  no such version of the project
+    │   └── AppEnvRefused [app_env_refused]  a variable of the app kiln will not keep
     └── ApiError                            app.api.errors: an HTTP status and its own code
 
     parser.errors.ParseError [parse_error]  own root: ``parser`` imports nothing from kiln

@@ -28,7 +28,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from app.api import chats, health, keys, me, runs, sandboxes, sessions, versions
+from app.api import app_env, chats, health, keys, me, runs, sandboxes, sessions, versions
 from app.api import preview_errors as preview_error_api
 from app.api.auth import login
 from app.api.canonical_host import CanonicalHost
@@ -116,6 +116,7 @@ def build_app(
         *sessions.ROUTES,
         *keys.ROUTES,
         *chats.ROUTES,
+        *app_env.ROUTES,
         *runs.ROUTES,
         *sandboxes.ROUTES,
         *preview_error_api.ROUTES,

@@ -16,6 +16,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from app.store.app_env import AppEnvTables, AppVariable
 from app.store.chats import ChatTables
 from app.store.crypto import SecretBox
 from app.store.db import Database, StoreConflict, StoreError, StoreFull
@@ -46,6 +47,7 @@ __all__ = [
     "QUEUED",
     "RUNNING",
     "TERMINAL_STATUSES",
+    "AppVariable",
     "Chat",
     "Message",
     "Run",
@@ -58,7 +60,7 @@ __all__ = [
 ]
 
 
-class Store(UserTables, ChatTables, RunTables, RunEventTables):
+class Store(UserTables, ChatTables, RunTables, RunEventTables, AppEnvTables):
     """Every table of the service behind plain methods (listed in the service contract)."""
 
     def __init__(self, path: Path, secret_key: str) -> None:

@@ -103,6 +103,7 @@ export const ERROR_TITLES = {
   project_too_large: "The project is too large to save a version",
   project_error: "The project's versions could not be saved",
   version_not_found: "That version of the project does not exist",
+  app_env_refused: "kiln cannot keep that variable of the app",
   file_not_kept: "A file cannot be kept in the project's versions",
   protected_path: "A file kiln or npm manages was not changed",
   store_error: "kiln could not save its data",
