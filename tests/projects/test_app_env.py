@@ -114,4 +114,5 @@ def test_the_model_is_told_names_never_values() -> None:
         {"name": "VITE_MAP_KEY", "public": True, "secret": False},
         {"name": "TOKEN", "public": False, "secret": True},
     ]
-    assert SECRET not in repr(listing) and "pk_public" not in repr(listing)
+    assert SECRET not in repr(listing)
+    assert "pk_public" not in repr(listing)
