@@ -7,7 +7,7 @@ from typing import Any
 
 from app.agent.budgets import Budgets
 from app.agent.turn_outcome import StopReason
-from prompts.compose import Mode
+from prompts.compose import EnvName, Mode
 
 _FAILED = {StopReason.ERROR, StopReason.CONTEXT_LIMIT_EXCEEDED, StopReason.NO_OUTPUT}
 
@@ -23,6 +23,8 @@ class RunSettings:
     budgets: Budgets = field(default_factory=Budgets)
     mode: Mode = Mode.GENERATE
     max_output_tokens: int = 8192
+    # The chat's app environment as the model is told of it: names and kinds, no values.
+    app_env: tuple[EnvName, ...] = ()
 
 
 @dataclass

@@ -3,7 +3,7 @@
 A chat's app may need configuration (an API base URL, a public key) and secrets (a private API
 key). kiln keeps them per chat (encrypted in the store, :mod:`app.store.app_env`), gives them to
 the sandbox as environment (never as a file of the project: :mod:`sandbox.execution.app_env`),
-and tells the model only their names (:func:`prompt_listing`).
+and tells the model only their names (:func:`env_names`).
 
 Rules, as data (:data:`RESERVED_NAMES`, :data:`RESERVED_PREFIXES`):
 
@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import anyio.to_thread
 
 from app.projects.errors import AppEnvRefused
 from app.store.app_env import PUBLIC_PREFIX, AppVariable
+from prompts.compose import EnvName
 from sandbox import AppEnvironment
 
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -178,6 +179,6 @@ def app_env_lookup(source: AppEnvSource) -> Callable[[str], Awaitable[AppEnviron
     return lookup
 
 
-def prompt_listing(variables: Iterable[AppVariable]) -> list[dict[str, Any]]:
-    """What the model is told: names, whether public, whether secret; never a value."""
-    return [{"name": item.name, "public": item.public, "secret": item.secret} for item in variables]
+def env_names(variables: Iterable[AppVariable]) -> tuple[EnvName, ...]:
+    """What the model is told (the system prompt's section): names and kinds, never a value."""
+    return tuple(EnvName(item.name, item.public, item.secret) for item in variables)

@@ -38,6 +38,7 @@ from app.agent.web_tools import WebTools
 from app.agent.workspace import Workspace
 from app.config import ServiceSettings
 from app.errors import KilnError
+from app.projects.app_env import env_names
 from app.providers import Provider
 from app.providers.models import DEFAULT_MAX_OUTPUT_TOKENS
 from app.runs.admission import Admission
@@ -49,6 +50,7 @@ from app.runs.failures import Failure, failure_of, unfinished_reason
 from app.runs.history import chat_history, reply_text
 from app.runs.queue import Delivery, RunQueue
 from app.store import FAILED, Chat, Message, Run, Store
+from prompts.compose import EnvName
 from sandbox import (
     DEFAULT_TEMPLATE,
     SandboxUnavailable,
@@ -170,11 +172,12 @@ class RunExecution:
         if resumed is not None:
             await self._recall_texts(resumed.turn)
         chat, messages = await anyio.to_thread.run_sync(self._chat_and_messages)
+        app_env = await anyio.to_thread.run_sync(store.app_variables, chat.id)
         keys = await anyio.to_thread.run_sync(store.provider_keys, run.user_id)
         # In a thread: building an SDK provider imports the SDK (up to a second).
         resolved = await anyio.to_thread.run_sync(self._ctx.providers, run, keys)
         try:
-            agent = self._agent(resolved, chat, messages)
+            agent = self._agent(resolved, chat, messages, env_names(app_env))
             request = next((m.content for m in messages if m.id == run.message_id), "")
             result = await agent.run(request, checkpoint=resumed)
         finally:
@@ -183,10 +186,16 @@ class RunExecution:
         self._sandbox_id = result.sandbox_id or self._sandbox_id
         return result
 
-    def _agent(self, resolved: ResolvedProvider, chat: Chat, messages: list[Message]) -> AgentRun:
+    def _agent(
+        self,
+        resolved: ResolvedProvider,
+        chat: Chat,
+        messages: list[Message],
+        app_env: tuple[EnvName, ...],
+    ) -> AgentRun:
         """The agent loop of this run, wired to the writer, the store and the cancel event."""
         return AgentRun(
-            self._run_settings(resolved),
+            self._run_settings(resolved, app_env),
             resolved.provider,
             self._ctx.workspaces(self._run, chat),
             self._ctx.web_tools,
@@ -210,7 +219,9 @@ class RunExecution:
             raise KilnError(f"the chat {self._run.chat_id!r} of run {self._run.id!r} is gone")
         return chat, self._ctx.store.list_messages(chat.id)
 
-    def _run_settings(self, resolved: ResolvedProvider) -> RunSettings:
+    def _run_settings(
+        self, resolved: ResolvedProvider, app_env: tuple[EnvName, ...]
+    ) -> RunSettings:
         return RunSettings(
             model=resolved.model,
             template=self._run.template or DEFAULT_TEMPLATE,
@@ -218,6 +229,7 @@ class RunExecution:
             context_window=resolved.context_window,
             max_output_tokens=resolved.max_output_tokens,
             budgets=self._ctx.budgets,
+            app_env=app_env,
         )
 
     async def _recall_texts(self, up_to_turn: int) -> None:

@@ -7,6 +7,7 @@ import pytest
 from app.projects import app_env
 from app.projects.errors import AppEnvRefused
 from app.store import AppVariable
+from prompts.compose import EnvName, system_prompt
 
 SECRET = "sk_live_never-in-a-message"
 
@@ -107,12 +108,13 @@ def test_the_sandbox_gets_every_value_and_knows_the_secrets() -> None:
 
 
 def test_the_model_is_told_names_never_values() -> None:
-    listing = app_env.prompt_listing(
+    names = app_env.env_names(
         [AppVariable("VITE_MAP_KEY", "pk_public"), AppVariable("TOKEN", SECRET, secret=True)]
     )
-    assert listing == [
-        {"name": "VITE_MAP_KEY", "public": True, "secret": False},
-        {"name": "TOKEN", "public": False, "secret": True},
-    ]
-    assert SECRET not in repr(listing)
-    assert "pk_public" not in repr(listing)
+    assert names == (
+        EnvName("VITE_MAP_KEY", public=True, secret=False),
+        EnvName("TOKEN", public=False, secret=True),
+    )
+    prompt = system_prompt("vite-react", app_env=names)
+    assert SECRET not in prompt
+    assert "pk_public" not in prompt
