@@ -18,6 +18,7 @@ import { PreviewErrorStream } from "./previewerrors.js";
 import { PROVIDERS, Settings } from "./settings.js";
 import { renderChatList } from "./sidebar.js";
 import { VersionsPanel } from "./versions.js";
+import { EnvPanel } from "./envpanel.js";
 
 // The page's elements exist (index.html); the caller's context says which kind each one is.
 const $ = /** @type {<T extends HTMLElement = HTMLElement>(id: string) => T} */ (
@@ -51,6 +52,10 @@ const preview = new PreviewPanel({
     previewConsole.clear();
     previewErrors.retry();
   },
+});
+const envPanel = new EnvPanel({
+  list: $("env-list"), status: $("env-status"), form: $("env-form"), name: $("env-name"),
+  value: $("env-value"), secret: $("env-secret"), hint: $("env-hint"), count: $("env-count"),
 });
 const versions = new VersionsPanel({
   list: $("versions-list"), status: $("versions-status"), title: $("diff-title"), diff: $("diff-view"), count: $("versions-count"),
@@ -212,6 +217,7 @@ function resetWorkspace() {
   log.reset();
   preview.reset();
   versions.reset();
+  envPanel.reset();
   tabs.auto = true;
   tabs.show("preview");
   setRunning(false);
@@ -242,6 +248,8 @@ async function openChat(chatId) {
   document.title = `${data.chat.title} · kiln`;
   versions.reset(chatId);
   versions.load();
+  envPanel.reset(chatId);
+  envPanel.load();
   await replayChat(data, generation);
 }
 
@@ -418,6 +426,7 @@ async function startChat(message, generation) {
     document.title = `${created.title} · kiln`;
     chat.clear();
     versions.reset(created.id);
+    envPanel.reset(created.id);
   }
   showChatList();
   return started.run_id;
