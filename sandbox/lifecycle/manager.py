@@ -237,7 +237,7 @@ class SandboxManager:
             )
             self._held.add(sandbox.id)
             # A warm or new container served no chat yet: it gets this one's environment.
-            await self._write_app_env(chat, sandbox.container_id)
+            await self._write_app_env(chat, sandbox.container_id, fresh=True)
             return replace(sandbox, owner=owner, chat=chat)
 
     async def provision(
@@ -286,7 +286,7 @@ class SandboxManager:
                 container = None
             if container is None or container.status != "running":
                 container = await self.provisioner.revive(record)
-                await self._write_app_env(record.chat, container.id)
+                await self._write_app_env(record.chat, container.id, fresh=True)
             await self._touch(sandbox_id)
             return container
 
@@ -307,13 +307,17 @@ class SandboxManager:
                 self.client, record.container_id
             ):
                 return False
-            await self._write_app_env(record.chat, record.container_id)
+            await self._write_app_env(record.chat, record.container_id, fresh=False)
             return True
 
-    async def _write_app_env(self, chat: str, container_id: str) -> None:
+    async def _write_app_env(self, chat: str, container_id: str, *, fresh: bool) -> None:
+        """Write the chat's environment into the container; a ``fresh`` one (just made or
+        taken from the pool) has none, so an empty environment costs it no exec."""
         if self.app_env is None or not chat:
             return
-        await write_app_env(self.client, container_id, await self.app_env(chat))
+        env = await self.app_env(chat)
+        if env.values or not fresh:
+            await write_app_env(self.client, container_id, env)
 
     async def wait_ready(self, sandbox_id: str, timeout: float | None = None) -> Sandbox:
         """Wait until the sandbox's dev server accepts connections; the current handle."""
