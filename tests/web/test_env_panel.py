@@ -31,7 +31,7 @@ def test_variables_and_write_only_secrets(kiln_page: Page, kiln: KilnService) ->
     panel = page.locator("#panel-env")
     expect(panel.get_by_role("status")).to_have_text("")
     panel.get_by_label("Name").fill("VITE_API_URL")
-    expect(panel.locator("#env-hint")).to_contain_text("anyone who opens the app can read them")
+    expect(panel.locator("#env-hint")).to_contain_text("anyone who opens the app can read")
     panel.get_by_label("Value").fill("https://api.example.test")
     panel.get_by_role("button", name="Save").click()
     expect(panel.get_by_role("status")).to_contain_text("VITE_API_URL saved")
