@@ -129,6 +129,7 @@ ERROR_CODES: tuple[ErrorCode, ...] = (
     ErrorCode("publish_timeout", "The app's production build took too long"),
     ErrorCode("not_published", "The app is not published"),
     ErrorCode("publish_unavailable", "This server does not publish apps"),
+    ErrorCode("app_env_refused", "kiln cannot keep that variable of the app"),
     ErrorCode("file_not_kept", "A file cannot be kept in the project's versions"),
     ErrorCode("protected_path", "A file kiln or npm manages was not changed"),
     ErrorCode("store_error", "kiln could not save its data",

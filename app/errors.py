@@ -37,7 +37,8 @@
     │   │   ├── RemoteNotFastForward [remote_not_fast_forward]  the remote moved on: no force
     │   │   ├── RemoteUnreachable [remote_unreachable]  no answer (or not within the limit)
     │   │   └── ImportRefused [import_refused]  over the import's limits, or nothing to run
-    │   └── TextEditRefused [text_edit_refused]  app.projects.jsx_text: no text edit in place
+    │   ├── TextEditRefused [text_edit_refused]  app.projects.jsx_text: no text edit in place
+    │   └── AppEnvRefused [app_env_refused]  a variable of the app kiln will not keep
     ├── PublishError [publish_failed]       app.publish.errors: a version cannot be published
     │   ├── PublishUnsupported [publish_unsupported]  a template kiln cannot serve statically
     │   ├── PublishBuildFailed [publish_build_failed]  the production build failed

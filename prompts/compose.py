@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from importlib import resources
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from prompts.fitting import (
     CountTokens,
@@ -110,19 +110,29 @@ def fill(text: str, **values: str) -> str:
     return _PLACEHOLDER.sub(lambda match: values[match.group(1)], text)
 
 
+class EnvName(NamedTuple):
+    """A variable of the app's environment as the model is told of it: never its value."""
+
+    name: str
+    public: bool  # inlined into the browser's JavaScript by the build (Vite's VITE_ prefix)
+    secret: bool
+
+
 def system_prompt(
     framework: str,
     mode: Mode | str = Mode.GENERATE,
     *,
     existing_files: Mapping[str, str | None] | None = None,
     file_map: str = "",
+    app_env: Sequence[EnvName] = (),
 ) -> str:
     """The system prompt for ``framework`` (a template name) in ``mode``.
 
     ``existing_files`` maps a project path to its content, or to ``None`` for a file that exists
     but is left out for space (:func:`select_file_contents` makes that choice for a budget);
     ``file_map`` lists every file of the project (``app.agent.context`` renders it). The worked
-    example is the edit-mode one (``example_edit_<framework>``) in edit mode.
+    example is the edit-mode one (``example_edit_<framework>``) in edit mode. ``app_env`` names
+    the app's environment variables (:func:`app_env_section`).
     Raises ``KeyError`` for an unknown framework and ``ValueError`` for an unknown mode.
     """
     template = get_template(framework)
@@ -140,9 +150,26 @@ def system_prompt(
         load_text(f"mode_{chosen.value}"),
         "# Example of a complete answer\n\n" + load_text(_example_name(template.name, chosen)),
     ]
+    if app_env:
+        sections.append(app_env_section(app_env))
     if existing_files or file_map:
         sections.append(existing_files_section(existing_files or {}, file_map))
     return _SECTION_BREAK.join(sections) + "\n"
+
+
+def app_env_section(variables: Sequence[EnvName]) -> str:
+    """The section naming the app's environment variables (names and kinds, never values), so
+    the model reads them where the app runs instead of writing a value into a file."""
+    lines = []
+    for item in variables:
+        if item.public:
+            where = f"public: in browser code as `import.meta.env.{item.name}`"
+        elif item.secret:
+            where = f"secret: server code and commands only, as `process.env.{item.name}`"
+        else:
+            where = f"server code and commands, as `process.env.{item.name}`"
+        lines.append(f"- `{item.name}` ({where})")
+    return fill(load_text("app_env"), variables="\n".join(lines))
 
 
 def _fill_from(name: str, values: Mapping[str, str]) -> str:

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         SandboxUnavailable,
         WriteFailed,
     )
+    from sandbox.execution.app_env import AppEnvironment
     from sandbox.execution.exec_frames import (
         read_stdout,
     )
@@ -185,6 +186,7 @@ if TYPE_CHECKING:
 # Where each public name lives. The imports above exist for type checkers only, and __all__ for
 # linters; tests/sandbox/test_public_api.py checks that the three lists agree.
 _EXPORTS: dict[str, str] = {
+    "AppEnvironment": "sandbox.execution.app_env",
     "CommandRefused": "sandbox.errors",
     "FileTooLarge": "sandbox.errors",
     "InstanceClaimed": "sandbox.errors",
@@ -313,6 +315,7 @@ __all__ = [
     "WORKSPACE",
     "WS_NOT_FOUND",
     "WS_POLICY_VIOLATION",
+    "AppEnvironment",
     "AppliedEdit",
     "BuildResult",
     "CommandRefused",

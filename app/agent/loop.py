@@ -229,7 +229,9 @@ class AgentRun:
         except BudgetExceeded as exc:
             state.stop_reason, state.stop_detail = StopReason.MAX_TURNS.value, str(exc)
             return False
-        system = self._events.edits.system_prompt(self._template, Mode.FIX if fixup else self._mode)
+        system = self._events.edits.system_prompt(
+            self._template, Mode.FIX if fixup else self._mode, self.settings.app_env
+        )
         trimmed = trim_history(
             self._counter,
             system,

@@ -12,7 +12,7 @@ model is asked for the whole file. A generating run has no project: :meth:`Proje
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import anyio
 
@@ -20,7 +20,7 @@ from app.agent.context import ContextSelection, ExistingProject, select_context
 from app.agent.edit_feedback import refused_edit_result
 from app.agent.rewrite_guard import refused_rewrite
 from app.agent.web_tools import ToolResult
-from prompts.compose import Mode, system_prompt
+from prompts.compose import EnvName, Mode, system_prompt
 from sandbox import FailedEdit, get_template
 
 CONTEXT_BUDGET_TOKENS = 20_000  # an edit turn's file map and file contents, at most...
@@ -70,15 +70,17 @@ class ProjectEdits:
         context = await anyio.to_thread.run_sync(select)
         return cls(dict(project.files), context)
 
-    def system_prompt(self, template: str, mode: Mode) -> str:
-        """The system prompt of ``mode``, with the project's map and files in an edit."""
+    def system_prompt(self, template: str, mode: Mode, app_env: Sequence[EnvName] = ()) -> str:
+        """The system prompt of ``mode``, with the project's map and files in an edit and the
+        names of the app's environment variables."""
         if self.context is None:
-            return system_prompt(template, mode)
+            return system_prompt(template, mode, app_env=app_env)
         return system_prompt(
             template,
             mode,
             existing_files=self.context.contents,
             file_map=self.context.file_map,
+            app_env=app_env,
         )
 
     def applied(self, path: str, content: str) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from app.agent.budgets import Budgets
 from app.agent.turn_outcome import StopReason
-from prompts.compose import Mode
+from prompts.compose import EnvName, Mode
 
 _FAILED = {StopReason.ERROR, StopReason.CONTEXT_LIMIT_EXCEEDED, StopReason.NO_OUTPUT}
 
@@ -25,6 +25,8 @@ class RunSettings:
     max_output_tokens: int = 8192
     # files of the elements the person selected in the preview (shown first in an edit)
     selected_files: tuple[str, ...] = ()
+    # The chat's app environment as the model is told of it: names and kinds, no values.
+    app_env: tuple[EnvName, ...] = ()
 
 
 @dataclass

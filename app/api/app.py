@@ -30,6 +30,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from app.api import (
+    app_env,
     chats,
     health,
     keys,
@@ -134,6 +135,7 @@ def build_app(
         *sessions.ROUTES,
         *keys.ROUTES,
         *chats.ROUTES,
+        *app_env.ROUTES,
         *runs.ROUTES,
         *sandboxes.ROUTES,
         *preview_error_api.ROUTES,

@@ -12,6 +12,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 from app.chat_images import ChatImage
+from app.store.app_env import AppVariable
 from sandbox import Sandbox, WorkspaceFile
 
 
@@ -189,6 +190,12 @@ class StorePort(Protocol):
 
     def record_push(self, chat_id: str, result: dict[str, Any]) -> None: ...
 
+    def app_variables(self, chat_id: str) -> list[AppVariable]: ...
+
+    def set_app_variable(self, chat_id: str, variable: AppVariable) -> AppVariable: ...
+
+    def delete_app_variable(self, chat_id: str, name: str) -> bool: ...
+
 
 class RunServicePort(Protocol):
     """Admission, queueing, cancelling and following runs (``app.runs.service.RunService``)."""
@@ -235,3 +242,5 @@ class SandboxesPort(Protocol):
     async def list_files(self, sandbox_id: str) -> Sequence[WorkspaceFile]: ...
 
     async def read_file(self, sandbox_id: str, path: str) -> str | None: ...
+
+    async def apply_app_env(self, sandbox_id: str) -> bool: ...

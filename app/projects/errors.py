@@ -1,7 +1,8 @@
 """What the project store raises, below :class:`~app.errors.KilnError`.
 
 The versions API maps them: ``version_not_found`` 404, ``project_too_large`` 413,
-``project_error`` 503 (git failed: a server-side trouble, detail in the log).
+``project_error`` 503 (git failed: a server-side trouble, detail in the log). The app
+environment's API answers ``app_env_refused`` with 422 and the field at fault.
 """
 
 from __future__ import annotations
@@ -69,3 +70,15 @@ class ImportRefused(RemoteError):
     """A repository kiln will not import: over the size or file limits, nothing to run."""
 
     code = "import_refused"
+
+
+class AppEnvRefused(ProjectError):
+    """A variable of the app's environment kiln will not keep (:mod:`app.projects.app_env`);
+    ``field`` names what was wrong (``name``, ``value``, ``secret``), the message says why and
+    never quotes a value."""
+
+    code = "app_env_refused"
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field

@@ -41,6 +41,7 @@ from app.agent.workspace import Workspace
 from app.chat_images import ChatImage
 from app.config import ServiceSettings
 from app.errors import KilnError
+from app.projects.app_env import env_names
 from app.providers import Provider
 from app.providers.models import DEFAULT_MAX_OUTPUT_TOKENS
 from app.runs.admission import Admission
@@ -52,6 +53,7 @@ from app.runs.failures import Failure, failure_of, unfinished_reason
 from app.runs.history import chat_history, reply_text
 from app.runs.queue import Delivery, RunQueue
 from app.store import FAILED, Chat, Message, Run, Store
+from prompts.compose import EnvName
 from sandbox import (
     DEFAULT_TEMPLATE,
     SandboxUnavailable,
@@ -174,13 +176,14 @@ class RunExecution:
             await self._recall_texts(resumed.turn)
         chat, messages = await anyio.to_thread.run_sync(self._chat_and_messages)
         images = await anyio.to_thread.run_sync(store.message_images, run.message_id or "")
+        app_env = await anyio.to_thread.run_sync(store.app_variables, chat.id)
         keys = await anyio.to_thread.run_sync(store.provider_keys, run.user_id)
         # In a thread: building an SDK provider imports the SDK (up to a second).
         resolved = await anyio.to_thread.run_sync(self._ctx.providers, run, keys)
         asked = next((m for m in messages if m.id == run.message_id), None)
         selection = selection_of(asked.data) if asked else ()
         try:
-            agent = self._agent(resolved, chat, messages, images, selection)
+            agent = self._agent(resolved, chat, messages, images, selection, env_names(app_env))
             request = user_turn(asked.content, selection) if asked else ""
             result = await agent.run(request, checkpoint=resumed)
         finally:
@@ -196,12 +199,14 @@ class RunExecution:
         messages: list[Message],
         images: tuple[ChatImage, ...],
         selection: tuple[SelectedElement, ...],
+        app_env: tuple[EnvName, ...],
     ) -> AgentRun:
-        """The agent loop of this run (its message's ``images`` sent with the request), wired
-        to the writer, the store and the cancel event."""
+        """The agent loop of this run (its message's ``images`` sent with the request, the
+        elements selected in the preview first, the app's environment by name), wired to the
+        writer, the store and the cancel event."""
         files = tuple(dict.fromkeys(element.file for element in selection))
         return AgentRun(
-            dataclasses.replace(self._run_settings(resolved), selected_files=files),
+            dataclasses.replace(self._run_settings(resolved, app_env), selected_files=files),
             resolved.provider,
             self._ctx.workspaces(self._run, chat),
             self._ctx.web_tools,
@@ -226,7 +231,9 @@ class RunExecution:
             raise KilnError(f"the chat {self._run.chat_id!r} of run {self._run.id!r} is gone")
         return chat, self._ctx.store.list_messages(chat.id)
 
-    def _run_settings(self, resolved: ResolvedProvider) -> RunSettings:
+    def _run_settings(
+        self, resolved: ResolvedProvider, app_env: tuple[EnvName, ...]
+    ) -> RunSettings:
         return RunSettings(
             model=resolved.model,
             template=self._run.template or DEFAULT_TEMPLATE,
@@ -234,6 +241,7 @@ class RunExecution:
             context_window=resolved.context_window,
             max_output_tokens=resolved.max_output_tokens,
             budgets=self._ctx.budgets,
+            app_env=app_env,
         )
 
     async def _recall_texts(self, up_to_turn: int) -> None:

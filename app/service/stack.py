@@ -36,6 +36,7 @@ from app.api.app import build_app
 from app.api.services import ApiSettings, HealthCheck
 from app.config import ServiceSettings
 from app.errors import ConfigError
+from app.projects.app_env import app_env_lookup
 from app.projects.git_remote import RemoteLimits
 from app.projects.store import ProjectStore
 from app.projects.sync import ProjectAccess, manager_installer
@@ -173,6 +174,7 @@ async def open_stack(
         stack.push_async_callback(client.aclose)
         await claim_instance(sandboxes.instance, settings.data_dir)  # before any reaping
         manager = await SandboxManager.open(sandboxes)
+        manager.app_env = app_env_lookup(store)
         stack.push_async_callback(manager.aclose)
         await stack.enter_async_context(manager)
         live = LiveEvents(client)

@@ -21,6 +21,7 @@ import redis.asyncio
 from app.agent.web_tools import web_tools_from_env
 from app.config import ServiceSettings
 from app.errors import ConfigError
+from app.projects.app_env import app_env_lookup
 from app.runs.execution import ProviderFactory, WorkspaceFactory
 from app.runs.worker import Worker, default_provider_factory
 from app.service.stack import sandbox_settings_for
@@ -55,6 +56,7 @@ async def serve_worker(
         stack.push_async_callback(client.aclose)
         if workspaces is None:
             manager = await _open_manager(stack, sandboxes, settings.data_dir)
+            manager.app_env = app_env_lookup(store)
             workspaces = project_workspaces(manager, settings)
         worker = Worker(
             settings,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.database_url import DEFAULT_POOL_SIZE
+from app.store.app_env import AppEnvTables, AppVariable
 from app.store.backends import open_database
 from app.store.chats import ChatTables
 from app.store.crypto import SecretBox
@@ -53,6 +54,7 @@ __all__ = [
     "QUEUED",
     "RUNNING",
     "TERMINAL_STATUSES",
+    "AppVariable",
     "Chat",
     "ChatRemote",
     "Message",
@@ -103,7 +105,9 @@ def inspect_database(location: Path | str, pool_size: int = DEFAULT_POOL_SIZE) -
         database.close()
 
 
-class Store(UserTables, ChatTables, RunTables, RunEventTables, RemoteTables, PublicationTables):
+class Store(
+    UserTables, ChatTables, RunTables, RunEventTables, RemoteTables, PublicationTables, AppEnvTables
+):
     """Every table of the service behind plain methods (listed in the service contract)."""
 
     def __init__(

@@ -45,8 +45,8 @@ class SecretBox:
             return self._fernet.decrypt(token).decode()
         except InvalidToken:
             raise StoreError(
-                "a stored provider key cannot be decrypted: the secret key changed "
-                "(KILN_SECRET_KEY or secret.key); store the key again"
+                "a stored provider key or app secret cannot be decrypted: the secret key changed "
+                "(KILN_SECRET_KEY or secret.key); store it again"
             ) from None
 
 

@@ -129,4 +129,24 @@ CREATE TABLE publications (
 )
 """
 
-MIGRATIONS: tuple[str, ...] = (MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4)
+# Each chat's app environment (issue 27): every value encrypted with the store's SecretBox (a
+# plain variable too: one rule, and a database copy shows no configuration either); ``secret``
+# is 0 or 1 (a secret is never returned by the API).
+MIGRATION_5 = """
+CREATE TABLE app_env (
+    chat_id TEXT NOT NULL REFERENCES chats(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    value BLOB NOT NULL,
+    secret INTEGER NOT NULL,
+    updated REAL NOT NULL,
+    PRIMARY KEY (chat_id, name)
+)
+"""
+
+MIGRATIONS: tuple[str, ...] = (
+    MIGRATION_1,
+    MIGRATION_2,
+    MIGRATION_3,
+    MIGRATION_4,
+    MIGRATION_5,
+)

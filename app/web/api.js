@@ -121,6 +121,18 @@ export const previewLogin = async (sandboxId) =>
  * (a sandbox that is gone is an ApiError with status 404). */
 export const previewState = (sandboxId) => request("GET", `/api/sandboxes/${enc(sandboxId)}/preview`);
 
+const envPath = (chatId) => `/api/chats/${enc(chatId)}/env`;
+
+/** A chat's app variables: names, kinds, public flags; values of plain variables only. */
+export const listEnv = (chatId) => request("GET", envPath(chatId));
+
+/** Store a variable or secret; `{variable, dev_server}` ("restarting" or "not_running"). */
+export const putEnvVariable = (chatId, name, value, secret) =>
+  request("PUT", `${envPath(chatId)}/${enc(name)}`, { value, secret });
+
+/** Forget a variable; `{dev_server}`. */
+export const deleteEnvVariable = (chatId, name) => request("DELETE", `${envPath(chatId)}/${enc(name)}`);
+
 const versionsPath = (chatId) => `/api/chats/${enc(chatId)}/versions`;
 
 /** A chat's project versions, newest first. */

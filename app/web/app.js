@@ -22,6 +22,7 @@ import { PROVIDERS, Settings } from "./settings.js";
 import { renderChatList } from "./sidebar.js";
 import { TextEdits, appliedWords, editNotes, refusedWords } from "./textedit.js";
 import { VersionsPanel } from "./versions.js";
+import { EnvPanel } from "./envpanel.js";
 
 // The page's elements exist (index.html); the caller's context says which kind each one is.
 const $ = /** @type {<T extends HTMLElement = HTMLElement>(id: string) => T} */ (
@@ -58,6 +59,10 @@ const preview = new PreviewPanel({
 });
 const selectMode = new SelectMode({ toggle: $("preview-select"), frame: $("preview-frame"), chips: $("selection-chips") },
   () => preview.url, () => {}); // a text edit is applied in place by TextEdits (below)
+const envPanel = new EnvPanel({
+  list: $("env-list"), status: $("env-status"), form: $("env-form"), name: $("env-name"),
+  value: $("env-value"), secret: $("env-secret"), hint: $("env-hint"), count: $("env-count"),
+});
 const versions = new VersionsPanel({
   list: $("versions-list"), status: $("versions-status"), title: $("diff-title"), diff: $("diff-view"), count: $("versions-count"),
   publication: $("publication"),
@@ -248,6 +253,7 @@ function resetWorkspace() {
   selectMode.reset();
   versions.reset();
   remoteForm.reset();
+  envPanel.reset();
   tabs.auto = true;
   tabs.show("preview");
   setRunning(false);
@@ -280,6 +286,8 @@ async function openChat(chatId) {
   document.title = `${data.chat.title} · kiln`;
   remoteForm.reset(chatId);
   remoteForm.load();
+  envPanel.reset(chatId);
+  envPanel.load();
   await replayChat(data, generation, versionsLoaded);
 }
 
@@ -480,6 +488,7 @@ async function startChat(message, generation) {
     document.title = `${created.title} · kiln`;
     chat.clear();
     versions.reset(created.id);
+    envPanel.reset(created.id);
   }
   showChatList();
   return started.run_id;

@@ -132,6 +132,7 @@ export const ERROR_TITLES = {
   publish_timeout: "The app's production build took too long",
   not_published: "The app is not published",
   publish_unavailable: "This server does not publish apps",
+  app_env_refused: "kiln cannot keep that variable of the app",
   file_not_kept: "A file cannot be kept in the project's versions",
   protected_path: "A file kiln or npm manages was not changed",
   store_error: "kiln could not save its data",

@@ -5,8 +5,8 @@
 //
 // Each build calls Vite's own build() with what `vite build` passes it, so it reads the config,
 // the sources and .env files afresh: what changes between builds is only that the process is
-// not new. The environment is put back before each build (Vite sets NODE_ENV and VITE_USER_NODE_ENV
-// once, a new process would start without them). Installed packages are what a warm process
+// not new. The environment is put back before each build, with the app's own (Vite sets
+// NODE_ENV and VITE_USER_NODE_ENV once, a new process would start without them). Installed packages are what a warm process
 // cannot see change: the service starts a new builder when they did.
 //
 // Messages from the service: {op: 'build'} (output like `vite build`'s) or {op: 'warm'} (a silent
@@ -16,6 +16,7 @@ import { writeFileSync } from 'node:fs'
 import { setPriority } from 'node:os'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
+import { appEnvironment } from './kiln-app-env.mjs'
 
 const WORKSPACE = process.env.KILN_WORKSPACE || '/workspace'
 const VITE = path.join(WORKSPACE, 'node_modules/vite/dist/node/index.js')
@@ -33,9 +34,11 @@ try {
 // the dev server idle and loses nothing. Its esbuild service inherits this.
 setPriority(NICENESS)
 
+// The service's environment and the app's as kiln wrote it last (kiln-app-env.mjs): a variable
+// the chat removed is gone from the next build.
 function restoreEnvironment() {
   for (const key of Object.keys(process.env)) if (!(key in pristine)) delete process.env[key]
-  Object.assign(process.env, pristine)
+  Object.assign(process.env, pristine, appEnvironment())
 }
 
 // The build's output goes to the service in order, stdout and stderr alike; nothing is printed.

@@ -16,6 +16,8 @@
 // - The dev server exited on its own (a crash, an unhandled rejection while files were half
 //   written): it is started again after a short pause that grows while it keeps failing, so
 //   the preview comes back without anyone asking.
+// - The app's environment changed (kiln wrote the chat's variables: kiln-app-env.mjs): the dev
+//   server starts over with it, since a running process cannot take new environment.
 // - SIGTERM/SIGINT (docker stop): the dev server's group is stopped, then this process exits.
 // - A dev script that is plain `vite` (the template's) runs as kiln-vite.mjs: the same Vite with
 //   kiln's source-location plugin (kiln-source.mjs, dev only); any other script runs as written.
@@ -23,6 +25,7 @@
 import { spawn } from 'node:child_process'
 import { existsSync, readFileSync, statSync } from 'node:fs'
 import path from 'node:path'
+import { appEnvFingerprint, appEnvironment } from './kiln-app-env.mjs'
 import { startBuildService } from './kiln-build-service.mjs'
 
 const WORKSPACE = process.env.KILN_WORKSPACE || '/workspace'
@@ -46,6 +49,7 @@ let startedAt = 0
 let manifest = fingerprint()
 let changedAt = 0
 let served = null // what the running dev server was started with (packagesServed())
+let servedEnv = appEnvFingerprint() // the app environment it was started with
 
 function say(message) {
   console.log(`[kiln] ${message}`)
@@ -119,9 +123,11 @@ function start() {
   wanted = 'running'
   startedAt = Date.now()
   served = packagesServed()
+  servedEnv = appEnvFingerprint()
+  const env = { ...process.env, ...appEnvironment() }
   const [command, args] = devCommand()
   // Its own process group: npm, the shell and Vite (with esbuild) end together.
-  const started = spawn(command, args, { cwd: WORKSPACE, stdio: 'inherit', detached: true })
+  const started = spawn(command, args, { cwd: WORKSPACE, env, stdio: 'inherit', detached: true })
   started.on('exit', (code, signal) => exited(started, code, signal))
   started.on('error', (error) => say(`could not start the dev server: ${error.message}`))
   child = started
@@ -178,13 +184,21 @@ function restart() {
     say(`packages: ${added} added, none changed or removed: the dev server keeps running`)
     return
   }
-  say('packages changed: restarting the dev server')
+  startOver('packages changed')
+}
+
+function startOver(reason) {
+  say(`${reason}: restarting the dev server`)
   wanted = 'restarting'
   if (child.exitCode !== null || child.signalCode !== null) return start() // between crashes
   signalGroup(child.pid, 'SIGTERM') // `exited` starts the new one once the group is gone
 }
 
 function poll() {
+  if (child && wanted === 'running' && appEnvFingerprint() !== servedEnv) {
+    servedEnv = appEnvFingerprint()
+    startOver("the app's environment changed")
+  }
   const now = fingerprint()
   if (now !== manifest) {
     manifest = now

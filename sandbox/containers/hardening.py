@@ -19,7 +19,10 @@ What :func:`container_run_kwargs` returns goes straight to ``docker.containers.r
   the sandbox user cannot write (:data:`KILN_NPMRC`), so a workspace ``.npmrc`` cannot redirect
   it. The host's proxy variables are not forwarded: they may carry credentials, and generated
   code reads its environment (the npm proxy alone uses them);
-- the sandbox's internal network only, always: installs reach the npm proxy on its gateway.
+- the sandbox's internal network only, always: installs reach the npm proxy on its gateway;
+- a small tmpfs at :data:`~sandbox.images.templates.APP_ENV_DIR`, root's and read-only to the
+  sandbox user, for the app's environment (:mod:`sandbox.execution.app_env`): memory only, so a
+  secret never lands on the host's disk, and outside ``/workspace``, so never in the project.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from docker.types import LogConfig
 
 from sandbox.containers.disk_quota import SandboxDisk
 from sandbox.containers.labels import container_name, sandbox_labels
-from sandbox.images.templates import SANDBOX_UID, WORKSPACE, Template
+from sandbox.images.templates import APP_ENV_DIR, SANDBOX_UID, WORKSPACE, Template
 from sandbox.settings import SandboxSettings
 
 NPM_CACHE_DIR = "/home/node/.npm"  # in the sandbox's home: its own
@@ -41,6 +44,9 @@ KILN_NPMRC = "/etc/kiln/npmrc"
 CA_BUNDLE_PATH = "/etc/kiln/ca-bundle.pem"
 SANDBOX_USER = f"{SANDBOX_UID}:{SANDBOX_UID}"
 HOSTNAME = "sandbox"
+# Root's (Docker's default owner of a tmpfs), readable by all; room for the app's bounded
+# variables (the app caps them at 64 KiB, written twice: shell and JSON) with some to spare.
+APP_ENV_TMPFS = {APP_ENV_DIR: "size=512k,mode=0755"}
 
 
 def npm_registry(settings: SandboxSettings) -> str:
@@ -145,6 +151,7 @@ def container_run_kwargs(
         "labels": labels,
         "environment": sandbox_environment(settings),
         "volumes": sandbox_mounts(settings, volume, disk),
+        "tmpfs": APP_ENV_TMPFS,
         # With a disk quota nothing outside its folders may be writable (module docstring).
         "read_only": disk is not None,
         "network": network,

@@ -16,8 +16,9 @@ from typing import Any
 import docker
 
 from sandbox.execution import command_policy
+from sandbox.execution.app_env import Redaction
 from sandbox.execution.command_policy import CommandKind
-from sandbox.execution.exec_stream import ExecResult, OutputSink, exec_streaming
+from sandbox.execution.exec_stream import NO_SECRETS, ExecResult, OutputSink, exec_streaming
 from sandbox.execution.install_queue import InstallQueue
 from sandbox.settings import SandboxSettings
 
@@ -31,13 +32,17 @@ async def run_command(
     container_for: ContainerLookup,
     argv: Sequence[str],
     on_output: OutputSink | None = None,
+    redaction: Redaction = NO_SECRETS,
 ) -> ExecResult:
-    """Run an allowed ``argv`` in the sandbox; its output goes to ``on_output`` line by line."""
+    """Run an allowed ``argv`` in the sandbox; its output goes to ``on_output`` line by line
+    (an install's is redacted by the queue's runner, the sandbox's own ``redaction``)."""
     checked = command_policy.check(argv)
     if checked.kind is CommandKind.INSTALL:
         installed = await queue.run_npm(checked.argv, on_output)
         return installed.result
-    return await run_after_installs(client, settings, queue, container_for, checked.argv, on_output)
+    return await run_after_installs(
+        client, settings, queue, container_for, checked.argv, on_output, redaction
+    )
 
 
 async def run_after_installs(
@@ -47,8 +52,10 @@ async def run_after_installs(
     container_for: ContainerLookup,
     argv: Sequence[str],
     on_output: OutputSink | None = None,
+    redaction: Redaction = NO_SECRETS,
 ) -> ExecResult:
-    """Run ``argv`` once the install queue is idle, with the command timeout and output cap.
+    """Run ``argv`` once the install queue is idle, with the command timeout and output cap,
+    the app's environment, and its secrets redacted from the output.
 
     No policy check: callers pass a checked argv, or kiln's own program of the template
     (:attr:`sandbox.images.templates.Template.builder`), never the model's words as they came.
@@ -62,4 +69,5 @@ async def run_after_installs(
         timeout=settings.command_timeout_seconds,
         output_cap=settings.output_cap_bytes,
         on_output=on_output,
+        redaction=redaction,
     )

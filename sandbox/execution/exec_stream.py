@@ -35,6 +35,7 @@ import anyio.to_thread
 import docker
 
 from sandbox.docker_boundary import call, run_wrapped
+from sandbox.execution.app_env import Redaction, with_app_env
 from sandbox.execution.command_mark import KILL_LEFTOVERS, marked_argv, new_mark
 from sandbox.execution.host_cgroup import host_kill_leftovers, host_oom_kills, parse_oom_kills
 from sandbox.images.templates import SANDBOX_UID, WORKSPACE
@@ -50,6 +51,7 @@ OOM_COUNTER_ARGV = (
 )
 KILL_GRACE_SECONDS = 5
 HOST_GRACE_SECONDS = 15.0
+NO_SECRETS = Redaction()
 
 
 # How programs print the kernel's EDQUOT (a quota, here the sandbox's own: Node's libuv has no
@@ -108,11 +110,14 @@ class LineAssembler:
 
 
 class CappedOutput:
-    """Collects lines up to a byte budget and forwards them to the sink."""
+    """Collects lines up to a byte budget and forwards them to the sink, secrets redacted."""
 
-    def __init__(self, cap: int, sink: OutputSink | None) -> None:
+    def __init__(
+        self, cap: int, sink: OutputSink | None, redaction: Redaction = NO_SECRETS
+    ) -> None:
         self._cap = cap
         self._sink = sink
+        self._redaction = redaction
         self._used = 0
         self.lines: list[str] = []
         self.truncated = False
@@ -121,6 +126,7 @@ class CappedOutput:
         """Keep and forward ``line`` unless the budget is spent."""
         if self.truncated:
             return
+        line = self._redaction.text(line)
         size = len(line.encode()) + 1
         if self._used + size > self._cap:
             self.truncated = True
@@ -145,15 +151,18 @@ async def exec_streaming(
     timeout: float,
     output_cap: int,
     on_output: OutputSink | None = None,
+    redaction: Redaction = NO_SECRETS,
 ) -> ExecResult:
-    """Run ``argv`` in the container as the sandbox user; stream its output lines to the sink."""
+    """Run ``argv`` in the container as the sandbox user, with the app's environment
+    (:mod:`sandbox.execution.app_env`); stream its output lines, ``redaction`` applied, to the
+    sink."""
     oom_before = await oom_kills(client, container_id)
     mark = new_mark()
     exec_id = await create_exec(
-        client, container_id, marked_argv(timeout_argv(argv, timeout), mark)
+        client, container_id, marked_argv(timeout_argv(with_app_env(argv), timeout), mark)
     )
     stream = await call(client.api.exec_start, exec_id, stream=True, demux=False)
-    output = CappedOutput(output_cap, on_output)
+    output = CappedOutput(output_cap, on_output, redaction)
     try:
         with anyio.move_on_after(timeout + KILL_GRACE_SECONDS + HOST_GRACE_SECONDS) as deadline:
             await _pump(stream, output)

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 WORKSPACE = "/workspace"
 SANDBOX_UID = 1000
+# The app's environment: a tmpfs outside the workspace (sandbox.execution.app_env).
+APP_ENV_DIR = "/run/kiln"
 
 
 # How every template builds (its package.json's "build" script): post-generation runs it, and a

@@ -12,6 +12,7 @@ Public API (what the write path, the agent loop, the preview proxy and the CLI u
         result = await manager.run_command(sandbox.id, ["npm", "run", "build"], on_output)
         await manager.list_files(sandbox.id)  # [WorkspaceFile(path, size)], as the sandbox user
         await manager.read_file(sandbox.id, "src/App.jsx")  # text or None; never via a symlink
+        await manager.apply_app_env(sandbox.id)  # the chat's environment changed: write it again
         await manager.release(sandbox.id)     # the run is done; the chat keeps its sandbox
     await manager.aclose()
 
@@ -20,6 +21,10 @@ Public API (what the write path, the agent loop, the preview proxy and the CLI u
   server may still be starting: ``wait_ready``); another template replaces the chat's sandbox.
 - ``container_for`` is the write path's recovery point: a container that died or vanished is
   started anew on the same volume and network (its address may change: ``get`` again).
+- The app's environment (:mod:`sandbox.execution.app_env`): ``app_env`` (the wiring sets it)
+  gives a chat's variables; a container gets them when it is bound to a chat (``acquire``) or
+  made again (``container_for``), and again on ``apply_app_env``; every exec redacts the
+  chat's secrets from its output.
 - ``park`` (``kiln serve`` stopping) removes the containers no other process holds, the
   instance's network and npm proxy (:mod:`sandbox.containers.npm_proxy`, the only registry
   sandboxes reach), and keeps volumes and records; ``destroy`` removes container, volume and
@@ -40,7 +45,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from types import TracebackType
@@ -64,6 +69,7 @@ from sandbox.errors import (
     SandboxNotFound,
     SandboxUnavailable,
 )
+from sandbox.execution.app_env import AppEnvironment, write_app_env
 from sandbox.execution.exec_stream import ExecResult, OutputSink
 from sandbox.execution.install_queue import InstallQueue, InstallResult
 from sandbox.execution.workspace_files import WorkspaceFile
@@ -81,8 +87,11 @@ from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
 from sandbox.lifecycle.warm_pool import WarmPool
 from sandbox.settings import SandboxSettings
 
-__all__ = ["Sandbox", "SandboxManager"]
+__all__ = ["AppEnvLookup", "Sandbox", "SandboxManager"]
 log = logging.getLogger(__name__)
+# A chat's app environment, by chat id (the app's store: set as ``SandboxManager.app_env``).
+AppEnvLookup = Callable[[str], Awaitable[AppEnvironment]]
+NO_APP_ENV = AppEnvironment()
 
 
 class SandboxManager:
@@ -104,7 +113,9 @@ class SandboxManager:
         self.disk = sandbox_disk(settings)
         self._clock = clock
         self.provisioner = Provisioner(client, registry, settings, self.disk, clock)
-        self.operations = SandboxOperations(self.provisioner, self.container_for)
+        self.operations = SandboxOperations(self.provisioner, self.container_for, self.app_env_of)
+        # Where a chat's app environment comes from; none until the wiring sets it.
+        self.app_env: AppEnvLookup | None = None
         self._locks: dict[str, anyio.Lock] = {}
         self._held: set[str] = set()  # sandboxes this process acquired and has not released
         self._probe = EngineProbe(client)
@@ -225,6 +236,8 @@ class SandboxManager:
                 sandbox.id, owner=owner, chat=chat, state="in_use", last_used=self._clock()
             )
             self._held.add(sandbox.id)
+            # A warm or new container served no chat yet: it gets this one's environment.
+            await self._write_app_env(chat, sandbox.container_id, fresh=True)
             return replace(sandbox, owner=owner, chat=chat)
 
     async def provision(
@@ -273,8 +286,38 @@ class SandboxManager:
                 container = None
             if container is None or container.status != "running":
                 container = await self.provisioner.revive(record)
+                await self._write_app_env(record.chat, container.id, fresh=True)
             await self._touch(sandbox_id)
             return container
+
+    async def app_env_of(self, sandbox_id: str) -> AppEnvironment:
+        """The app environment of the sandbox's chat (none for a sandbox of no chat)."""
+        record = await self.registry.get(sandbox_id)
+        if record is None or not record.chat or self.app_env is None:
+            return NO_APP_ENV
+        return await self.app_env(record.chat)
+
+    async def apply_app_env(self, sandbox_id: str) -> bool:
+        """Write the chat's current environment into the sandbox's running container (the
+        dev server starts over with it); ``False`` when no container runs (the next one gets
+        it as it starts)."""
+        async with self._locked(sandbox_id):
+            record = await self._record(sandbox_id)
+            if not record.container_id or not await container_running(
+                self.client, record.container_id
+            ):
+                return False
+            await self._write_app_env(record.chat, record.container_id, fresh=False)
+            return True
+
+    async def _write_app_env(self, chat: str, container_id: str, *, fresh: bool) -> None:
+        """Write the chat's environment into the container; a ``fresh`` one (just made or
+        taken from the pool) has none, so an empty environment costs it no exec."""
+        if self.app_env is None or not chat:
+            return
+        env = await self.app_env(chat)
+        if env.values or not fresh:
+            await write_app_env(self.client, container_id, env)
 
     async def wait_ready(self, sandbox_id: str, timeout: float | None = None) -> Sandbox:
         """Wait until the sandbox's dev server accepts connections; the current handle."""

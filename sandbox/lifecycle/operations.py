@@ -23,6 +23,7 @@ from typing import Any
 from sandbox.containers.labels import volume_name
 from sandbox.docker_boundary import call
 from sandbox.execution import commands, workspace_files
+from sandbox.execution.app_env import AppEnvironment
 from sandbox.execution.exec_stream import ExecResult, OutputSink, exec_streaming
 from sandbox.execution.install_queue import InstallQueue, InstallResult
 from sandbox.execution.quota_verdict import with_quota_verdict
@@ -35,15 +36,21 @@ __all__ = ["ContainerFor", "SandboxOperations"]
 
 # The manager's ``container_for``: a running container of the sandbox, revived if need be.
 ContainerFor = Callable[[str], Awaitable[Any]]
+# The manager's ``app_env_of``: the app environment of the sandbox's chat (to redact secrets).
+AppEnvOf = Callable[[str], Awaitable[AppEnvironment]]
 
 
 class SandboxOperations:
     """Installs, commands and workspace reads of one instance's sandboxes (per process)."""
 
-    def __init__(self, provisioner: Provisioner, container_for: ContainerFor) -> None:
+    def __init__(
+        self, provisioner: Provisioner, container_for: ContainerFor, app_env_of: AppEnvOf
+    ) -> None:
         # The provisioner's settings, not a copy: they gain the npm proxy's address later.
         self._provisioner = provisioner
         self._container_for = container_for
+        # Asked at each exec, not remembered: a secret changed during a run is redacted too.
+        self._app_env_of = app_env_of
         self._queues: dict[str, InstallQueue] = {}
 
     def install_queue(self, sandbox_id: str) -> InstallQueue:
@@ -79,6 +86,7 @@ class SandboxOperations:
             lambda: self._container_for(sandbox_id),
             argv,
             on_output,
+            (await self._app_env_of(sandbox_id)).redaction,
         )
         return await with_quota_verdict(self._provisioner.disk, volume_name(sandbox_id), result)
 
@@ -99,6 +107,7 @@ class SandboxOperations:
             lambda: self._container_for(sandbox_id),
             template.builder_argv(warm=warm),
             on_output,
+            (await self._app_env_of(sandbox_id)).redaction,
         )
         return await with_quota_verdict(self._provisioner.disk, volume_name(sandbox_id), result)
 
@@ -139,4 +148,5 @@ class SandboxOperations:
             timeout=timeout,
             output_cap=self._provisioner.settings.output_cap_bytes,
             on_output=on_output,
+            redaction=(await self._app_env_of(sandbox_id)).redaction,
         )

@@ -77,6 +77,7 @@ class FakeSandboxes:
     handles: dict[str, Sandbox] = field(default_factory=dict)
     containers: dict[str, Any] = field(default_factory=dict)
     destroyed: list[str] = field(default_factory=list)
+    applied: list[str] = field(default_factory=list)  # apply_app_env's sandboxes, in order
 
     def add(self, sandbox_id: str, chat: str, *, ip: str = "127.0.0.1", port: int = 1) -> Sandbox:
         """Record a sandbox serving ``chat``."""
@@ -103,6 +104,12 @@ class FakeSandboxes:
     async def read_file(self, sandbox_id: str, path: str) -> str | None:
         """A file of the sandbox's (real) container, read as the manager reads it."""
         return await call(read_workspace_file, await self.container_for(sandbox_id), path)
+
+    async def apply_app_env(self, sandbox_id: str) -> bool:
+        """Note the sandbox; whether it has a container (the manager writes only to one)."""
+        await self.get(sandbox_id)
+        self.applied.append(sandbox_id)
+        return sandbox_id in self.containers
 
     async def container_for(self, sandbox_id: str) -> Any:
         """The container the test gave the sandbox."""

@@ -12,6 +12,7 @@ from parser.assemble import FileAssembler
 from parser.events import EditBlock, Error, Event, FileStart
 from prompts.compose import (
     MAX_LISTED_PROBLEMS,
+    EnvName,
     Mode,
     continuation_prompt,
     fill,
@@ -340,3 +341,18 @@ def test_fixup_carries_the_browsers_words_the_line_and_the_current_file() -> Non
     assert "at App (http://localhost:5173/src/App.jsx:5:20)" in prompt
     assert '<current_file path="src/App.jsx">\nconst user = undefined;\n</current_file>' in prompt
     assert "headless browser" in prompt
+
+
+def test_the_app_environment_is_named_never_valued() -> None:
+    names = (
+        EnvName("VITE_MAP_KEY", public=True, secret=False),
+        EnvName("DATABASE_URL", public=False, secret=False),
+        EnvName("STRIPE_KEY", public=False, secret=True),
+    )
+    prompt = system_prompt("vite-react", app_env=names)
+    assert "`VITE_MAP_KEY` (public: in browser code as `import.meta.env.VITE_MAP_KEY`)" in prompt
+    assert "`DATABASE_URL` (server code and commands, as `process.env.DATABASE_URL`)" in prompt
+    assert "`STRIPE_KEY` (secret: server code and commands only, as `process.env.STRIPE_KEY`)" in (
+        prompt
+    )
+    assert "# The app's environment" not in system_prompt("vite-react")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
 import secrets
 import sqlite3
+import tarfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -24,6 +26,7 @@ from app.chat_images import ChatImage
 from app.config import ServiceSettings
 from app.errors import ConfigError
 from app.event_types import BY_NAME
+from app.projects.app_env import app_env_lookup
 from app.providers import Message as PromptMessage
 from app.runs.errors import QueueUnavailable
 from app.runs.execution import ProviderFactory, ResolvedProvider, WorkspaceFactory
@@ -33,7 +36,8 @@ from app.runs.queue import RunQueue
 from app.runs.service import RunService
 from app.runs.stale import StaleRunReaper
 from app.runs.worker import Worker, default_provider_factory, sandbox_workspaces
-from app.store import Run, Store
+from app.service.workspaces import project_store, project_workspaces
+from app.store import AppVariable, Run, Store
 from sandbox.docker_boundary import call, run_wrapped
 from sandbox.errors import ImageMissing, SandboxCapacity, SandboxError
 from sandbox.images.templates import WORKSPACE
@@ -84,10 +88,10 @@ async def running_workers(
 
 
 async def events_until_finished(
-    store: Store, client: redis.asyncio.Redis, run_id: str
+    store: Store, client: redis.asyncio.Redis, run_id: str, limit: float = HANG_GUARD_SECONDS
 ) -> list[dict[str, Any]]:
-    """Every event of the run, waiting for ``run_finished``."""
-    with anyio.fail_after(HANG_GUARD_SECONDS):
+    """Every event of the run, waiting for ``run_finished`` (at most ``limit`` seconds)."""
+    with anyio.fail_after(limit):
         async with RunFollower(store, client, run_id, poll_seconds=0.2) as follower:
             return [event async for _seq, event in follower]
 
@@ -782,3 +786,70 @@ async def test_a_run_that_finds_the_host_full_ends_with_sandbox_capacity(
     assert events[-1]["status"] == "failed"
     _assert_no_internals(events, SandboxCapacity())
     assert left == []
+
+
+ENV_SECRET = "sk_live_never-anywhere-5150"
+REAL_SANDBOX_LIMIT_SECONDS = 240
+ENV_PUBLIC = "https://api.kiln-env.test"
+PRINT_ENV = "console.log('token=' + process.env.STRIPE_KEY + ' url=' + process.env.VITE_API_URL)\n"
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+async def test_a_secret_reaches_the_sandbox_and_nothing_else(
+    settings: ServiceSettings,
+    store: Store,
+    client: redis.asyncio.Redis,
+    sandbox_manager: SandboxManager,
+    chat_server: WireServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 27's "done": the chat's secret is in the sandbox's environment, and absent from the
+    model's requests (as the wire server recorded them), the version, its zip, the run's events
+    and the chat's messages."""
+    monkeypatch.setenv("KILN_RENDER_CHECK", "0")
+    env = compatible_env(chat_server, 65_536, 4_096)
+    chat_server.script(*[Answer(TODO_ANSWER)] * 3)
+    sandbox_manager.app_env = app_env_lookup(store)
+    user, chat = new_chat(store)
+    store.set_app_variable(chat.id, AppVariable("STRIPE_KEY", ENV_SECRET, secret=True))
+    store.set_app_variable(chat.id, AppVariable("VITE_API_URL", ENV_PUBLIC))
+    service = RunService(store, client, settings, env=env)
+    workspaces = project_workspaces(sandbox_manager, settings)
+    async with running_workers(settings, store, client, workspaces, default_provider_factory(env)):
+        run_id, _ = await service.submit(
+            user.id, chat.id, "make a todo app", "openai-compatible", "m"
+        )
+        # A real sandbox on a loaded host: the install through the npm proxy and the build.
+        events = await events_until_finished(store, client, run_id, REAL_SANDBOX_LIMIT_SECONDS)
+    assert events[-1]["status"] == "completed", events[-1]
+    requests_sent = json.dumps([seen.body for seen in chat_server.requests])
+    assert "STRIPE_KEY" in requests_sent  # the model is told the names...
+    assert ENV_SECRET not in requests_sent  # ...never the values
+    assert ENV_PUBLIC not in requests_sent
+    projects = project_store(settings)
+    assert projects.versions(chat.id)
+    version_files = b"".join(projects.files(chat.id, "latest").values()).decode("latin-1")
+    archive = projects.archive(chat.id, "latest")
+    for kept in (version_files, archive.decode("latin-1"), json.dumps(events)):
+        assert ENV_SECRET not in kept
+        assert ENV_PUBLIC not in kept
+    assert ENV_SECRET not in json.dumps([m.to_dict() for m in store.list_messages(chat.id)])
+    finished = store.get_run(run_id)
+    assert finished is not None
+    assert finished.sandbox_id is not None
+    container = await sandbox_manager.container_for(finished.sandbox_id)
+    await call(container.put_archive, WORKSPACE, _tar_of({"print-env.js": PRINT_ENV}))
+    shown = await sandbox_manager.run_command(finished.sandbox_id, ["node", "print-env.js"])
+    assert shown.output == f"token=[secret] url={ENV_PUBLIC}"  # there, and redacted when echoed
+
+
+def _tar_of(files: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size, info.uid, info.gid, info.mode = len(data), 1000, 1000, 0o644
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()

@@ -2,7 +2,9 @@
 engine: a dev server that dies comes back; an install that only adds a package (or npm's
 same-content write of package.json) keeps the same process, which then serves the new package;
 an install that changes an installed package's version starts it over as a new process; a stop
-ends it cleanly. Packages are installed offline from tarballs packed in the container.
+ends it cleanly. Packages are installed offline from tarballs packed in the container. The app's
+environment written by kiln (sandbox.execution.app_env) starts it over with the new variables,
+which the served modules and the resident builder's build then show.
 
 The container is started with the template's own command, as kiln starts it, and labelled with
 the session's instance so the session's sweep removes it whatever happens.
@@ -10,6 +12,7 @@ the session's instance so the session's sweep removes it whatever happens.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator
 
@@ -18,6 +21,8 @@ import httpx
 import pytest
 from docker.models.containers import Container
 
+from sandbox.containers.hardening import APP_ENV_TMPFS
+from sandbox.execution.app_env import WRITE_SCRIPT, shell_file
 from sandbox.images.templates import get_template
 from sandbox.settings import LABEL
 from tests.sandbox.docker_support import TestInstances
@@ -76,6 +81,7 @@ def dev_container(
         detach=True,
         init=True,
         labels={LABEL: "dev-supervisor", "kiln.instance": instances.main},
+        tmpfs=APP_ENV_TMPFS,
     )
     try:
         _until(lambda: _serves(container), "the dev server serves its first page")
@@ -152,3 +158,56 @@ def test_a_stop_ends_the_supervisor_and_its_dev_server(dev_container: Container)
     dev_container.stop(timeout=10)
     dev_container.reload()
     assert dev_container.attrs["State"]["ExitCode"] == 0
+
+
+# A module that shows the app's environment as Vite serves it, and a page that renders it into
+# the build's output.
+ENV_MODULE = "export const shown = [import.meta.env.VITE_GREETING, import.meta.env.VITE_GONE]\n"
+
+
+def _write_app_env(container: Container, values: dict[str, str]) -> None:
+    """What kiln's write_app_env does, with the SDK's blocking calls."""
+    environment = {
+        "KILN_APP_ENV_SHELL": shell_file(values),
+        "KILN_APP_ENV_JSON": json.dumps(values, sort_keys=True),
+    }
+    result = container.exec_run(["sh", "-c", WRITE_SCRIPT], user="0:0", environment=environment)
+    assert result.exit_code == 0, result.output.decode(errors="replace")
+
+
+def _served_env_module(container: Container) -> str:
+    container.reload()
+    address = next(iter(container.attrs["NetworkSettings"]["Networks"].values()))["IPAddress"]
+    try:
+        module = httpx.get(f"http://{address}:{TEMPLATE.dev_port}/src/env.js", timeout=5.0)
+    except httpx.TransportError:
+        return ""
+    return module.text if module.status_code == 200 else ""
+
+
+def test_a_changed_app_environment_starts_the_dev_server_over_with_it(
+    dev_container: Container,
+) -> None:
+    write = f"printf '{ENV_MODULE}' > src/env.js"
+    dev_container.exec_run(["sh", "-c", write], workdir="/workspace")
+    _write_app_env(dev_container, {"VITE_GREETING": "hello from kiln", "VITE_GONE": "soon gone"})
+    _until(lambda: "environment changed: restarting" in _log(dev_container), "it started over")
+    _until(lambda: "hello from kiln" in _served_env_module(dev_container), "the value is served")
+    _write_app_env(dev_container, {"VITE_GREETING": "greeting-v2-kiln"})
+    _until(
+        lambda: "greeting-v2-kiln" in _served_env_module(dev_container), "the new value is served"
+    )
+    assert "soon gone" not in _served_env_module(dev_container)
+    build = dev_container.exec_run(list(TEMPLATE.builder), workdir="/workspace")
+    assert build.exit_code == 0, build.output.decode(errors="replace")
+    assert "greeting-v2-kiln" not in _built_javascript(dev_container)  # nothing imports env.js yet
+    page = 'import { shown } from "./env.js"\ndocument.title = shown.join()\n'
+    dev_container.exec_run(["sh", "-c", f"printf '{page}' >> src/main.jsx"], workdir="/workspace")
+    build = dev_container.exec_run(list(TEMPLATE.builder), workdir="/workspace")
+    assert build.exit_code == 0, build.output.decode(errors="replace")
+    assert "greeting-v2-kiln" in _built_javascript(dev_container)
+
+
+def _built_javascript(container: Container) -> str:
+    result = container.exec_run(["sh", "-c", "cat dist/assets/*.js"], workdir="/workspace")
+    return str(result.output.decode(errors="replace"))

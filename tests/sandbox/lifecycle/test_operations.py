@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from sandbox.errors import CommandRefused, InstallRefused
+from sandbox.execution.app_env import AppEnvironment
 from sandbox.lifecycle.operations import SandboxOperations
 from sandbox.lifecycle.provisioner import Provisioner
 from tests.sandbox.docker_support import settings_for
@@ -33,7 +34,12 @@ def _operations(containers: Containers) -> SandboxOperations:
     """Operations whose provisioner has neither Docker nor Redis (neither may be used)."""
     nothing: Any = None
     settings = settings_for("operations-test", "redis://unused")
-    return SandboxOperations(Provisioner(nothing, nothing, settings, None, time.time), containers)
+    provisioner = Provisioner(nothing, nothing, settings, None, time.time)
+    return SandboxOperations(provisioner, containers, _no_app_env)
+
+
+async def _no_app_env(sandbox_id: str) -> AppEnvironment:
+    return AppEnvironment()
 
 
 async def test_a_refused_command_reaches_no_container() -> None:
