@@ -18,8 +18,9 @@ What a template publishes (:data:`OUTPUT`, policy as data):
 The template is read from the version's own ``package.json`` (:func:`template_of`): a version
 is published as what it is, whatever its chat started as.
 
-The build's environment is made in one place, :func:`build_environment` (the chat's public
-``VITE_`` variables go there once chats have them).
+The build's environment is the chat's public (``VITE_``) variables, as
+:func:`app.projects.app_env.build_environment` gives them (the caller passes them in); they
+reach Vite as ``.env.production.local`` inside the build's sandbox only.
 """
 
 from __future__ import annotations
@@ -97,12 +98,6 @@ def template_of(files: Mapping[str, bytes]) -> str:
     return next((template for name, template in TEMPLATE_MARKERS if name in names), "vanilla")
 
 
-def build_environment() -> dict[str, str]:
-    """The variables of a publish build: the one place they are made (``NODE_ENV`` is Vite's
-    own for ``build``). The chat's public (``VITE_``) variables join them here."""
-    return {}
-
-
 def env_file(variables: Mapping[str, str]) -> bytes:
     """:data:`ENV_FILE`'s text for ``variables`` (a value on one line, as dotenv reads it)."""
     for name, value in variables.items():
@@ -159,8 +154,10 @@ async def build_version(
     *,
     owner: str = "",
     on_output: OutputSink = _ignore,
+    variables: Mapping[str, str] | None = None,
 ) -> dict[str, bytes]:
-    """The files a version publishes (module docstring), ``path -> bytes``, within ``limits``."""
+    """The files a version publishes (module docstring), ``path -> bytes``, within ``limits``;
+    ``variables``: the build's environment (the chat's public variables)."""
     output = OUTPUT[template_of(files)]
     if output.refusal:
         raise PublishUnsupported(output.refusal)
@@ -169,7 +166,8 @@ async def build_version(
     else:
         if sandboxes is None:
             raise PublishError("this server cannot start a sandbox to build the app")
-        built = await _build_in_sandbox(sandboxes, files, output, limits, owner, on_output)
+        extra = {ENV_FILE: env_file(variables)} if variables else {}
+        built = await _build_in_sandbox(sandboxes, files, extra, output, limits, owner, on_output)
     return checked(built, limits.max_bytes)
 
 
@@ -186,6 +184,7 @@ def checked(built: Mapping[str, bytes], max_bytes: int) -> dict[str, bytes]:
 async def _build_in_sandbox(
     sandboxes: BuildSandboxes,
     files: Mapping[str, bytes],
+    extra: Mapping[str, bytes],
     output: Output,
     limits: BuildLimits,
     owner: str,
@@ -201,7 +200,7 @@ async def _build_in_sandbox(
     try:
         with anyio.move_on_after(limits.seconds):
             container = await sandboxes.container_for(sandbox.id)
-            await _put_version(sandboxes, sandbox.id, container, files, limits, on_output)
+            await _put_version(sandboxes, sandbox.id, container, files, extra, limits, on_output)
             result = await sandboxes.run_command(sandbox.id, BUILD_COMMAND, on_output)
             if not result.ok:
                 raise PublishBuildFailed(_failure("npm run build", result))
@@ -220,13 +219,13 @@ async def _put_version(
     sandbox_id: str,
     container: Any,
     files: Mapping[str, bytes],
+    extra: Mapping[str, bytes],
     limits: BuildLimits,
     on_output: OutputSink,
 ) -> None:
-    """Write the version over the template's workspace; install when package.json differs."""
+    """Write the version (and the build's ``extra`` files) over the template's workspace;
+    install when package.json differs."""
     snapshot = await read_workspace(container, limits.project_max_bytes, whole=False)
-    variables = build_environment()
-    extra = {ENV_FILE: env_file(variables)} if variables else {}
     await write_difference(container, snapshot, {**files, **extra}, "publish")
     if snapshot.complete and snapshot.files.get(PACKAGE_JSON) == files.get(PACKAGE_JSON):
         return  # the template's packages are installed already

@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar
 
 import anyio.to_thread
 
+from app.projects.app_env import AppEnvSource, build_environment
 from app.projects.lock_urls import public_locks
 from app.projects.store import ProjectStore, VersionRef
 from app.publish.build import BuildLimits, BuildSandboxes, OutputSink, build_version
@@ -72,9 +73,12 @@ class Publisher:
         settings: PublishSettings,
         *,
         project_max_bytes: int,
+        app_env: AppEnvSource | None = None,
     ) -> None:
-        """Build with ``sandboxes`` (None: only apps that need no build can be published)."""
+        """Build with ``sandboxes`` (None: only apps that need no build can be published) and
+        the chats' public variables from ``app_env`` (None: none)."""
         self.projects, self.rows, self.storage = projects, rows, storage
+        self.app_env = app_env
         self.sandboxes, self.settings = sandboxes, settings
         self.limits = BuildLimits(settings.max_bytes, settings.build_seconds, project_max_bytes)
 
@@ -84,8 +88,14 @@ class Publisher:
         """Build version ``ref`` of ``chat`` and move the chat's link to it; the publication."""
         version = await _in_thread(self.projects.version, chat, ref)
         stored = await _in_thread(self.projects.files, chat, version.number)
+        variables = await _in_thread(build_environment, self.app_env, chat) if self.app_env else {}
         built = await build_version(
-            self.sandboxes, public_locks(stored), self.limits, owner=owner, on_output=on_output
+            self.sandboxes,
+            public_locks(stored),
+            self.limits,
+            owner=owner,
+            on_output=on_output,
+            variables=variables,
         )
         manifest = await _in_thread(self._store, built, chat, version.number)
         await _in_thread(self.rows.reserve_slug, chat)

@@ -121,6 +121,7 @@ class ServiceStack:
             self.manager,
             PublishSettings.from_env(env),
             project_max_bytes=self.settings.project_max_bytes,
+            app_env=self.store,
         )
 
     def health_checks(self) -> dict[str, HealthCheck]:
