@@ -142,8 +142,16 @@ async def test_the_demo_is_built_in_a_sandbox_of_its_own(manager: SandboxManager
     async def output(line: str) -> None:
         lines.append(line)
 
-    built = await build_version(manager, demo_version(), LIMITS, owner="ann", on_output=output)
+    files = demo_version()
+    # Vite puts public variables into index.html where it says %NAME%: the chat's reach the build
+    files["index.html"] = files["index.html"].replace(b"<title>", b"<title>%VITE_APP_NAME% ")
+    variables = {"VITE_APP_NAME": "Our todos"}
+    built = await build_version(
+        manager, files, LIMITS, owner="ann", on_output=output, variables=variables
+    )
     assert b'<div id="root">' in built["index.html"]
+    assert b"<title>Our todos " in built["index.html"]
+    assert ".env.production.local" not in built
     scripts = [path for path in built if path.startswith("assets/") and path.endswith(".js")]
     assert len(scripts) == 1, sorted(built)
     assert b"kiln-demo-todos" in built[scripts[0]]  # the app's own code, bundled
