@@ -46,3 +46,23 @@ def raw_rows(store: Store, sql: str) -> list[tuple[object, ...]]:
     assert isinstance(database, PostgresDatabase)
     with psycopg.connect(database.url) as connection:
         return [tuple(row) for row in connection.execute(sql).fetchall()]
+
+
+def bytes_at_rest(store: Store, table: str) -> bytes:
+    """What the database keeps of ``table``, as bytes a reader of its storage would find: the
+    SQLite file with its WAL and shared memory, or (Postgres) every raw row of the table read
+    with a plain connection."""
+    if store.path is not None:
+        raw = store.path.read_bytes()
+        for suffix in ("-wal", "-shm"):
+            sidecar = store.path.with_name(store.path.name + suffix)
+            if sidecar.exists():
+                raw += sidecar.read_bytes()
+        return raw
+    rows = raw_rows(store, f"SELECT * FROM {table}")  # a table name of the tests
+    assert rows, f"{table} is empty"
+    return b"".join(
+        bytes(value) if isinstance(value, bytes | memoryview) else str(value).encode()
+        for row in rows
+        for value in row
+    )

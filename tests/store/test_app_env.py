@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.store import AppVariable, Store
-from tests.store.conftest import raw_rows
+from tests.store.conftest import bytes_at_rest, raw_rows
 
 SECRET_VALUE = "sk_live_do-not-leak-4242"
 
@@ -13,19 +13,10 @@ def test_values_are_encrypted_at_rest(store: Store) -> None:
     chat = store.create_chat(ann.id, "app")
     store.set_app_variable(chat.id, AppVariable("STRIPE_KEY", SECRET_VALUE, secret=True))
     store.set_app_variable(chat.id, AppVariable("VITE_API_URL", "https://api.example.test"))
-    store.close()
-    raw = store.path.read_bytes()
-    for suffix in ("-wal", "-shm"):
-        sidecar = store.path.with_name(store.path.name + suffix)
-        if sidecar.exists():
-            raw += sidecar.read_bytes()
+    raw = bytes_at_rest(store, "app_env")
     assert SECRET_VALUE.encode() not in raw
     assert b"https://api.example.test" not in raw
-    reopened = Store(store.path, "a-test-secret-of-some-length")
-    try:
-        found = {item.name: item for item in reopened.app_variables(chat.id)}
-    finally:
-        reopened.close()
+    found = {item.name: item for item in store.app_variables(chat.id)}
     assert found["STRIPE_KEY"].value == SECRET_VALUE
     assert found["STRIPE_KEY"].secret
     assert found["VITE_API_URL"].public

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.store import Store
+from tests.store.conftest import bytes_at_rest
 
 TOKEN = "ghp_0123456789abcdefSECRET"
 URL = "https://git.example/me/app.git"
@@ -22,8 +23,7 @@ def test_the_token_is_stored_encrypted_and_never_shown(store: Store, chat: str) 
     assert remote.token == TOKEN
     assert remote.to_dict() == {"url": URL, "branch": "main", "has_token": True, "last_push": None}
     assert TOKEN not in repr(remote)
-    raw = store.path.read_bytes() + store.path.with_name("kiln.db-wal").read_bytes()
-    assert TOKEN.encode() not in raw
+    assert TOKEN.encode() not in bytes_at_rest(store, "chat_remotes")
 
 
 @pytest.mark.parametrize(
