@@ -30,6 +30,38 @@ REDIS_START_SECONDS = 30.0
 REDIS_START_ATTEMPTS = 5
 
 
+# `make test` runs the suite in two pytest-xdist processes (`-n 2 --dist loadgroup`). Each test
+# gets a group, and a group runs whole in one process: a module is its own group (its served kiln,
+# its module fixtures are built once), tests/web is one (its session's browser, served kiln and
+# demo run are built once). The groups known to be long go first (the rest keeps pytest's order),
+# so that no long one starts last while the other process idles. Every process has its own Redis,
+# kiln instances and temporary folders (see tests/sandbox/conftest.py), so nothing is shared.
+ONE_GROUP_FOLDERS = ("tests/web/",)
+LONG_GROUPS = (  # measured: each several minutes on a loaded 2-core box
+    "tests/web",
+    "tests/app/test_clean_stop.py",
+    "tests/sandbox/images/test_resident_builder.py",
+    "tests/service/test_docker_outage.py",
+    "tests/sandbox/images/test_builder.py",
+)
+
+
+def _group_of(item: pytest.Item) -> str:
+    """The xdist group of ``item``: its folder when the folder is one group, else its file."""
+    path = item.nodeid.split("::", 1)[0]
+    folder = next((f for f in ONE_GROUP_FOLDERS if path.startswith(f)), None)
+    return folder.rstrip("/") if folder else path
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks (it appends them to the node ids)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give every test its xdist group and put the long groups first (see above)."""
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group_of(item)))
+    rank = {group: index for index, group in enumerate(LONG_GROUPS)}
+    items.sort(key=lambda item: rank.get(_group_of(item), len(rank)))  # stable: pytest's order
+
+
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     """Async tests run on asyncio (the service's loop); trio is not a target."""
