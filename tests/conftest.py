@@ -39,11 +39,15 @@ REDIS_START_ATTEMPTS = 5
 # order), so that no long one starts last while the other process idles. Every process has its
 # own Redis, kiln instances and temporary folders (see tests/sandbox/conftest.py).
 ONE_GROUP_FOLDERS = ("tests/web/",)
-LONG_GROUPS = (  # measured: each several minutes on a loaded 2-core box
+LONG_GROUPS = (  # the longest, measured (--durations) on the 2-core box: 3 to 8 minutes each
     "tests/web",
     "tests/app/test_clean_stop.py",
-    "tests/sandbox/images/test_resident_builder.py",
     "tests/service/test_docker_outage.py",
+    "tests/sandbox/images/test_resident_builder.py",
+    "tests/app/test_serve_command.py",
+    "tests/sandbox/preview/test_render_check.py",
+    "tests/deploy/test_compose.py",
+    "tests/sandbox/writes/test_flush.py",
     "tests/sandbox/images/test_builder.py",
 )
 
