@@ -49,11 +49,20 @@ lint: setup
 # build fails the run; elsewhere the fresh build if there is one), then the parser's tests and
 # `kiln parse`'s once more in pure Python (about 20 s; tests/parser/test_implementation.py
 # checks which implementation each run loaded). Both runs always run; either failing fails.
+# The suite runs in TEST_PROCESSES pytest-xdist processes (TEST_PROCESSES=0: in pytest's own
+# process, as before): most of its time waits on Docker, npm, Vite and Chromium, not the CPU.
+# tests/conftest.py gives every test a group (its module; tests/web is one) and `--dist loadgroup`
+# runs a group whole in one process, so a module's served kiln and the web tests' browser and
+# kiln are built once per run; the long groups start first (LONG_GROUPS there).
+# Measured back to back: npm_proxy, networks, api end_to_end and sandboxes took 121 s in one
+# process, 81 s in two.
 PARSER_IN_TESTS := $(if $(filter true,$(CI)),compiled,auto)
 PARSER_TESTS := tests/parser tests/app/test_parse_command.py
+TEST_PROCESSES ?= 2
+IN_PROCESSES := -n $(TEST_PROCESSES) --dist loadgroup --no-loadscope-reorder
 
 test: lint
-	@KILN_PARSER=$(PARSER_IN_TESTS) $(PY) -m pytest; rc=$$?; \
+	@KILN_PARSER=$(PARSER_IN_TESTS) $(PY) -m pytest $(IN_PROCESSES); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; rc=1; fi; \
 	echo "tests/parser again with the pure-Python parser (KILN_PARSER=python)"; \
 	KILN_PARSER=python $(PY) -m pytest -q $(PARSER_TESTS); rc2=$$?; \

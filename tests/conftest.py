@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from xdist.remote import Producer
+from xdist.scheduler import LoadGroupScheduling
 
 from app.parser_choice import activate
 from tests.postgres_server import PostgresMissing, PostgresServer
@@ -30,6 +32,54 @@ REDIS_START_SECONDS = 30.0
 # between; redis has no "pick one yourself" for TCP). So a start whose bind fails is retried on
 # another port, and a server only counts as ours when it reports our process id.
 REDIS_START_ATTEMPTS = 5
+
+
+# `make test` runs the suite in two pytest-xdist processes (`-n 2 --dist loadgroup`). Every test
+# has a group, and a group runs whole in one process: a module is its own group (its served
+# kiln, its module fixtures are built once), tests/web is one (its session's browser, served kiln
+# and demo run are built once). The groups known to be long go first (the rest keeps pytest's
+# order), so that no long one starts last while the other process idles. Every process has its
+# own Redis, kiln instances and temporary folders (see tests/sandbox/conftest.py).
+ONE_GROUP_FOLDERS = ("tests/web/",)
+LONG_GROUPS = (  # the longest, measured (--durations) on the 2-core box: 3 to 8 minutes each
+    "tests/web",
+    "tests/app/test_clean_stop.py",
+    "tests/service/test_docker_outage.py",
+    "tests/sandbox/images/test_resident_builder.py",
+    "tests/app/test_serve_command.py",
+    "tests/sandbox/preview/test_render_check.py",
+    "tests/deploy/test_compose.py",
+    "tests/sandbox/writes/test_flush.py",
+    "tests/sandbox/images/test_builder.py",
+)
+
+
+def group_of(nodeid: str) -> str:
+    """The xdist group of a test: its folder when the folder is one group, else its file."""
+    path = nodeid.split("::", 1)[0]
+    folder = next((f for f in ONE_GROUP_FOLDERS if path.startswith(f)), None)
+    return folder.rstrip("/") if folder else path
+
+
+class GroupScheduling(LoadGroupScheduling):  # type: ignore[misc]  # xdist ships no py.typed
+    """xdist's ``loadgroup`` with :func:`group_of` as the group. Its own reads ``xdist_group``
+    marks off the node ids, which pytest 9 no longer lets it rewrite (every test would be a
+    group of its own, and a module's fixtures would be built in both processes)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return group_of(nodeid)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> GroupScheduling | None:
+    """Under ``--dist loadgroup``, :class:`GroupScheduling` (any other ``--dist`` stands)."""
+    return GroupScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put the long groups first (see above); the sort is stable, so groups stay whole."""
+    rank = {group: index for index, group in enumerate(LONG_GROUPS)}
+    items.sort(key=lambda item: rank.get(group_of(item.nodeid), len(rank)))
 
 
 @pytest.fixture(scope="session")

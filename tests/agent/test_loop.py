@@ -301,11 +301,13 @@ async def test_cancel_stops_a_slow_stream_promptly() -> None:
 
     slow = ReplayProvider(
         recording_file=RECORDINGS / "todo-vite-react.txt",
-        pacing=ReplayPacing(tokens_per_second=20.0),  # the whole answer would take minutes
+        # The first file starts after about 1.5 s (at 20 tokens/s it took 7.5 s), the whole
+        # answer takes 13 s: a run that is not cancelled ends "completed" and fails the test.
+        pacing=ReplayPacing(tokens_per_second=100.0),
     )
     workspace = FakeWorkspace()
     agent = AgentRun(settings(), slow, workspace, FakeTools(), emit=emit, cancel=cancel)
-    with anyio.fail_after(10):  # a safety net, not a measurement
+    with anyio.fail_after(60):  # a safety net for a hang, not a measurement (the box is loaded)
         result = await agent.run("todo")
     assert (result.status, result.stop_reason) == ("cancelled", "cancelled")
     assert len(events.of_type("file_start")) == 1
