@@ -5,8 +5,12 @@ made with ``instances.new``), so concurrent sessions never touch each other's ob
 end of the session every registered instance is swept with plain Docker SDK calls (not with
 the code under test) and the session fails if any container, network or volume is left.
 
-The manager fixture is session-scoped and async: it relies on the session-scoped
+The manager fixture is package-scoped and async: it relies on the session-scoped
 ``anyio_backend`` of ``tests/conftest.py`` (a module overriding it cannot use the manager).
+Package, not session: while an async fixture lives, anyio's test runner holds the thread as
+"running asyncio", so a plain test after it that calls ``anyio.run`` (kiln's CLI ``main``) would
+fail; with the suite in two processes (``make test``), other folders' modules run between the
+sandbox modules, and the manager is closed when the process leaves ``tests/sandbox``.
 Redis is the session's private ``redis_url``.
 """
 
@@ -63,9 +67,10 @@ def sandbox_settings(instances: TestInstances, redis_url: str) -> SandboxSetting
     return settings_for(instances.main, redis_url, warm_pool_size=1, warm_pool_max=1)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 async def manager(sandbox_settings: SandboxSettings) -> AsyncIterator[SandboxManager]:
-    """The session's manager, its warm pool running; destroys what it made at the end."""
+    """The manager of the sandbox tests, its warm pool running; destroys what it made when the
+    process leaves ``tests/sandbox`` (module docstring)."""
     opened = await SandboxManager.open(sandbox_settings)
     try:
         async with opened:
