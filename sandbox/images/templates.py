@@ -73,7 +73,9 @@ TEMPLATES: dict[str, Template] = {
         dev_port=8080,
         entrypoints=("index.html",),
         config_files=("package.json", "package-lock.json", "server.js"),
-        dev_command=("npm", "run", "dev"),
+        # `npm run dev` under kiln's small supervisor (images/shared/kiln-serve.mjs): it starts
+        # the dev server over when the app's environment changes and after it exits.
+        dev_command=("node", "/usr/local/lib/kiln/kiln-serve.mjs"),
         build_script="node server.js --check",
         direct_build=("node", "server.js", "--check"),
         # Idle measured by bench/capacity.py (200 sandboxes, ~23 MiB); busy an estimate (npm
@@ -86,7 +88,9 @@ TEMPLATES: dict[str, Template] = {
         dev_port=3000,
         entrypoints=("app/layout.jsx", "app/page.jsx"),
         config_files=("package.json", "next.config.mjs", "package-lock.json"),
-        dev_command=("npm", "run", "dev"),
+        # `npm run dev` under kiln's small supervisor (images/shared/kiln-serve.mjs): it starts
+        # the dev server over when the app's environment changes and after it exits.
+        dev_command=("node", "/usr/local/lib/kiln/kiln-serve.mjs"),
         build_script="next build",
         direct_build=("node", "node_modules/next/dist/bin/next", "build"),
         # Estimates, not measured yet: `next dev` compiles on demand, `next build` is heavy.
