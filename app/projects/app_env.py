@@ -150,7 +150,7 @@ def build_environment(source: AppEnvSource, chat_id: str) -> dict[str, str]:
     """The environment of a chat's production build (publishing): its public variables only.
 
     A secret or a non-public variable stays out: a static build's output is served to anyone,
-    and what it needs at build time it reads from ``VITE_`` variables."""
+    and what it needs at build time it reads from public (``VITE_``, ``NEXT_PUBLIC_``) variables."""
     return {item.name: item.value for item in source.app_variables(chat_id) if item.public}
 
 
