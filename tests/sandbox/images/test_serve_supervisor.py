@@ -37,10 +37,20 @@ NEXT_ROUTE = (
     "    public: process.env.NEXT_PUBLIC_NAME})\n"
     "}\n"
 )
-# Where each template's app answers with its environment, and the file that makes it do so.
+# A client component showing Next's public variable, which `next dev` inlines into the page.
+NEXT_PAGE = (
+    "'use client'\n"
+    "export default function Page() {\n"
+    '  return <p id="public">public={process.env.NEXT_PUBLIC_NAME}</p>\n'
+    "}\n"
+)
+# Where each template's app answers with its environment, and the files that make it do so.
 APPS = {
-    "vanilla": ("/", "server.js", VANILLA_SERVER),
-    "nextjs": ("/kiln-env", "app/kiln-env/route.js", NEXT_ROUTE),
+    "vanilla": ("/", {"server.js": VANILLA_SERVER}),
+    "nextjs": (
+        "/kiln-env",
+        {"app/kiln-env/route.js": NEXT_ROUTE, "app/kiln-public/page.jsx": NEXT_PAGE},
+    ),
 }
 # SIGKILL to the supervisor's child (npm), as a crash would end it; not this shell, nor tini,
 # whose command lines name the supervisor too.
@@ -78,15 +88,15 @@ async def served(
     manager.app_env = chat_env
     sandbox = await manager.acquire(chat_env.chat, "owner-1", template)
     try:
-        _, path, body = APPS[template]
         container = await manager.container_for(sandbox.id)
-        written = await call(
-            container.exec_run,
-            ["sh", "-c", WRITE_FILE],
-            workdir="/workspace",
-            environment={"FILE": path, "BODY": body},
-        )
-        assert written.exit_code == 0, written.output
+        for path, body in APPS[template][1].items():
+            written = await call(
+                container.exec_run,
+                ["sh", "-c", WRITE_FILE],
+                workdir="/workspace",
+                environment={"FILE": path, "BODY": body},
+            )
+            assert written.exit_code == 0, written.output
         yield sandbox, chat_env
     finally:
         manager.app_env = None
@@ -141,6 +151,10 @@ async def test_the_dev_server_runs_with_the_chats_environment_and_starts_over_on
     assert second["pid"] != first["pid"]  # a new process: a running one keeps its environment
     if sandbox.template == "nextjs":
         assert second["public"] == "kiln"
+        async with httpx.AsyncClient(timeout=LIMIT_SECONDS, trust_env=False) as client:
+            page = await client.get(f"{sandbox.dev_url}/kiln-public")
+        assert page.status_code == 200
+        assert "public=<!-- -->kiln" in page.text or "public=kiln" in page.text
 
 
 @pytest.mark.anyio
