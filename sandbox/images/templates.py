@@ -85,9 +85,10 @@ TEMPLATES: dict[str, Template] = {
         dev_command=("node", "/usr/local/lib/kiln/kiln-serve.mjs"),
         build_script="node server.js --check",
         direct_build=("node", "server.js", "--check"),
-        # Idle measured by bench/capacity.py (200 sandboxes, ~23 MiB); busy an estimate (npm
-        # and a `node server.js --check`, no bundler).
-        idle_mib=23,
+        # Idle measured by bench/capacity.py (200 sandboxes, ~23 MiB) before the supervisor,
+        # which adds ~7 MiB (docker stats of one idle container, 2 runs: 17-20.5 -> 24-27.8
+        # MiB); busy an estimate (npm and a `node server.js --check`, no bundler).
+        idle_mib=30,
         busy_mib=120,
     ),
     "nextjs": Template(
