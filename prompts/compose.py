@@ -114,7 +114,7 @@ class EnvName(NamedTuple):
     """A variable of the app's environment as the model is told of it: never its value."""
 
     name: str
-    public: bool  # inlined into the browser's JavaScript by the build (Vite's VITE_ prefix)
+    public: bool  # a bundler's public prefix (VITE_, NEXT_PUBLIC_): the build may inline it
     secret: bool
 
 
@@ -151,19 +151,26 @@ def system_prompt(
         "# Example of a complete answer\n\n" + load_text(_example_name(template.name, chosen)),
     ]
     if app_env:
-        sections.append(app_env_section(app_env))
+        sections.append(app_env_section(app_env, template.name))
     if existing_files or file_map:
         sections.append(existing_files_section(existing_files or {}, file_map))
     return _SECTION_BREAK.join(sections) + "\n"
 
 
-def app_env_section(variables: Sequence[EnvName]) -> str:
+def app_env_section(variables: Sequence[EnvName], framework: str) -> str:
     """The section naming the app's environment variables (names and kinds, never values), so
-    the model reads them where the app runs instead of writing a value into a file."""
+    the model reads them where the app runs instead of writing a value into a file; browser code
+    reads a public one as ``framework``'s bundler has it (none in a template without one)."""
+    template = get_template(framework)
     lines = []
     for item in variables:
-        if item.public:
-            where = f"public: in browser code as `import.meta.env.{item.name}`"
+        server = f"`process.env.{item.name}`"
+        browser = template.public_env_prefix and item.name.startswith(template.public_env_prefix)
+        if browser:
+            read = template.browser_env_read.format(name=item.name)
+            where = f"public: in browser code as `{read}`, and server code as {server}"
+        elif item.public:
+            where = f"public, never a secret: server code and commands, as {server}"
         elif item.secret:
             where = f"secret: server code and commands only, as `process.env.{item.name}`"
         else:

@@ -28,7 +28,7 @@ from app.api.ports import ChatRow
 from app.api.services import ApiServices, in_thread, services
 from app.projects import app_env
 from app.projects.errors import AppEnvRefused
-from app.store.app_env import PUBLIC_PREFIX
+from app.store.app_env import PUBLIC_PREFIXES
 from sandbox import SandboxNotFound
 
 PUT_FIELDS = frozenset({"value", "secret"})
@@ -37,7 +37,7 @@ LIMITS = {
     "max_value_bytes": app_env.MAX_VALUE_BYTES,
     "max_variables": app_env.MAX_VARIABLES,
     "max_total_bytes": app_env.MAX_TOTAL_BYTES,
-    "public_prefix": PUBLIC_PREFIX,
+    "public_prefixes": list(PUBLIC_PREFIXES),
 }
 
 

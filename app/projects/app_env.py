@@ -12,8 +12,9 @@ Rules, as data (:data:`RESERVED_NAMES`, :data:`RESERVED_PREFIXES`):
   refused (``PATH``, ``HOME``, ``NODE_OPTIONS``, ``npm_config_*``, ``KILN_*``...);
 - a value is text without NUL, at most :data:`MAX_VALUE_BYTES` bytes; a chat holds at most
   :data:`MAX_VARIABLES` of them and :data:`MAX_TOTAL_BYTES` in all;
-- a name with the :data:`PUBLIC_PREFIX` (``VITE_``) is *public*: Vite inlines it into the built
-  JavaScript that any visitor downloads, so it can never be a secret (refused in words).
+- a name with one of the :data:`PUBLIC_PREFIXES` (Vite's ``VITE_``, Next.js's ``NEXT_PUBLIC_``)
+  is *public*: the bundler inlines it into the built JavaScript that any visitor downloads, so
+  it can never be a secret (refused in words). Both prefixes count in every template.
 
 A secret is write-only: :class:`AppVariable` hides it from ``repr`` and :meth:`AppVariable.listing`
 never carries it; only the sandbox and the redaction of command output see its value.
@@ -28,7 +29,7 @@ from typing import Protocol
 import anyio.to_thread
 
 from app.projects.errors import AppEnvRefused
-from app.store.app_env import PUBLIC_PREFIX, AppVariable
+from app.store.app_env import PUBLIC_PREFIXES, AppVariable
 from prompts.compose import EnvName
 from sandbox import AppEnvironment
 
@@ -113,10 +114,11 @@ def check_variable(name: str, value: str, *, secret: bool) -> AppVariable:
     if secret and is_public(name):
         raise AppEnvRefused(
             "secret",
-            f"{name!r} cannot be a secret: Vite inlines every {PUBLIC_PREFIX}-variable into the "
-            f"JavaScript any visitor of the app downloads. Keep the secret under a name "
-            f"without {PUBLIC_PREFIX} and use it only in server code or commands, or store "
-            f"it as a (public) variable if it is meant to be seen",
+            f"{name!r} cannot be a secret: the build inlines every variable named "
+            f"{' or '.join(f'{prefix}...' for prefix in PUBLIC_PREFIXES)} into the JavaScript "
+            f"any visitor of the app downloads. Keep the secret under a name without "
+            f"{' or '.join(PUBLIC_PREFIXES)} and use it only in server code or commands, or "
+            f"store it as a (public) variable if it is meant to be seen",
         )
     if "\x00" in value:
         raise AppEnvRefused("value", f"the value of {name!r} holds a NUL character")
@@ -148,7 +150,7 @@ def build_environment(source: AppEnvSource, chat_id: str) -> dict[str, str]:
     """The environment of a chat's production build (publishing): its public variables only.
 
     A secret or a non-public variable stays out: a static build's output is served to anyone,
-    and what it needs at build time it reads from ``VITE_`` variables."""
+    and what it needs at build time it reads from public (``VITE_``, ``NEXT_PUBLIC_``) variables."""
     return {item.name: item.value for item in source.app_variables(chat_id) if item.public}
 
 

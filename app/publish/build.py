@@ -18,7 +18,7 @@ What a template publishes (:data:`OUTPUT`, policy as data):
 The template is read from the version's own ``package.json`` (:func:`template_of`): a version
 is published as what it is, whatever its chat started as.
 
-The build's environment is the chat's public (``VITE_``) variables, as
+The build's environment is the chat's public (``VITE_``, ``NEXT_PUBLIC_``) variables, as
 :func:`app.projects.app_env.build_environment` gives them (the caller passes them in); they
 reach Vite as ``.env.production.local`` inside the build's sandbox only.
 """

@@ -14,8 +14,11 @@ from typing import Any
 from app.store.crypto import SecretBox
 from app.store.db import Database
 
-# Vite's prefix for variables it inlines into the built app (public to its visitors).
-PUBLIC_PREFIX = "VITE_"
+# The bundlers' prefixes for variables they inline into the built app (public to its visitors):
+# Vite's and Next.js's. Both count whatever the chat's template: a name's kind never depends on
+# it, and refusing a `NEXT_PUBLIC_` secret in a Vite app (or the reverse) only errs on the safe
+# side. Each template names its own (sandbox's ``Template.public_env_prefix``).
+PUBLIC_PREFIXES = ("VITE_", "NEXT_PUBLIC_")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,8 +33,8 @@ class AppVariable:
 
     @property
     def public(self) -> bool:
-        """Whether the build inlines it into public output (Vite's ``VITE_`` prefix)."""
-        return self.name.startswith(PUBLIC_PREFIX)
+        """Whether a build may inline it into public output (a :data:`PUBLIC_PREFIXES` name)."""
+        return self.name.startswith(PUBLIC_PREFIXES)
 
     def listing(self) -> dict[str, Any]:
         """What the API and the UI show: a secret's value is never in it."""

@@ -1,15 +1,21 @@
 // The Environment tab: a chat's app variables and secrets (`/api/chats/{id}/env`). A secret is
 // write-only: the server never sends its value back, so it is shown masked and can only be
-// replaced or deleted. A `VITE_` variable is public (Vite builds it into the JavaScript every
-// visitor downloads) and is badged so; a secret under that prefix is refused here, in words,
+// replaced or deleted. A `VITE_` or `NEXT_PUBLIC_` variable is public (Vite or Next.js builds it
+// into the JavaScript every visitor downloads: app/store/app_env.py's PUBLIC_PREFIXES) and is
+// badged so; a secret under such a prefix is refused here, in words,
 // before the server refuses it too. Saving writes the environment into the chat's sandbox,
 // whose dev server starts over with it: the panel says so.
 
 import { deleteEnvVariable, listEnv, putEnvVariable } from "./api.js";
 
-export const PUBLIC_PREFIX = "VITE_";
+export const PUBLIC_PREFIXES = ["VITE_", "NEXT_PUBLIC_"];
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-const PUBLIC_WORDS = "Public: the build puts VITE_ variables into the app's JavaScript, which anyone who opens the app can read.";
+const PUBLIC_WORDS = "Public: the build puts VITE_ and NEXT_PUBLIC_ variables into the app's JavaScript, which anyone who opens the app can read.";
+
+/** The public prefix `name` starts with, or "". */
+function publicPrefix(name) {
+  return PUBLIC_PREFIXES.find((prefix) => name.startsWith(prefix)) || "";
+}
 const MASK = "••••••••";
 
 export class EnvPanel {
@@ -101,9 +107,9 @@ export class EnvPanel {
   describe() {
     const { name, secret, value, hint } = this.els;
     value.type = secret.checked ? "password" : "text";
-    const publicName = name.value.startsWith(PUBLIC_PREFIX);
+    const publicName = publicPrefix(name.value);
     if (publicName && secret.checked) {
-      hint.textContent = `A secret cannot start with ${PUBLIC_PREFIX}: the build would put it into the app's public JavaScript. Pick a name without ${PUBLIC_PREFIX}, and read it in server code or commands.`;
+      hint.textContent = `A secret cannot start with ${publicName}: the build would put it into the app's public JavaScript. Pick a name without ${publicName}, and read it in server code or commands.`;
     } else if (publicName) {
       hint.textContent = PUBLIC_WORDS;
     } else {
@@ -117,8 +123,8 @@ export class EnvPanel {
   problem() {
     const { name, secret } = this.els;
     if (!NAME.test(name.value)) return "A name is letters, digits and _, not starting with a digit.";
-    if (secret.checked && name.value.startsWith(PUBLIC_PREFIX)) {
-      return `A secret cannot start with ${PUBLIC_PREFIX}: the build would make it public.`;
+    if (secret.checked && publicPrefix(name.value)) {
+      return `A secret cannot start with ${publicPrefix(name.value)}: the build would make it public.`;
     }
     return "";
   }

@@ -34,6 +34,11 @@ class Template:
     # `direct_build`, warm after its first build: images/vite-react/kiln-build-service.mjs);
     # empty when the image has none. kiln's own program, outside the workspace.
     builder: tuple[str, ...] = ()
+    # The bundler's prefix for variables it inlines into browser code, and how browser code reads
+    # one (``{name}`` filled in); empty when nothing reaches the browser (vanilla: no bundler).
+    # Every such prefix is one of app.store.app_env.PUBLIC_PREFIXES (a public name's rule).
+    public_env_prefix: str = ""
+    browser_env_read: str = ""
     # Memory (MiB, host-wide: container and its containerd-shim) of one sandbox of the template
     # idle (dev server up) and busy (installing and building, the resident builder included):
     # what admission reserves for a new chat (sandbox.lifecycle.host_memory).
@@ -64,6 +69,8 @@ TEMPLATES: dict[str, Template] = {
         build_script="vite build",
         direct_build=("node", "node_modules/vite/bin/vite.js", "build"),
         builder=("node", "/usr/local/lib/kiln/kiln-build.mjs"),
+        public_env_prefix="VITE_",
+        browser_env_read="import.meta.env.{name}",
         # Measured (issue 24): 96-104 MiB idle, +115-140 MiB with the resident builder in use.
         idle_mib=104,
         busy_mib=244,
@@ -73,12 +80,15 @@ TEMPLATES: dict[str, Template] = {
         dev_port=8080,
         entrypoints=("index.html",),
         config_files=("package.json", "package-lock.json", "server.js"),
-        dev_command=("npm", "run", "dev"),
+        # `npm run dev` under kiln's small supervisor (images/shared/kiln-serve.mjs): it starts
+        # the dev server over when the app's environment changes and after it exits.
+        dev_command=("node", "/usr/local/lib/kiln/kiln-serve.mjs"),
         build_script="node server.js --check",
         direct_build=("node", "server.js", "--check"),
-        # Idle measured by bench/capacity.py (200 sandboxes, ~23 MiB); busy an estimate (npm
-        # and a `node server.js --check`, no bundler).
-        idle_mib=23,
+        # Idle measured by bench/capacity.py (200 sandboxes, ~23 MiB) before the supervisor,
+        # which adds ~7 MiB (docker stats of one idle container, 2 runs: 17-20.5 -> 24-27.8
+        # MiB); busy an estimate (npm and a `node server.js --check`, no bundler).
+        idle_mib=30,
         busy_mib=120,
     ),
     "nextjs": Template(
@@ -86,9 +96,14 @@ TEMPLATES: dict[str, Template] = {
         dev_port=3000,
         entrypoints=("app/layout.jsx", "app/page.jsx"),
         config_files=("package.json", "next.config.mjs", "package-lock.json"),
-        dev_command=("npm", "run", "dev"),
+        # `npm run dev` under kiln's small supervisor (images/shared/kiln-serve.mjs): it starts
+        # the dev server over when the app's environment changes and after it exits.
+        dev_command=("node", "/usr/local/lib/kiln/kiln-serve.mjs"),
         build_script="next build",
         direct_build=("node", "node_modules/next/dist/bin/next", "build"),
+        # Next inlines `process.env.NEXT_PUBLIC_X` (that exact expression) into client code.
+        public_env_prefix="NEXT_PUBLIC_",
+        browser_env_read="process.env.{name}",
         # Estimates, not measured yet: `next dev` compiles on demand, `next build` is heavy.
         idle_mib=300,
         busy_mib=800,

@@ -32,7 +32,7 @@ async def test_a_secret_is_stored_but_never_returned(api: Api) -> None:
     assert "value" not in by_name["STRIPE_KEY"]
     assert by_name["VITE_API_URL"]["value"] == "https://x.test"
     assert by_name["VITE_API_URL"]["public"] is True
-    assert listed.json()["limits"]["public_prefix"] == "VITE_"
+    assert listed.json()["limits"]["public_prefixes"] == ["VITE_", "NEXT_PUBLIC_"]
     assert [item.value for item in api.store.app_variables(chat.id)] == [SECRET, "https://x.test"]
 
 

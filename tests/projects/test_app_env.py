@@ -8,6 +8,7 @@ from app.projects import app_env
 from app.projects.errors import AppEnvRefused
 from app.store import AppVariable
 from prompts.compose import EnvName, system_prompt
+from sandbox.images.templates import TEMPLATES
 
 SECRET = "sk_live_never-in-a-message"
 
@@ -48,11 +49,38 @@ def test_bad_and_reserved_names_are_refused_in_words(name: str, words: str) -> N
     assert caught.value.code == "app_env_refused"
 
 
-def test_a_public_secret_is_refused_without_quoting_it() -> None:
-    with pytest.raises(AppEnvRefused, match="VITE_") as caught:
-        app_env.check_variable("VITE_STRIPE_SECRET", SECRET, secret=True)
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("VITE_STRIPE_SECRET", id="vite"),
+        pytest.param("NEXT_PUBLIC_STRIPE_SECRET", id="nextjs"),
+    ],
+)
+def test_a_public_secret_is_refused_without_quoting_it(name: str) -> None:
+    with pytest.raises(AppEnvRefused, match=f"{name!r} cannot be a secret") as caught:
+        app_env.check_variable(name, SECRET, secret=True)
     assert caught.value.field == "secret"
     assert SECRET not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "public"),
+    [
+        pytest.param("VITE_MAP_KEY", True, id="vite"),
+        pytest.param("NEXT_PUBLIC_MAP_KEY", True, id="nextjs"),
+        pytest.param("NEXT_MAP_KEY", False, id="next-without-public"),
+        pytest.param("MAP_KEY", False, id="plain"),
+    ],
+)
+def test_public_names_are_both_bundlers_prefixes(name: str, public: bool) -> None:
+    assert app_env.is_public(name) is public
+    assert app_env.check_variable(name, "x", secret=not public).public is public
+
+
+@pytest.mark.parametrize("template", [pytest.param(name, id=name) for name in TEMPLATES])
+def test_every_templates_public_prefix_is_a_public_name(template: str) -> None:
+    prefix = TEMPLATES[template].public_env_prefix
+    assert not prefix or app_env.is_public(f"{prefix}NAME")
 
 
 @pytest.mark.parametrize(

@@ -343,16 +343,45 @@ def test_fixup_carries_the_browsers_words_the_line_and_the_current_file() -> Non
     assert "headless browser" in prompt
 
 
-def test_the_app_environment_is_named_never_valued() -> None:
+@pytest.mark.parametrize(
+    ("framework", "public", "read"),
+    [
+        pytest.param(
+            "vite-react",
+            "VITE_MAP_KEY",
+            "public: in browser code as `import.meta.env.VITE_MAP_KEY`",
+            id="vite",
+        ),
+        pytest.param(
+            "nextjs",
+            "NEXT_PUBLIC_MAP_KEY",
+            "public: in browser code as `process.env.NEXT_PUBLIC_MAP_KEY`",
+            id="nextjs",
+        ),
+        pytest.param(
+            "nextjs",
+            "VITE_MAP_KEY",
+            "public, never a secret: server code and commands, as `process.env.VITE_MAP_KEY`",
+            id="nextjs-given-vites-prefix",
+        ),
+        pytest.param(
+            "vanilla",
+            "VITE_MAP_KEY",
+            "public, never a secret: server code and commands, as `process.env.VITE_MAP_KEY`",
+            id="vanilla-no-bundler",
+        ),
+    ],
+)
+def test_the_app_environment_is_named_never_valued(framework: str, public: str, read: str) -> None:
     names = (
-        EnvName("VITE_MAP_KEY", public=True, secret=False),
+        EnvName(public, public=True, secret=False),
         EnvName("DATABASE_URL", public=False, secret=False),
         EnvName("STRIPE_KEY", public=False, secret=True),
     )
-    prompt = system_prompt("vite-react", app_env=names)
-    assert "`VITE_MAP_KEY` (public: in browser code as `import.meta.env.VITE_MAP_KEY`)" in prompt
+    prompt = system_prompt(framework, app_env=names)
+    assert f"`{public}` ({read}" in prompt
     assert "`DATABASE_URL` (server code and commands, as `process.env.DATABASE_URL`)" in prompt
     assert "`STRIPE_KEY` (secret: server code and commands only, as `process.env.STRIPE_KEY`)" in (
         prompt
     )
-    assert "# The app's environment" not in system_prompt("vite-react")
+    assert "# The app's environment" not in system_prompt(framework)

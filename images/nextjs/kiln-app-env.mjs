@@ -1,0 +1,1 @@
+../shared/kiln-app-env.mjs
