@@ -73,10 +73,10 @@ def type_new_text(page: Page, tag: str, old: str, new: str) -> tuple[int, int]:
     frame.evaluate(LISTEN_IN_FRAME)
     page.locator("#preview-select").click()
     expect(page.locator("#preview-select")).to_have_attribute("aria-pressed", "true")
-    element = frame.locator(tag, has_text=old).first
-    source = element.get_attribute("data-kiln-source") or ""
+    source = frame.locator(tag, has_text=old).first.get_attribute("data-kiln-source") or ""
     file, line, column = source.rsplit(":", 2)
     assert file == APP, source
+    element = frame.locator(f'[data-kiln-source="{source}"]')  # its text is about to change
     element.dblclick()
     expect(element).to_have_attribute("contenteditable", "plaintext-only")
     element.press("Control+a")
@@ -88,9 +88,10 @@ def type_new_text(page: Page, tag: str, old: str, new: str) -> tuple[int, int]:
 def frame_results(page: Page) -> list[dict[str, Any]]:
     """The outcomes the UI posted to the preview frame since :func:`type_new_text`."""
     frame = preview_frame(page)
-    frame.wait_for_function("() => window.kilnResults.length > 0")
-    results: list[dict[str, Any]] = frame.evaluate("() => window.kilnResults")
-    return results
+    results_only = "window.kilnResults.filter(m => m.type === 'kiln-text-edit-result')"
+    frame.wait_for_function(f"() => {results_only}.length > 0")
+    results: list[dict[str, Any]] = frame.evaluate(f"() => {results_only}")
+    return results  # (the UI also tells the frame when select mode goes on)
 
 
 def test_the_heading_gets_a_new_title_without_a_model_turn(kiln_page: Page) -> None:
