@@ -60,9 +60,11 @@ expect.set_options(timeout=20_000)
 EXPECTED_CONSOLE = (re.compile(r"status of 401"), re.compile(r"net::ERR_NETWORK_CHANGED"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
-    """One headless Chromium for the whole session."""
+    """One headless Chromium for the web tests. Package, not session: Playwright's sync API
+    runs an event loop in this thread while it lives, so an async test after it (in the same
+    process of ``make test``'s two) could not start its own; it ends with ``tests/web``."""
     if not CHROMIUM.is_file():
         pytest.fail(f"{str(CHROMIUM)!r} is missing: install Debian's chromium package")
     with sync_playwright() as playwright:
@@ -164,7 +166,7 @@ def fake_base_url(service: FakeService) -> str:
     return f"http://localhost:{service.port}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def kiln(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterator[KilnService]:
     """A real ``kiln serve`` (fresh data dir, its own database of the session's private Redis)
     for the session."""
@@ -174,7 +176,7 @@ def kiln(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterator[K
     service.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def kiln_state(browser: Browser, kiln: KilnService) -> StorageState:
     """The signed-in browser state (the login link works once, so it is used once)."""
     context = browser.new_context(viewport=DESKTOP)
@@ -214,7 +216,7 @@ def kiln_page(
     assert not problems, f"the page reported problems: {problems}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def demo_chat(browser: Browser, kiln: KilnService, kiln_state: StorageState) -> str:
     """The URL of a chat whose demo run has finished (built once, for the tests that look at
     its files and preview)."""
