@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import io
 import json
 import secrets
 import sqlite3
-import tarfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -59,7 +57,13 @@ from tests.runs.fakes import (
     ReadyWorkspace,
     replay_factory,
 )
-from tests.sandbox.docker_support import leftovers, remove_npm_proxy, settings_for, sweep
+from tests.sandbox.docker_support import (
+    leftovers,
+    remove_npm_proxy,
+    sandbox_files_tar,
+    settings_for,
+    sweep,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -839,17 +843,6 @@ async def test_a_secret_reaches_the_sandbox_and_nothing_else(
     assert finished is not None
     assert finished.sandbox_id is not None
     container = await sandbox_manager.container_for(finished.sandbox_id)
-    await call(container.put_archive, WORKSPACE, _tar_of({"print-env.js": PRINT_ENV}))
+    await call(container.put_archive, WORKSPACE, sandbox_files_tar({"print-env.js": PRINT_ENV}))
     shown = await sandbox_manager.run_command(finished.sandbox_id, ["node", "print-env.js"])
     assert shown.output == f"token=[secret] url={ENV_PUBLIC}"  # there, and redacted when echoed
-
-
-def _tar_of(files: dict[str, str]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        for name, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size, info.uid, info.gid, info.mode = len(data), 1000, 1000, 0o644
-            archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()

@@ -9,9 +9,11 @@ session's final sweep then checks that nothing of its instance is left.
 from __future__ import annotations
 
 import contextlib
+import io
 import secrets
 import shutil
 import subprocess
+import tarfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -204,3 +206,16 @@ async def wait_until_gone(container: Any, words: str, limit: float = 5.0) -> Non
     with anyio.fail_after(limit):
         while any(words in " ".join(row[7:]) for row in container.top()["Processes"]):
             await anyio.sleep(0.1)
+
+
+def sandbox_files_tar(files: dict[str, str]) -> bytes:
+    """A tar of text ``files`` (``path -> text``) owned by the sandbox user, for
+    ``put_archive`` into a sandbox's workspace."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size, info.uid, info.gid, info.mode = len(data), 1000, 1000, 0o644
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()

@@ -3,10 +3,8 @@ sandbox user cannot rewrite it, a secret echoed by a command is redacted."""
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
-import tarfile
 from collections.abc import AsyncIterator
 
 import pytest
@@ -21,6 +19,7 @@ from sandbox.execution.app_env import (
     shell_file,
 )
 from sandbox.lifecycle.manager import Sandbox, SandboxManager
+from tests.sandbox.docker_support import sandbox_files_tar
 
 SECRET = "sk_live_0123456789abcdef"
 AWKWARD = 'it\'s $HOME `id` "quoted"\nsecond line \\ end'
@@ -95,21 +94,12 @@ async def sandbox(manager: SandboxManager, chat_env: ChatEnv) -> AsyncIterator[S
     acquired = await manager.acquire(chat_env.chat, "owner-1", "vanilla")
     container = await manager.container_for(acquired.id)
     await call(
-        container.put_archive, "/workspace", _tar({"env.js": PRINT_ENV, "rewrite.js": REWRITE})
+        container.put_archive,
+        "/workspace",
+        sandbox_files_tar({"env.js": PRINT_ENV, "rewrite.js": REWRITE}),
     )
     yield acquired
     await manager.destroy(acquired.id)
-
-
-def _tar(files: dict[str, str]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        for name, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size, info.uid, info.gid, info.mode = len(data), 1000, 1000, 0o644
-            archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
 
 
 @pytest.mark.anyio

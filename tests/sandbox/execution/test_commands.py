@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 
@@ -21,6 +19,7 @@ from sandbox.execution.host_cgroup import host_oom_kills
 from sandbox.execution.install_queue import InstallQueue
 from sandbox.execution.installed_check import LS_ARGV
 from sandbox.lifecycle.manager import Sandbox, SandboxManager
+from tests.sandbox.docker_support import sandbox_files_tar
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 
@@ -74,21 +73,12 @@ async def sandbox(manager: SandboxManager) -> AsyncIterator[Sandbox]:
     await call(
         container.put_archive,
         "/workspace",
-        _tar({"spin.js": SPIN, "chatty.js": CHATTY, "hog.js": HOG, "escape.js": ESCAPE}),
+        sandbox_files_tar(
+            {"spin.js": SPIN, "chatty.js": CHATTY, "hog.js": HOG, "escape.js": ESCAPE}
+        ),
     )
     yield acquired
     await manager.destroy(acquired.id)
-
-
-def _tar(files: dict[str, str]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        for name, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size, info.uid, info.gid, info.mode = len(data), 1000, 1000, 0o644
-            archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
 
 
 # A local dependency whose postinstall would leave a mark, and a .npmrc that tries to turn
@@ -230,7 +220,7 @@ async def test_an_argument_less_install_runs_no_scripts_and_ignores_the_workspac
         ".npmrc": HOSTILE_NPMRC,
     }
     container = await manager.container_for(sandbox.id)
-    await call(container.put_archive, "/workspace", _tar(files))
+    await call(container.put_archive, "/workspace", sandbox_files_tar(files))
     result = await manager.run_command(sandbox.id, ["npm", "install"])
     assert result.ok, result.output  # is-number came from kiln's registry, not the .npmrc's
     modules = await manager.run_command(sandbox.id, ["ls", "node_modules"])
