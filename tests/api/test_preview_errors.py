@@ -23,6 +23,7 @@ from app.config import ServiceSettings
 from app.runs.service import RunService
 from app.store import Store
 from sandbox import PreviewErrorStream
+from sandbox.preview.reporter_injection import SCRIPT_TAG
 from tests.api.conftest import SECRET
 from tests.api.harness import FakeSandboxes, Person, add_person, serving
 
@@ -157,7 +158,7 @@ async def test_the_owners_page_gets_the_reporter_through_the_gate(errors_api: Er
     navigate = {"host": host, "sec-fetch-mode": "navigate", "accept": "text/html"}
     page = await errors_api.alice.client.get("/", headers=navigate)
     assert page.status_code == 200
-    assert page.text == '<head><script src="/__kiln/reporter.js"></script></head>'
+    assert page.text == f"<head>{SCRIPT_TAG.decode()}</head>"
     script = await errors_api.alice.client.get("/__kiln/reporter.js", headers={"host": host})
     assert script.status_code == 200
     assert b"__kilnReport" in script.content

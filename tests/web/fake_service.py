@@ -36,6 +36,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.api.app_env import LIMITS
 from parser import StreamParser
 from tests.web.fake_preview_errors import PreviewErrorLog, preview_errors
 
@@ -246,6 +247,11 @@ def build_app(service: FakeService) -> ASGIApp:
         Route("/api/chats/{id}", partial(_chat, service), methods=["GET", "PATCH", "DELETE"]),
         Route("/api/chats/{id}/messages", partial(_post, service), methods=["POST"]),
         Route("/api/chats/{id}/versions", partial(_versions, service)),
+        Route("/api/chats/{id}/publication", partial(_none_yet, service, {"publication": None})),
+        Route("/api/chats/{id}/remote", partial(_none_yet, service, {"remote": None})),
+        Route(
+            "/api/chats/{id}/env", partial(_none_yet, service, {"variables": [], "limits": LIMITS})
+        ),
         Route("/api/runs/{id}", partial(_run, service)),
         Route("/api/runs/{id}/events", partial(_events, service)),
         Route("/api/runs/{id}/cancel", partial(_cancel, service), methods=["POST"]),
@@ -379,6 +385,15 @@ async def _versions(service: FakeService, request: Request) -> Response:
     if chat is None or not _authorized(request):
         return _error(404, "not_found", "no such chat")
     return JSONResponse({"versions": []})
+
+
+async def _none_yet(service: FakeService, answer: dict[str, Any], request: Request) -> Response:
+    """A chat's publication, git remote or app environment: a new chat has none (the real
+    service's answer for that case)."""
+    chat = service.chats.get(request.path_params["id"])
+    if chat is None or not _authorized(request):
+        return _error(404, "not_found", "no such chat")
+    return JSONResponse(answer)
 
 
 async def _post(service: FakeService, request: Request) -> Response:

@@ -27,7 +27,10 @@ SPIN = "setInterval(() => {}, 1000)\n"
 CHATTY = "for (let i = 0; i < 5000; i++) console.log('line ' + i)\n"
 # Memory outside V8's heap, so the kernel (not V8's own limit) stops it at the cgroup's limit.
 HOG = "const kept = []; for (;;) kept.push(Buffer.alloc(1 << 20).fill(1))\n"
-HOG_LIMIT = "160m"
+# Room above what the sandbox already holds (the dev server under its supervisor, ~110 MiB under
+# load), so lowering the limit kills the hog, never the dev server's processes (at 160m, CI once
+# found the container gone before the hog started).
+HOG_LIMIT = "256m"
 # A command that leaves processes behind the way daemons do: a detached child in a session of its
 # own (setsid), a double fork (a subshell's background sleeper, reparented to init), the same
 # with an empty environment (env -i: no variable can mark it), and one that lowered the limit
