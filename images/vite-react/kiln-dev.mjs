@@ -12,21 +12,17 @@
 //   Vite's in-process restart was tried first: now and then its close() waited forever for a
 //   request held by the dependency optimizer, the port already closed, and the preview said
 //   "starting" for good.
-//   A process group ends for sure (SIGTERM, then SIGKILL after a grace period).
-// - The dev server exited on its own (a crash, an unhandled rejection while files were half
-//   written): it is started again after a short pause that grows while it keeps failing, so
-//   the preview comes back without anyone asking.
-// - The app's environment changed (kiln wrote the chat's variables: kiln-app-env.mjs): the dev
-//   server starts over with it, since a running process cannot take new environment.
+// - The process itself (kiln-dev-process.mjs, shared with the other templates' supervisor): its
+//   own process group, ended for sure; started again after a crash, with growing pauses;
+//   started over when kiln rewrites the app's environment (the chat's variables).
 // - SIGTERM/SIGINT (docker stop): the dev server's group is stopped, then this process exits.
 // - A dev script that is plain `vite` (the template's) runs as kiln-vite.mjs: the same Vite with
 //   kiln's source-location plugin (kiln-source.mjs, dev only); any other script runs as written.
 // - It also serves the resident builder (kiln-build-service.mjs), which builds the app for kiln.
-import { spawn } from 'node:child_process'
 import { existsSync, readFileSync, statSync } from 'node:fs'
 import path from 'node:path'
-import { appEnvFingerprint, appEnvironment } from './kiln-app-env.mjs'
 import { startBuildService } from './kiln-build-service.mjs'
+import { DevProcess, say } from './kiln-dev-process.mjs'
 
 const WORKSPACE = process.env.KILN_WORKSPACE || '/workspace'
 const WATCHED = ['package.json', 'node_modules/.package-lock.json'].map((f) => path.join(WORKSPACE, f))
@@ -38,22 +34,10 @@ const NOT_SERVED = ['dependencies', 'devDependencies', 'optionalDependencies', '
   'name', 'version', 'description', 'private']
 const POLL_MS = 250
 const DEBOUNCE_MS = 400 // npm writes package.json and its lock file in a burst
-const STOP_GRACE_MS = 3000
-const CRASH_PAUSES_MS = [500, 1000, 2000, 5000]
-const STEADY_MS = 30000 // a dev server up this long has stopped crashing
 
-let child = null
-let wanted = 'running' // 'running' | 'restarting' | 'stopping'
-let crashes = 0
-let startedAt = 0
 let manifest = fingerprint()
 let changedAt = 0
 let served = null // what the running dev server was started with (packagesServed())
-let servedEnv = appEnvFingerprint() // the app environment it was started with
-
-function say(message) {
-  console.log(`[kiln] ${message}`)
-}
 
 // Any write counts, identical content included: kiln merges a new dependency into package.json
 // before installing it, and npm's write at the end of the install (the same content) is the one
@@ -119,64 +103,16 @@ function devCommand() {
   return ['npm', ['run', 'dev']]
 }
 
-function start() {
-  wanted = 'running'
-  startedAt = Date.now()
-  served = packagesServed()
-  servedEnv = appEnvFingerprint()
-  const env = { ...process.env, ...appEnvironment() }
-  const [command, args] = devCommand()
-  // Its own process group: npm, the shell and Vite (with esbuild) end together.
-  const started = spawn(command, args, { cwd: WORKSPACE, env, stdio: 'inherit', detached: true })
-  started.on('exit', (code, signal) => exited(started, code, signal))
-  started.on('error', (error) => say(`could not start the dev server: ${error.message}`))
-  child = started
-}
-
-function groupAlive(pid) {
-  try {
-    process.kill(-pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
-
-function signalGroup(pid, signal) {
-  try {
-    process.kill(-pid, signal)
-  } catch {
-    // already gone
-  }
-}
-
-// Resolves once every process of the group is gone (the port is free again).
-function stopGroup(pid) {
-  signalGroup(pid, 'SIGTERM')
-  const deadline = Date.now() + STOP_GRACE_MS
-  return new Promise((resolve) => {
-    const check = () => {
-      if (!groupAlive(pid)) return resolve()
-      if (Date.now() > deadline) signalGroup(pid, 'SIGKILL')
-      setTimeout(check, 50)
-    }
-    check()
-  })
-}
-
-async function exited(which, code, signal) {
-  if (which !== child) return
-  await stopGroup(which.pid) // what the group left behind (a Vite still closing its port)
-  if (wanted === 'stopping') process.exit(0)
-  if (wanted === 'restarting') return start()
-  crashes = Date.now() - startedAt > STEADY_MS ? 1 : crashes + 1
-  const pause = CRASH_PAUSES_MS[Math.min(crashes, CRASH_PAUSES_MS.length) - 1]
-  say(`the dev server exited (${signal || `code ${code}`}); starting it again in ${pause} ms`)
-  setTimeout(() => wanted === 'running' && child === which && start(), pause)
-}
+const dev = new DevProcess({
+  workspace: WORKSPACE,
+  command: devCommand,
+  beforeStart: () => {
+    served = packagesServed()
+  },
+})
 
 function restart() {
-  if (!child || wanted !== 'running') return
+  if (!dev.running) return
   const now = packagesServed()
   if (!startsOver(served, now)) {
     const added = now.installed.size - served.installed.size
@@ -184,21 +120,11 @@ function restart() {
     say(`packages: ${added} added, none changed or removed: the dev server keeps running`)
     return
   }
-  startOver('packages changed')
-}
-
-function startOver(reason) {
-  say(`${reason}: restarting the dev server`)
-  wanted = 'restarting'
-  if (child.exitCode !== null || child.signalCode !== null) return start() // between crashes
-  signalGroup(child.pid, 'SIGTERM') // `exited` starts the new one once the group is gone
+  dev.startOver('packages changed')
 }
 
 function poll() {
-  if (child && wanted === 'running' && appEnvFingerprint() !== servedEnv) {
-    servedEnv = appEnvFingerprint()
-    startOver("the app's environment changed")
-  }
+  dev.followAppEnv()
   const now = fingerprint()
   if (now !== manifest) {
     manifest = now
@@ -211,14 +137,12 @@ function poll() {
 }
 
 function shutdown() {
-  wanted = 'stopping'
   builds.stop()
-  if (!child || child.exitCode !== null || child.signalCode !== null) process.exit(0)
-  signalGroup(child.pid, 'SIGTERM')
+  dev.stop()
 }
 
 process.on('SIGTERM', shutdown)
 process.on('SIGINT', shutdown)
 const builds = startBuildService({ workspace: WORKSPACE, fingerprint, say })
 setInterval(poll, POLL_MS)
-start()
+dev.start()

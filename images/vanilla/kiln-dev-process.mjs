@@ -1,0 +1,1 @@
+../shared/kiln-dev-process.mjs
