@@ -55,10 +55,12 @@ lint: setup
 # runs a group whole in one process, so a module's served kiln and the web tests' browser and
 # kiln are built once per run; the long groups start first (LONG_GROUPS there).
 # Measured back to back: npm_proxy, networks, api end_to_end and sandboxes took 121 s in one
-# process, 81 s in two.
+# process, 81 s in two. Three processes on a 2-core box: the groups mostly wait (containers,
+# installs, a browser), so a third process fills the other two's waits (CI's pytest was 30.5 min
+# in two processes).
 PARSER_IN_TESTS := $(if $(filter true,$(CI)),compiled,auto)
 PARSER_TESTS := tests/parser tests/app/test_parse_command.py
-TEST_PROCESSES ?= 2
+TEST_PROCESSES ?= 3
 IN_PROCESSES := -n $(TEST_PROCESSES) --dist loadgroup --no-loadscope-reorder
 
 test: lint

@@ -34,7 +34,7 @@ REDIS_START_SECONDS = 30.0
 REDIS_START_ATTEMPTS = 5
 
 
-# `make test` runs the suite in two pytest-xdist processes (`-n 2 --dist loadgroup`). Every test
+# `make test` runs the suite in pytest-xdist processes (`-n 3 --dist loadgroup`). Every test
 # has a group, and a group runs whole in one process: a module is its own group (its served
 # kiln, its module fixtures are built once), tests/web is one (its session's browser, served kiln
 # and demo run are built once). The groups known to be long go first (the rest keeps pytest's
@@ -51,6 +51,9 @@ LONG_GROUPS = (  # the longest, measured (--durations) on the 2-core box: 3 to 8
     "tests/deploy/test_compose.py",
     "tests/sandbox/writes/test_flush.py",
     "tests/sandbox/images/test_builder.py",
+    "tests/publish/test_build.py",  # newer, long too: npm builds and real servers
+    "tests/api/test_text_edits.py",
+    "tests/api/test_remotes.py",
 )
 
 
