@@ -201,11 +201,19 @@ class GitProjectStore:
         return repo
 
 
+def git_argv(folder: Path, *args: str) -> list[str]:
+    """A git command line run in ``folder`` with kiln's settings (:data:`GIT_SETTINGS`), and
+    ``folder`` (resolved, as git compares it) as a ``safe.directory``: a repository another
+    host's process made may show another owner on this host (an EFS access point, NFS
+    ``all_squash``), which git would refuse as "dubious ownership"."""
+    trusted = f"safe.directory={os.path.realpath(folder)}"
+    settings = [part for setting in (*GIT_SETTINGS, trusted) for part in ("-c", setting)]
+    return ["git", *settings, "-C", str(folder), *args]
+
+
 def _git(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
     """Run one git command in ``repo``; its stdout, or :class:`ProjectError` with its stderr."""
-    # safe.directory: a repository another host's process made may show another owner here.
-    settings = [part for setting in GIT_SETTINGS for part in ("-c", setting)]
-    argv = ["git", *settings, "-c", f"safe.directory={repo}", "-C", str(repo), *args]
+    argv = git_argv(repo, *args)
     # The host's GIT_* variables (GIT_DIR, GIT_EXTERNAL_DIFF, GIT_CONFIG_PARAMETERS, ...) would
     # point these commands elsewhere or change what they give back.
     inherited = {name: value for name, value in os.environ.items() if not name.startswith("GIT_")}

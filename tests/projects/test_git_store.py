@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from app.projects import git_store
 from app.projects.errors import ProjectError, VersionNotFound
 from app.projects.git_store import GitProjectStore, blob_id
 from app.projects.store import VersionInfo
@@ -262,3 +263,20 @@ def test_a_project_is_its_owners_alone(store: GitProjectStore) -> None:
         str(p): oct(stat.S_IMODE(p.stat().st_mode)) for p in paths if p.stat().st_mode & 0o077
     }
     assert shared == {}
+
+
+def test_a_repository_that_shows_another_owner_is_still_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a shared volume a repository made by another host's process may show another owner
+    (git's own test switch stands in for that): its commands still run, through a symlinked
+    path too."""
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "mounted").symlink_to(tmp_path / "shared")
+    store = GitProjectStore(tmp_path / "mounted" / "projects")
+    store.commit("c1", FIRST, VersionInfo("r", 1))
+    monkeypatch.setitem(git_store.GIT_ENV, "GIT_TEST_ASSUME_DIFFERENT_OWNER", "1")
+    store.commit("c1", {**FIRST, "b.js": b"b\n"}, VersionInfo("r", 2))
+    assert [v.number for v in store.versions("c1")] == [1, 2]
+    assert store.files("c1", 2) == {**FIRST, "b.js": b"b\n"}
+    assert "+b" in store.diff("c1", 2)[0].diff
