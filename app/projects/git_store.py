@@ -191,7 +191,10 @@ class GitProjectStore:
         repo = self.repository(chat)
         if (repo / "HEAD").is_file():
             return repo
-        private_folder(self.root)
+        try:
+            private_folder(self.root)
+        except OSError as exc:  # not ours, or not a folder (a shared volume mounted wrong)
+            raise ProjectError(f"cannot use the projects folder {str(self.root)!r}: {exc}") from exc
         staging = self.root / f".{chat}.{os.getpid()}.{time.monotonic_ns()}"
         _git(staging.parent, "init", "--quiet", "--bare", "--initial-branch=main", str(staging))
         try:

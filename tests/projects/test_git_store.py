@@ -280,3 +280,10 @@ def test_a_repository_that_shows_another_owner_is_still_used(
     assert [v.number for v in store.versions("c1")] == [1, 2]
     assert store.files("c1", 2) == {**FIRST, "b.js": b"b\n"}
     assert "+b" in store.diff("c1", 2)[0].diff
+
+
+def test_a_projects_folder_kiln_cannot_use_is_refused_in_words(tmp_path: Path) -> None:
+    (tmp_path / "projects").write_text("a file where the shared volume should be")
+    store = GitProjectStore(tmp_path / "projects")
+    with pytest.raises(ProjectError, match=r"cannot use the projects folder '.*projects'"):
+        store.commit("c1", FIRST, VersionInfo("r", 1))
