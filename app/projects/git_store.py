@@ -261,10 +261,26 @@ def _record(
         _git(repo, "update-ref", "--stdin", stdin=swap.encode())
     except ProjectError:
         _git(repo, "update-ref", "-d", staging)  # refused whole: the staging ref is still there
-        if _tip(repo) == parent:
-            raise  # not a lost race: git's own words say what
+        if _tip(repo) == parent and not _cleared_stale_ref_locks(repo):
+            raise  # neither a lost race nor a dead writer's lock: git's own words say what
         return _MOVED
     return number
+
+
+def _cleared_stale_ref_locks(repo: Path) -> bool:
+    """Remove the ref lock files a writer killed mid-update left (git holds one for
+    milliseconds; one older than a git command may live is a dead writer's, and would refuse
+    every later commit of the chat); whether there was one."""
+    cleared = False
+    for lock in (repo / f"{BRANCH}.lock", repo / "packed-refs.lock"):
+        try:
+            if time.time() - lock.stat().st_mtime > GIT_TIMEOUT_SECONDS:
+                lock.unlink()
+                log.warning("removed the stale ref lock %r", str(lock))
+                cleared = True
+        except FileNotFoundError:  # none, or another writer removed it first
+            continue
+    return cleared
 
 
 def _tip(repo: Path) -> str | None:

@@ -287,3 +287,29 @@ def test_a_projects_folder_kiln_cannot_use_is_refused_in_words(tmp_path: Path) -
     store = GitProjectStore(tmp_path / "projects")
     with pytest.raises(ProjectError, match=r"cannot use the projects folder '.*projects'"):
         store.commit("c1", FIRST, VersionInfo("r", 1))
+
+
+@pytest.mark.parametrize(
+    ("age", "recorded"),
+    [
+        pytest.param(3600.0, True, id="a-dead-writers-lock-is-removed"),
+        pytest.param(0.0, False, id="a-live-writers-lock-is-left"),
+    ],
+)
+def test_a_ref_lock_left_by_a_killed_writer(
+    store: GitProjectStore, age: float, recorded: bool
+) -> None:
+    store.commit("c1", FIRST, VersionInfo("r", 1))
+    lock = store.repository("c1") / "refs" / "heads" / "main.lock"
+    lock.write_text("")
+    os.utime(lock, (time.time() - age, time.time() - age))
+    second = {**FIRST, "b.js": b"b\n"}
+    if recorded:
+        assert store.commit("c1", second, VersionInfo("r", 2)) is not None
+        assert not lock.exists()
+    else:
+        with pytest.raises(ProjectError, match=r"main\.lock"):
+            store.commit("c1", second, VersionInfo("r", 2))
+        assert lock.exists()
+    assert len(store.versions("c1")) == (2 if recorded else 1)
+    assert not list((store.repository("c1") / "refs").rglob("kiln/staging/*"))  # none left
