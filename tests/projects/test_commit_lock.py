@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 WRITES_EACH = 10
 DATABASE = 2
 
+pytestmark = pytest.mark.redis
+
 
 @pytest.fixture(scope="module")
 def lock_redis_url(redis_url: str) -> str:
