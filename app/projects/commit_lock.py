@@ -110,8 +110,16 @@ class RedisCommitLock:
         finally:
             done.set()
             renewer.join()
+            self._release(chat, key, token)
+
+    def _release(self, chat: str, key: str, token: str) -> None:
+        """Delete ``key`` if it still holds ``token``. A failure is logged, not raised: the
+        commit's outcome stands (raised here it would hide it), and the key expires anyway."""
+        try:
             with _redis_errors("releasing", chat):
                 self.client.eval(RELEASE, 1, key, token)
+        except ProjectError as exc:
+            log.warning("project lock not released (it expires by itself): %s", exc)
 
     def _take(self, chat: str, key: str, token: str) -> None:
         """Set ``key`` to ``token`` once it is free; :class:`ProjectError` after the wait."""

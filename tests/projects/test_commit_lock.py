@@ -12,7 +12,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -177,3 +177,23 @@ def test_the_lock_follows_whether_the_process_has_redis(
     client: redis.Redis, has_redis: bool, kind: type[object]
 ) -> None:
     assert isinstance(commit_lock(client if has_redis else None), kind)
+
+
+class RedisGoneAfterTaking:
+    """A stand-in client: the lock is taken, then Redis is gone (release fails)."""
+
+    def set(self, *args: object, **kwargs: object) -> bool:
+        return True
+
+    def eval(self, *args: object) -> int:
+        raise redis.exceptions.ConnectionError("Connection refused")
+
+
+def test_a_lock_that_cannot_be_released_does_not_hide_the_commits_outcome(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    lock = RedisCommitLock(cast(redis.Redis, RedisGoneAfterTaking()))
+    with lock.held("chat1", tmp_path):
+        pass  # the commit went through: its outcome is what the caller gets
+    assert "project lock not released (it expires by itself)" in caplog.text
+    assert "redis unreachable while releasing the project lock of chat 'chat1'" in caplog.text
