@@ -42,8 +42,9 @@ LOCK_WAIT_SECONDS = 150.0  # longer than a commit's git commands may take (120 s
 POLL_SECONDS = (0.005, 0.05)  # the first and the longest pause between tries to take it
 
 # Renew or release only while the key still holds our token (another writer's is not ours).
-RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"  # noqa: E501
-RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"  # noqa: E501
+OURS = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call({}) else return 0 end"
+RENEW = OURS.format("'pexpire', KEYS[1], ARGV[2]")
+RELEASE = OURS.format("'del', KEYS[1]")
 
 
 class CommitLock(Protocol):
