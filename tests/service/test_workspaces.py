@@ -43,20 +43,20 @@ def test_with_redis_a_commit_holds_the_chats_redis_lock(tmp_path: Path, redis_ur
     )
     client = redis.Redis.from_url(url)
     try:
-        watched = Watched(client, "chat1")
-        version = project_store(settings).commit("chat1", watched, VersionInfo("r", 1))
+        watched = Watched(client, "wired1")
+        version = project_store(settings).commit("wired1", watched, VersionInfo("r", 1))
         assert version is not None
         assert watched.held
         assert all(watched.held)
-        assert client.exists(RedisCommitLock.key("chat1")) == 0  # released
+        assert client.exists(RedisCommitLock.key("wired1")) == 0  # released
     finally:
         client.close()
-    assert (tmp_path / "shared" / "chat1" / "HEAD").is_file()
-    assert not (tmp_path / "shared" / "chat1" / "kiln.lock").exists()
+    assert (tmp_path / "shared" / "wired1" / "HEAD").is_file()
+    assert not (tmp_path / "shared" / "wired1" / "kiln.lock").exists()
     assert not (tmp_path / "data" / "projects").exists()
 
 
 def test_without_redis_a_commit_takes_the_local_lock_file(tmp_path: Path) -> None:
     settings = ServiceSettings(tmp_path, "s" * 20)
-    assert project_store(settings).commit("chat1", FILES, VersionInfo("r", 1)) is not None
-    assert (tmp_path / "projects" / "chat1" / "kiln.lock").is_file()
+    assert project_store(settings).commit("wired1", FILES, VersionInfo("r", 1)) is not None
+    assert (tmp_path / "projects" / "wired1" / "kiln.lock").is_file()
