@@ -24,7 +24,10 @@
 - ``KILN_STOP_LIMIT`` (15 s, 5 to 600): ``kiln serve`` is gone this long after the first
   SIGINT/SIGTERM at the latest (:mod:`app.service.stop_deadline`);
 - ``KILN_PROJECT_MAX_BYTES`` (52428800 bytes, 50 MiB): the cap on one version of a chat's
-  project (its source files; projects are kept in ``<data dir>/projects``).
+  project (its source files);
+- ``KILN_PROJECTS_DIR`` (``<data dir>/projects``): where the chats' projects are kept; hosts
+  of one deployment point it at one shared volume (docs/architecture.md "Projects on several
+  hosts").
 
 **The secret key.** ``KILN_SECRET_KEY`` (any string of at least 16 characters) is the root of
 the Fernet key that encrypts users' provider keys at rest. When it is unset, a random key is
@@ -83,6 +86,7 @@ class ServiceSettings:
     project_max_bytes: int = 50 * 2**20
     max_event_streams_per_user: int = 20
     stop_limit_seconds: float = 15.0
+    projects_root: Path | None = None  # KILN_PROJECTS_DIR; unset: in the data dir
 
     @property
     def database_path(self) -> Path:
@@ -97,7 +101,7 @@ class ServiceSettings:
     @property
     def projects_dir(self) -> Path:
         """Where the chats' projects (one git repository each) are kept."""
-        return self.data_dir / "projects"
+        return self.projects_root or self.data_dir / "projects"
 
     @property
     def published_dir(self) -> Path:
@@ -151,6 +155,7 @@ class ServiceSettings:
             stop_limit_seconds=read.number(
                 "KILN_STOP_LIMIT", cls.stop_limit_seconds, low=5.0, high=600.0, low_open=False
             ),
+            projects_root=read.optional_path("KILN_PROJECTS_DIR"),
         )
 
 

@@ -28,9 +28,9 @@ from app.cli.project_publish import add_actions
 from app.cli.user_command import service_settings
 from app.errors import ConfigError
 from app.projects.errors import ProjectError
-from app.projects.git_store import GitProjectStore
 from app.projects.store import LATEST, ProjectStore, Version
 from app.projects.sync import restore_version
+from app.service.workspaces import project_store
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
 Action = Callable[[ProjectStore, argparse.Namespace], int]
@@ -75,7 +75,7 @@ def _handler(name: str, action: Action) -> Callable[[argparse.Namespace], int]:
 
 def open_projects(data_dir: Path | None) -> ProjectStore:
     """The project store of ``data_dir`` (or ``KILN_DATA_DIR``)."""
-    return GitProjectStore(service_settings(data_dir).projects_dir)
+    return project_store(service_settings(data_dir))
 
 
 def show_log(projects: ProjectStore, args: argparse.Namespace) -> int:

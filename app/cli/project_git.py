@@ -32,8 +32,8 @@ from app.projects.git_remote import (
     push,
     repository_title,
 )
-from app.projects.git_store import GitProjectStore
 from app.projects.importing import import_project
+from app.service.workspaces import project_store
 from app.store import Store, StoreError
 from sandbox import ImageBuildSettings
 
@@ -94,7 +94,7 @@ def push_chat(settings: ServiceSettings, args: argparse.Namespace) -> int:
     stored = store.chat_remote(args.chat)
     if stored is None:
         raise ConfigError(f"chat {args.chat!r} has no remote: give --url")
-    projects = GitProjectStore(settings.projects_dir)
+    projects = project_store(settings)
     version = projects.version(args.chat, "latest")
     limits = RemoteLimits.from_env(settings.project_max_bytes)
     remote = Remote(stored.url, stored.branch, stored.token)
@@ -119,7 +119,7 @@ def import_chat(settings: ServiceSettings, args: argparse.Namespace) -> int:
     remote = Remote(check_url(args.url), check_branch(args.branch) if args.branch else "")
     remote = Remote(remote.url, remote.branch, token_from(args) or "")
     chat = store.create_chat(user.id, (args.title or repository_title(remote.url)).strip())
-    projects = GitProjectStore(settings.projects_dir)
+    projects = project_store(settings)
     limits = RemoteLimits.from_env(settings.project_max_bytes)
     try:
         result = import_project(

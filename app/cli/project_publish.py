@@ -25,12 +25,12 @@ from app.cli.local_sandbox import cli_sandbox_settings
 from app.config import ServiceSettings
 from app.errors import ConfigError
 from app.projects.errors import ProjectError
-from app.projects.git_store import GitProjectStore
 from app.projects.store import LATEST, parse_version_ref
 from app.publish.errors import PublishError
 from app.publish.publisher import Publisher
 from app.publish.settings import PublishSettings
 from app.publish.storage import LocalBuildStorage
+from app.service.workspaces import project_store
 from app.store import Store, StoreError
 from app.store.publications import Publication
 from sandbox import SandboxError, SandboxManager
@@ -130,7 +130,7 @@ def _publisher(
     settings: ServiceSettings, env: dict[str, str], store: Store, manager: SandboxManager | None
 ) -> Publisher:
     return Publisher(
-        GitProjectStore(settings.projects_dir),
+        project_store(settings),
         store,
         LocalBuildStorage(settings.published_dir),
         manager,

@@ -46,7 +46,7 @@ from app.projects.errors import (
     RemoteUnreachable,
     RemoteUrlRefused,
 )
-from app.projects.git_store import BRANCH, GIT_ENV, GIT_SETTINGS, blob_contents
+from app.projects.git_store import BRANCH, GIT_ENV, blob_contents, git_argv
 from sandbox import EnvReader
 
 ALLOWED_PROTOCOLS = "https:http:ssh:git"
@@ -213,8 +213,7 @@ def _run(
     scrubbed from every word). With ``watch``, the command is stopped once that folder holds
     more than the import's download allowance (twice the project cap: packs are compressed,
     but a history may hold more than the tip)."""
-    settings = [part for setting in GIT_SETTINGS for part in ("-c", setting)]
-    argv = ["git", *settings, "-C", str(cwd), *args]
+    argv = git_argv(cwd, *args)
     env = _environment(remote.token)
     try:
         with subprocess.Popen(

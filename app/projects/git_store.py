@@ -10,7 +10,18 @@ Atomicity: there is no worktree. A version is written by one ``git fast-import``
 the whole project as a stream (``deleteall`` then every file) and ends with ``done``: a stream
 cut short writes no ref, and the objects land in a pack before ``refs/heads/main`` moves, so a
 crash mid-commit leaves the previous version intact. A repository is created under a temporary
-name and renamed into place; commits to one repository are serialised by a lock file.
+name and renamed into place.
+
+Writers (on one host or on many sharing the folder): a commit holds the chat's
+:mod:`app.projects.commit_lock` lock, but the lock alone is not trusted (its holder may have been
+paused past its time to live). fast-import writes the new commit under a staging ref of its own;
+then one ``update-ref --stdin`` transaction moves the branch from the tip the commit was built
+on to the new commit (a compare-and-swap: git refuses it if the branch moved meanwhile) and
+drops the staging ref. A writer that loses builds its version again on the new tip, a few times
+at most, then fails in words with nothing recorded (its files are still in the sandbox). So
+history only grows, whatever the lock did. ``safe.directory`` names each repository, so one made
+by another host's process is used even when the shared volume shows another owner (an EFS
+access point, NFS ``all_squash``); the modes stay private (every host runs kiln as one uid).
 
 Exactness: a version gives back exactly the bytes it was given, whatever the project holds. Git
 would change files on their way out of a repository as attributes say (``.gitattributes`` in
@@ -26,20 +37,21 @@ back NUL-separated (``-z``), never from git's quoted output.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import io
+import logging
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import time
 import zipfile
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 
-from app.data_dir import PRIVATE_UMASK, create_private_file, private_folder
+from app.data_dir import PRIVATE_UMASK, private_folder
+from app.projects.commit_lock import CommitLock, FileCommitLock
 from app.projects.errors import ProjectError, VersionNotFound
 from app.projects.rules import safe_path, unkeepable_name
 from app.projects.store import (
@@ -53,6 +65,10 @@ from app.projects.store import (
 )
 
 BRANCH = "refs/heads/main"
+STAGING = "refs/kiln/staging/"  # a commit's own ref until the branch moves to it
+NO_COMMIT = "0" * 40  # update-ref's "old value" for a branch that must not exist yet
+CAS_ATTEMPTS = 8  # a writer whose base moved builds again on the new tip this many times
+MOVED_ON = "chat %r: its project moved on mid-commit (try %d); recording again on the new tip"
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 CHAT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 IDENTITY = "kiln <kiln@localhost>"
@@ -73,12 +89,16 @@ GIT_TIMEOUT_SECONDS = 120.0
 ZIP_EPOCH = 315532800.0  # 1980-01-01: a zip cannot date a file earlier
 ZIP_FILE_MODE = 0o100644  # a regular file, as versions record every file
 
+log = logging.getLogger(__name__)
+
 
 class GitProjectStore:
-    """Projects under ``root`` (``KILN_DATA_DIR/projects``): ``root/<chat id>`` is a bare repo."""
+    """Projects under ``root`` (``KILN_PROJECTS_DIR``): ``root/<chat id>`` is a bare repo;
+    ``lock`` lets one writer per chat work at a time (default: the local file lock)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, lock: CommitLock | None = None) -> None:
         self.root = root
+        self.lock = lock or FileCommitLock()
 
     def repository(self, chat: str) -> Path:
         """Where the chat's repository is (it may not exist yet)."""
@@ -92,16 +112,18 @@ class GitProjectStore:
         """Record ``files`` as the next version (see :class:`app.projects.store.ProjectStore`)."""
         _check_paths(files)
         repo = self._ensure(chat)
-        with _locked(repo):
-            parent = _tip(repo)
-            before = _blobs(repo, parent) if parent else {}
-            changes = _changes(before, files)
-            if not changes and not always:
-                return None
-            number = 1 + (_count(repo) if parent else 0)
-            message = _message(number, info, changes)
-            _git(repo, "fast-import", "--quiet", "--done", stdin=_stream(message, parent, files))
-        return self.version(chat, number)
+        with self.lock.held(chat, repo):
+            for attempt in range(1, CAS_ATTEMPTS + 1):
+                recorded = _record(repo, files, info, always=always)
+                if recorded != _MOVED:
+                    break
+                log.warning(MOVED_ON, chat, attempt, extra={"chat": chat})
+            else:
+                raise ProjectError(
+                    f"the project of chat {chat!r} kept moving while a version was recorded "
+                    f"({CAS_ATTEMPTS} tries); nothing was recorded"
+                )
+        return None if recorded is None else self.version(chat, recorded)
 
     def versions(self, chat: str) -> list[Version]:
         """Every version, oldest first."""
@@ -169,7 +191,10 @@ class GitProjectStore:
         repo = self.repository(chat)
         if (repo / "HEAD").is_file():
             return repo
-        private_folder(self.root)
+        try:
+            private_folder(self.root)
+        except OSError as exc:  # not ours, or not a folder (a shared volume mounted wrong)
+            raise ProjectError(f"cannot use the projects folder {str(self.root)!r}: {exc}") from exc
         staging = self.root / f".{chat}.{os.getpid()}.{time.monotonic_ns()}"
         _git(staging.parent, "init", "--quiet", "--bare", "--initial-branch=main", str(staging))
         try:
@@ -179,10 +204,19 @@ class GitProjectStore:
         return repo
 
 
+def git_argv(folder: Path, *args: str) -> list[str]:
+    """A git command line run in ``folder`` with kiln's settings (:data:`GIT_SETTINGS`), and
+    ``folder`` (resolved, as git compares it) as a ``safe.directory``: a repository another
+    host's process made may show another owner on this host (an EFS access point, NFS
+    ``all_squash``), which git would refuse as "dubious ownership"."""
+    trusted = f"safe.directory={os.path.realpath(folder)}"
+    settings = [part for setting in (*GIT_SETTINGS, trusted) for part in ("-c", setting)]
+    return ["git", *settings, "-C", str(folder), *args]
+
+
 def _git(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
     """Run one git command in ``repo``; its stdout, or :class:`ProjectError` with its stderr."""
-    settings = [part for setting in GIT_SETTINGS for part in ("-c", setting)]
-    argv = ["git", *settings, "-C", str(repo), *args]
+    argv = git_argv(repo, *args)
     # The host's GIT_* variables (GIT_DIR, GIT_EXTERNAL_DIFF, GIT_CONFIG_PARAMETERS, ...) would
     # point these commands elsewhere or change what they give back.
     inherited = {name: value for name, value in os.environ.items() if not name.startswith("GIT_")}
@@ -204,17 +238,49 @@ def _git(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
     return done.stdout
 
 
-@contextmanager
-def _locked(repo: Path) -> Iterator[None]:
-    """Hold the repository's commit lock (one writer at a time on this host)."""
-    lock = repo / "kiln.lock"
-    create_private_file(lock)
-    with open(lock, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+_MOVED = -1  # _record's answer when the branch moved while the version was built
+
+
+def _record(
+    repo: Path, files: Mapping[str, bytes], info: VersionInfo, *, always: bool
+) -> int | None:
+    """Build ``files`` as a commit on the branch's tip and swap the branch to it: the new
+    version's number, ``None`` if nothing changed, or :data:`_MOVED` if the branch moved on
+    (nothing recorded; build again)."""
+    parent = _tip(repo)
+    before = _blobs(repo, parent) if parent else {}
+    changes = _changes(before, files)
+    if not changes and not always:
+        return None
+    number = 1 + (_count(repo) if parent else 0)
+    staging = STAGING + secrets.token_hex(8)  # unique on every host
+    stream = _stream(staging, _message(number, info, changes), parent, files)
+    commit = _git(repo, "fast-import", "--quiet", "--done", stdin=stream).decode().strip()
+    swap = f"update {BRANCH} {commit} {parent or NO_COMMIT}\ndelete {staging} {commit}\n"
+    try:
+        _git(repo, "update-ref", "--stdin", stdin=swap.encode())
+    except ProjectError:
+        _git(repo, "update-ref", "-d", staging)  # refused whole: the staging ref is still there
+        if _tip(repo) == parent and not _cleared_stale_ref_locks(repo):
+            raise  # neither a lost race nor a dead writer's lock: git's own words say what
+        return _MOVED
+    return number
+
+
+def _cleared_stale_ref_locks(repo: Path) -> bool:
+    """Remove the ref lock files a writer killed mid-update left (git holds one for
+    milliseconds; one older than a git command may live is a dead writer's, and would refuse
+    every later commit of the chat); whether there was one."""
+    cleared = False
+    for lock in (repo / f"{BRANCH}.lock", repo / "packed-refs.lock"):
         try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            if time.time() - lock.stat().st_mtime > GIT_TIMEOUT_SECONDS:
+                lock.unlink()
+                log.warning("removed the stale ref lock %r", str(lock))
+                cleared = True
+        except FileNotFoundError:  # none, or another writer removed it first
+            continue
+    return cleared
 
 
 def _tip(repo: Path) -> str | None:
@@ -308,10 +374,12 @@ def _message(number: int, info: VersionInfo, changes: tuple[Change, ...]) -> byt
     return "\n".join(lines).encode() + b"\n"
 
 
-def _stream(message: bytes, parent: str | None, files: Mapping[str, bytes]) -> bytes:
-    """A ``git fast-import`` stream that records ``files`` as a commit on :data:`BRANCH`."""
+def _stream(ref: str, message: bytes, parent: str | None, files: Mapping[str, bytes]) -> bytes:
+    """A ``git fast-import`` stream that records ``files`` as a commit on ``ref`` and prints
+    the commit's id (``get-mark``)."""
     now = int(time.time())
-    out = [b"commit %s\n" % BRANCH.encode(), b"committer %s %d +0000\n" % (IDENTITY.encode(), now)]
+    out = [b"commit %s\nmark :1\n" % ref.encode()]
+    out.append(b"committer %s %d +0000\n" % (IDENTITY.encode(), now))
     out += [b"data %d\n" % len(message), message]
     if parent:
         out.append(b"from %s\n" % parent.encode())
@@ -320,7 +388,7 @@ def _stream(message: bytes, parent: str | None, files: Mapping[str, bytes]) -> b
         content = files[path]
         out += [b"M 100644 inline %s\n" % _quoted(path), b"data %d\n" % len(content), content]
         out.append(b"\n")
-    out.append(b"\ndone\n")
+    out.append(b"\nget-mark :1\ndone\n")
     return b"".join(out)
 
 

@@ -22,6 +22,7 @@ once, so a burst of work slows down instead of answering 503s.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -92,9 +93,10 @@ class ServiceStack:
             for _ in range(count)
         ]
 
-    @property
+    @functools.cached_property
     def projects(self) -> ProjectStore:
-        """The chats' projects (versioned source files), for the versions API."""
+        """The chats' projects (versioned source files), for the versions API (one store, so
+        one Redis client for its commit locks)."""
         return project_store(self.settings)
 
     def project_access(self, env: Mapping[str, str] | None = None) -> ProjectAccess:

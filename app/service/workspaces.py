@@ -3,19 +3,24 @@ its chat's project (see :mod:`app.projects.sync`)."""
 
 from __future__ import annotations
 
+import redis
+
 from app.agent.workspace import SandboxWorkspace, Workspace
 from app.config import ServiceSettings
+from app.projects.commit_lock import commit_lock
 from app.projects.git_store import GitProjectStore
-from app.projects.store import ProjectStore
 from app.projects.sync import ProjectSync, manager_installer
 from app.runs.execution import WorkspaceFactory
 from app.store import Chat, Run
 from sandbox import SandboxManager
 
 
-def project_store(settings: ServiceSettings) -> ProjectStore:
-    """The service's project store: local git repositories under the data directory."""
-    return GitProjectStore(settings.projects_dir)
+def project_store(settings: ServiceSettings) -> GitProjectStore:
+    """The service's project store: git repositories in ``KILN_PROJECTS_DIR`` (the data dir's
+    ``projects`` unless set), their commits locked per chat in Redis when the process has it
+    (hosts sharing the folder take turns), else by a local lock file."""
+    client = None if settings.redis_url is None else redis.Redis.from_url(settings.redis_url)
+    return GitProjectStore(settings.projects_dir, commit_lock(client))
 
 
 def project_workspaces(manager: SandboxManager, settings: ServiceSettings) -> WorkspaceFactory:

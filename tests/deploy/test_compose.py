@@ -14,6 +14,7 @@ swept by their ``kiln.instance`` label, and the session fails if anything of eit
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shlex
 import subprocess
@@ -113,6 +114,57 @@ def test_the_image_tags_are_the_builders() -> None:
     assert services["api"]["image"] == f"${{KILN_SERVICE_IMAGE:-{defaults.kiln_image}}}"
     assert services["worker"]["image"] == services["api"]["image"]
     assert services["redis"]["image"] == f"${{KILN_REDIS_IMAGE:-{defaults.redis_image}}}"
+
+
+HOSTS_FILE = ROOT / "compose.hosts.yaml"
+SHARED = {
+    "KILN_SECRET_KEY": "s" * 32,
+    "KILN_DATABASE_URL": "postgresql://kiln:pw@10.0.0.1:5433/kiln",
+    "KILN_PROJECTS_SHARE": "/mnt/kiln-projects",
+    "KILN_REDIS_HOST": "10.0.0.1",
+}
+
+
+def _merged_config(env: dict[str, str], folder: Path) -> subprocess.CompletedProcess[str]:
+    """``docker-compose config`` of compose.yaml with compose.hosts.yaml, given only ``env``
+    (and an empty env file in ``folder``: no ``.env`` of the checkout)."""
+    (folder / "empty.env").touch()
+    files = ["-f", str(COMPOSE_FILE), "-f", str(HOSTS_FILE)]
+    argv = ["docker-compose", "--env-file", str(folder / "empty.env"), *files, "config"]
+    environment = {"PATH": os.environ["PATH"], **env}
+    return subprocess.run(argv, capture_output=True, text=True, env=environment, check=False)
+
+
+def test_the_default_keeps_projects_in_the_data_volume() -> None:
+    for name in ("api", "worker"):
+        assert "KILN_PROJECTS_DIR" not in _services()[name]["environment"]
+
+
+def test_every_host_mounts_the_shared_projects_and_reaches_one_redis(tmp_path: Path) -> None:
+    done = _merged_config(SHARED, tmp_path)
+    assert done.returncode == 0, done.stderr
+    services = yaml.safe_load(done.stdout)["services"]
+    for name in ("api", "worker"):
+        environment, volumes = services[name]["environment"], services[name]["volumes"]
+        assert environment["KILN_PROJECTS_DIR"] == "/var/lib/kiln-projects"
+        assert environment["REDIS_URL"] == "redis://10.0.0.1:6380/0"
+        assert environment["KILN_DATABASE_URL"] == SHARED["KILN_DATABASE_URL"]
+        assert "/mnt/kiln-projects:/var/lib/kiln-projects:rw" in volumes
+    assert services["redis"]["ports"][0].startswith("127.0.0.1:")  # unless KILN_REDIS_BIND
+
+
+@pytest.mark.parametrize(
+    "missing",
+    [
+        pytest.param("KILN_SECRET_KEY", id="secret-key"),
+        pytest.param("KILN_DATABASE_URL", id="database"),
+        pytest.param("KILN_PROJECTS_SHARE", id="projects-share"),
+    ],
+)
+def test_a_host_without_a_shared_setting_does_not_start(missing: str, tmp_path: Path) -> None:
+    done = _merged_config({k: v for k, v in SHARED.items() if k != missing}, tmp_path)
+    assert done.returncode != 0
+    assert f"set {missing}" in done.stderr
 
 
 # --- the stack, for real --------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from app.projects import git_store
 from app.projects.errors import ProjectError, VersionNotFound
 from app.projects.git_store import GitProjectStore, blob_id
 from app.projects.store import VersionInfo
@@ -262,3 +263,53 @@ def test_a_project_is_its_owners_alone(store: GitProjectStore) -> None:
         str(p): oct(stat.S_IMODE(p.stat().st_mode)) for p in paths if p.stat().st_mode & 0o077
     }
     assert shared == {}
+
+
+def test_a_repository_that_shows_another_owner_is_still_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a shared volume a repository made by another host's process may show another owner
+    (git's own test switch stands in for that): its commands still run, through a symlinked
+    path too."""
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "mounted").symlink_to(tmp_path / "shared")
+    store = GitProjectStore(tmp_path / "mounted" / "projects")
+    store.commit("c1", FIRST, VersionInfo("r", 1))
+    monkeypatch.setitem(git_store.GIT_ENV, "GIT_TEST_ASSUME_DIFFERENT_OWNER", "1")
+    store.commit("c1", {**FIRST, "b.js": b"b\n"}, VersionInfo("r", 2))
+    assert [v.number for v in store.versions("c1")] == [1, 2]
+    assert store.files("c1", 2) == {**FIRST, "b.js": b"b\n"}
+    assert "+b" in store.diff("c1", 2)[0].diff
+
+
+def test_a_projects_folder_kiln_cannot_use_is_refused_in_words(tmp_path: Path) -> None:
+    (tmp_path / "projects").write_text("a file where the shared volume should be")
+    store = GitProjectStore(tmp_path / "projects")
+    with pytest.raises(ProjectError, match=r"cannot use the projects folder '.*projects'"):
+        store.commit("c1", FIRST, VersionInfo("r", 1))
+
+
+@pytest.mark.parametrize(
+    ("age", "recorded"),
+    [
+        pytest.param(3600.0, True, id="a-dead-writers-lock-is-removed"),
+        pytest.param(0.0, False, id="a-live-writers-lock-is-left"),
+    ],
+)
+def test_a_ref_lock_left_by_a_killed_writer(
+    store: GitProjectStore, age: float, recorded: bool
+) -> None:
+    store.commit("c1", FIRST, VersionInfo("r", 1))
+    lock = store.repository("c1") / "refs" / "heads" / "main.lock"
+    lock.write_text("")
+    os.utime(lock, (time.time() - age, time.time() - age))
+    second = {**FIRST, "b.js": b"b\n"}
+    if recorded:
+        assert store.commit("c1", second, VersionInfo("r", 2)) is not None
+        assert not lock.exists()
+    else:
+        with pytest.raises(ProjectError, match=r"main\.lock"):
+            store.commit("c1", second, VersionInfo("r", 2))
+        assert lock.exists()
+    assert len(store.versions("c1")) == (2 if recorded else 1)
+    assert not list((store.repository("c1") / "refs").rglob("kiln/staging/*"))  # none left
