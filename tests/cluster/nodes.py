@@ -1,0 +1,510 @@
+"""Real Docker Swarm nodes on one machine: 2–3 ``containerd`` + ``dockerd`` pairs, each in a
+network namespace of its own, joined into a swarm, with kiln's sandbox images loaded.
+
+Used by the cluster tests (the module-scoped ``swarm_nodes`` fixture of
+``tests/cluster/conftest.py``) and by a person (``scripts/cluster-nodes up N`` / ``down``).
+
+Layout of one cluster (every name starts with :attr:`Cluster.prefix`,
+``kiln-swarm-test-<random>``, so nothing collides and :func:`remove_leftovers` finds it all):
+
+- a *hub* network namespace ``<prefix>-hub`` holding the bridge the nodes talk over. The bridge
+  is not in the host's namespace because there the host engine's ``FORWARD DROP`` policy (with
+  ``br_netfilter``) would drop the nodes' traffic to each other unless we added host iptables
+  rules; in a namespace of its own no rule is needed and the host's firewall is never touched;
+- per node ``i`` a namespace ``<prefix>-n<i>``, linked to the hub bridge by a veth pair, with
+  the address ``<subnet>.<10+i>``; its daemons are started inside it with ``nsenter --net=``
+  (``ip netns exec`` remounts ``/sys`` and dockerd then fails to start);
+- the host gets one veth leg on the hub bridge (``<subnet>.1``), so host processes (kiln, a
+  preview) reach each node's address; that traffic is the host's own (OUTPUT/INPUT), never
+  forwarded, so the host's firewall still needs no rule. Interface names are Linux-capped at 15
+  bytes: they are ``kst<random>`` and a suffix, with the full prefix in their alias;
+- per node a folder ``<base>/<prefix>/n<i>`` with containerd's root, state and socket and
+  dockerd's ``--data-root``, ``--exec-root``, socket, pid file and an empty ``--config-file``
+  (so the host's ``/etc/docker/daemon.json`` is never read), ``--cgroup-parent <prefix>-n<i>``
+  and ``--no-new-privileges`` (a swarm service cannot ask for that security option itself).
+
+The swarm is formed against the NODE sockets only (node 0 the manager, the others workers):
+the host engine's swarm state, containers and networks are never touched. Images are copied
+from the host engine (``docker save`` | node ``load``) and their image IDs compared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+import docker.errors
+
+PREFIX = "kiln-swarm-test"
+SEARCH_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+START_TIMEOUT_SECONDS = 60.0
+STOP_TIMEOUT_SECONDS = 20.0
+# 198.18.0.0/15 is reserved for benchmarking networks: no real host route uses it.
+SUBNET_BASE = "198.18"
+NODE_HOST_OFFSET = 10
+# The swarm's own overlay pool: clear of the host engine's and the nodes' bridge pools.
+SWARM_ADDRESS_POOL = "10.213.0.0/16"
+
+
+class ClusterError(RuntimeError):
+    """The nodes could not be started, joined or removed; the message says which step."""
+
+
+def binary(name: str) -> str:
+    """The path of ``name``: on ``PATH``, else in the system folders (root's tools)."""
+    found = shutil.which(name) or shutil.which(name, path=SEARCH_PATH)
+    if found is None:
+        raise ClusterError(f"{name!r} is not installed; the cluster nodes need it")
+    return found
+
+
+def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run a command (the first argument found by :func:`binary`), its output captured."""
+    result = subprocess.run(
+        [binary(args[0]), *args[1:]], capture_output=True, text=True, check=False
+    )
+    if check and result.returncode != 0:
+        raise ClusterError(f"{' '.join(args)!r} failed: {result.stderr.strip()!r}")
+    return result
+
+
+def base_dir() -> Path:
+    """Where the nodes' folders live: ``KILN_CLUSTER_NODES_DIR`` or ``/var/tmp`` (disk-backed:
+    image layers do not belong in a tmpfs)."""
+    return Path(os.environ.get("KILN_CLUSTER_NODES_DIR") or "/var/tmp")
+
+
+@dataclass
+class Node:
+    """One dockerd node: its namespace, address, folder and daemon processes."""
+
+    name: str  # <prefix>-n<i>
+    index: int
+    address: str
+    folder: Path
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def socket(self) -> Path:
+        """dockerd's socket."""
+        return self.folder / "docker.sock"
+
+    @property
+    def url(self) -> str:
+        """The node engine's address for a Docker client."""
+        return f"unix://{self.socket}"
+
+    def client(self, timeout: float = 120.0) -> docker.DockerClient:
+        """A Docker client of this node's engine (the caller closes it)."""
+        return docker.DockerClient(base_url=self.url, timeout=int(timeout))
+
+
+@dataclass
+class Cluster:
+    """A started set of nodes (node 0 is the swarm manager)."""
+
+    prefix: str
+    subnet: str  # e.g. 198.18.37 (a /24)
+    folder: Path
+    nodes: list[Node]
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def manager(self) -> Node:
+        """The swarm manager node."""
+        return self.nodes[0]
+
+    @property
+    def hub(self) -> str:
+        """The hub namespace holding the bridge."""
+        return f"{self.prefix}-hub"
+
+    def node_at(self, address: str) -> Node:
+        """The node advertising ``address`` (the nodes share the host's hostname, so a swarm
+        node is told by its address)."""
+        for node in self.nodes:
+            if node.address == address:
+                return node
+        raise ClusterError(f"no node of {self.prefix!r} has the address {address!r}")
+
+
+def short_name(prefix: str, suffix: str) -> str:
+    """An interface name within Linux's 15 bytes: ``kst`` + the prefix's random part."""
+    return f"kst{prefix.rsplit('-', 1)[1]}{suffix}"
+
+
+def free_subnet() -> str:
+    """A /24 under :data:`SUBNET_BASE` that no route of the host uses yet."""
+    routes = run("ip", "-4", "route", "show", "table", "all").stdout
+    for _ in range(64):
+        subnet = f"{SUBNET_BASE}.{secrets.randbelow(254) + 1}"
+        if f"{subnet}." not in routes:
+            return subnet
+    raise ClusterError(f"no free /24 under {SUBNET_BASE!r}")
+
+
+def in_netns(namespace: str, *args: str) -> list[str]:
+    """``args`` run inside ``namespace`` (network only: see the module docstring)."""
+    return [binary("nsenter"), f"--net=/run/netns/{namespace}", binary(args[0]), *args[1:]]
+
+
+def make_hub(cluster: Cluster) -> None:
+    """The hub namespace, its bridge, and the host's leg on it."""
+    bridge, host_leg, hub_leg = (short_name(cluster.prefix, s) for s in ("br", "h", "hb"))
+    run("ip", "netns", "add", cluster.hub)
+    hub = ("ip", "-n", cluster.hub)
+    run(*hub, "link", "add", bridge, "type", "bridge")
+    run(*hub, "link", "set", bridge, "up")
+    run(*hub, "link", "set", "lo", "up")
+    run("ip", "link", "add", host_leg, "type", "veth", "peer", "name", hub_leg)
+    run("ip", "link", "set", host_leg, "alias", f"{cluster.prefix}-host")
+    run("ip", "link", "set", hub_leg, "netns", cluster.hub)
+    run(*hub, "link", "set", hub_leg, "master", bridge, "up")
+    run("ip", "addr", "add", f"{cluster.subnet}.1/24", "dev", host_leg)
+    run("ip", "link", "set", host_leg, "up")
+
+
+def make_node_netns(cluster: Cluster, node: Node) -> None:
+    """The node's namespace, linked to the hub bridge, with its address."""
+    bridge = short_name(cluster.prefix, "br")
+    inner, outer = short_name(cluster.prefix, f"n{node.index}"), short_name(
+        cluster.prefix, f"b{node.index}"
+    )
+    run("ip", "netns", "add", node.name)
+    run("ip", "link", "add", inner, "netns", node.name, "type", "veth", "peer", "name", outer)
+    run("ip", "link", "set", outer, "netns", cluster.hub)
+    run("ip", "-n", cluster.hub, "link", "set", outer, "master", bridge, "up")
+    netns = ("ip", "-n", node.name)
+    run(*netns, "link", "set", "lo", "up")
+    run(*netns, "addr", "add", f"{node.address}/24", "dev", inner)
+    run(*netns, "link", "set", inner, "up")
+    run(*netns, "route", "add", "default", "via", f"{cluster.subnet}.1")
+
+
+def containerd_config(node: Node) -> Path:
+    """containerd's own config (so the host's ``/etc/containerd/config.toml`` is not read)."""
+    path = node.folder / "containerd.toml"
+    path.write_text(
+        "version = 2\n"
+        f'root = "{node.folder / "containerd-root"}"\n'
+        f'state = "{node.folder / "containerd-state"}"\n'
+        "[grpc]\n"
+        f'  address = "{node.folder / "containerd.sock"}"\n'
+        "[ttrpc]\n"
+        f'  address = "{node.folder / "containerd.sock.ttrpc"}"\n'
+        "[debug]\n"
+        f'  address = "{node.folder / "containerd-debug.sock"}"\n'
+        "[metrics]\n"
+        '  address = ""\n'
+    )
+    return path
+
+
+def dockerd_args(cluster: Cluster, node: Node) -> list[str]:
+    """dockerd's flags: everything of its own (module docstring), never the host's."""
+    config = node.folder / "daemon.json"
+    config.write_text(json.dumps({}))
+    return [
+        "dockerd",
+        f"--host={node.url}",
+        f"--containerd={node.folder / 'containerd.sock'}",
+        f"--data-root={node.folder / 'data'}",
+        f"--exec-root={node.folder / 'exec'}",
+        f"--pidfile={node.folder / 'docker.pid'}",
+        f"--config-file={config}",
+        f"--cgroup-parent={node.name}",
+        "--no-new-privileges",
+        "--storage-driver=overlay2",
+        "--log-level=warn",
+        "--shutdown-timeout=2",  # its containers are test sandboxes: no grace needed
+    ]
+
+
+def start_daemon(node: Node, args: list[str], log_name: str) -> None:
+    """Start one daemon of ``node`` inside its namespace, logging to its folder."""
+    with (node.folder / log_name).open("wb") as log:
+        process = subprocess.Popen(
+            in_netns(node.name, *args),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # a Ctrl-C of the test run reaches it only through us
+        )
+    node.processes.append(process)
+
+
+def wait_for(what: str, ready: Callable[[], bool], node: Node, log_name: str) -> None:
+    """Poll ``ready`` until it holds, or fail with the node's log tail."""
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if any(p.poll() is not None for p in node.processes):
+            break
+        if ready():
+            return
+        time.sleep(0.1)
+    log = (node.folder / log_name).read_text(errors="replace")[-2000:]
+    raise ClusterError(f"{what} of {node.name!r} did not start: {log!r}")
+
+
+def engine_answers(node: Node) -> bool:
+    """Whether the node's dockerd answers a ping."""
+    if not node.socket.exists():
+        return False
+    try:
+        with closing(node.client(timeout=5)) as client:
+            return bool(client.ping())
+    except (docker.errors.DockerException, OSError):
+        return False
+
+
+def start_node(cluster: Cluster, node: Node) -> None:
+    """The node's namespace, containerd and dockerd, answering."""
+    node.folder.mkdir(parents=True)
+    make_node_netns(cluster, node)
+    start_daemon(node, ["containerd", "--config", str(containerd_config(node))], "containerd.log")
+    containerd_socket = node.folder / "containerd.sock"
+    wait_for("containerd", containerd_socket.exists, node, "containerd.log")
+    start_daemon(node, dockerd_args(cluster, node), "dockerd.log")
+    wait_for("dockerd", lambda: engine_answers(node), node, "dockerd.log")
+
+
+def form_swarm(cluster: Cluster) -> None:
+    """``swarm init`` on node 0 and ``swarm join`` of the others, all by their own sockets."""
+    with closing(cluster.manager.client()) as manager:
+        manager.swarm.init(
+            advertise_addr=cluster.manager.address,
+            listen_addr=f"{cluster.manager.address}:2377",
+            default_addr_pool=[SWARM_ADDRESS_POOL],
+            subnet_size=24,
+        )
+        token = manager.swarm.attrs["JoinTokens"]["Worker"]
+    for node in cluster.nodes[1:]:
+        with closing(node.client()) as worker:
+            worker.swarm.join(
+                remote_addrs=[f"{cluster.manager.address}:2377"],
+                join_token=token,
+                advertise_addr=node.address,
+                listen_addr=f"{node.address}:2377",
+            )
+    with closing(cluster.manager.client()) as manager:
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            ready = [n for n in manager.nodes.list() if n.attrs["Status"]["State"] == "ready"]
+            if len(ready) == len(cluster.nodes):
+                return
+            time.sleep(0.2)
+    raise ClusterError(f"the swarm of {cluster.prefix!r} did not get all nodes ready")
+
+
+def load_image(node: Node, image: str, expected_id: str) -> None:
+    """Copy ``image`` from the host engine into ``node`` and check the node has the same ID."""
+    host = docker.from_env(timeout=600)
+    try:
+        stream = host.api.get_image(image)
+        with closing(node.client(timeout=600)) as client:
+            client.images.load(stream)
+            loaded = client.images.get(image).id
+    finally:
+        host.close()
+    if loaded != expected_id:
+        raise ClusterError(f"{image!r} on {node.name!r} is {loaded!r}, the host has {expected_id!r}")
+
+
+def load_images(cluster: Cluster, images: Iterable[str]) -> None:
+    """Every image into every node (nodes in parallel, an image at a time per node)."""
+    host = docker.from_env()
+    try:
+        wanted = {image: host.images.get(image).id for image in images}
+    except docker.errors.ImageNotFound as exc:
+        raise ClusterError(f"the host engine has no image {exc.explanation!r}") from exc
+    finally:
+        host.close()
+
+    def one_node(node: Node) -> None:
+        for image, image_id in wanted.items():
+            load_image(node, image, image_id)
+
+    with ThreadPoolExecutor(len(cluster.nodes)) as pool:
+        list(pool.map(one_node, cluster.nodes))
+
+
+def up(count: int, images: Iterable[str] = ()) -> Cluster:
+    """Start ``count`` nodes, form their swarm and load ``images``; on failure remove all."""
+    if not 1 <= count <= 9:
+        raise ClusterError(f"a cluster has 1 to 9 nodes, not {count!r}")
+    prefix = f"{PREFIX}-{secrets.token_hex(3)}"
+    subnet = free_subnet()
+    folder = base_dir() / prefix
+    nodes = [
+        Node(f"{prefix}-n{i}", i, f"{subnet}.{NODE_HOST_OFFSET + i}", folder / f"n{i}")
+        for i in range(count)
+    ]
+    cluster = Cluster(prefix, subnet, folder, nodes)
+    try:
+        began = time.monotonic()
+        make_hub(cluster)
+        with ThreadPoolExecutor(count) as pool:
+            list(pool.map(lambda node: start_node(cluster, node), nodes))
+        cluster.timings["daemons"] = time.monotonic() - began
+        began = time.monotonic()
+        form_swarm(cluster)
+        cluster.timings["swarm"] = time.monotonic() - began
+        began = time.monotonic()
+        load_images(cluster, images)
+        cluster.timings["images"] = time.monotonic() - began
+    except BaseException:
+        down(cluster)
+        raise
+    return cluster
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after :data:`STOP_TIMEOUT_SECONDS`."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(STOP_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(STOP_TIMEOUT_SECONDS)
+
+
+def down(cluster: Cluster) -> None:
+    """Stop the daemons (dockerd first, so it stops its containers), then remove the rest."""
+    began = time.monotonic()
+    with ThreadPoolExecutor(max(len(cluster.nodes), 1)) as pool:
+        list(pool.map(lambda node: [stop_process(p) for p in reversed(node.processes)],
+                      cluster.nodes))
+    remove_leftovers(cluster.prefix)
+    cluster.timings["down"] = time.monotonic() - began
+
+
+def remove_leftovers(prefix: str = PREFIX) -> list[str]:
+    """Remove everything named ``prefix*``: daemons (found by their pid files and shims'
+    folders), namespaces (and so their veths and bridges), the host's legs, and the folders.
+    Returns what was removed (``scripts/cluster-nodes down`` lists it)."""
+    removed: list[str] = []
+    removed += kill_daemons(prefix)
+    removed += remove_mounts(prefix)
+    for namespace in run("ip", "netns", "list").stdout.split():
+        if namespace.startswith(prefix):
+            run("ip", "netns", "delete", namespace, check=False)
+            removed.append(f"netns {namespace}")
+    for link in host_legs(prefix):
+        run("ip", "link", "delete", link, check=False)
+        removed.append(f"link {link}")
+    for folder in base_dir().glob(f"{prefix}*"):
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(f"folder {folder}")
+    return removed
+
+
+def daemon_pids(prefix: str) -> list[int]:
+    """Processes whose command line names a folder of ``prefix`` (containerd, dockerd, shims)."""
+    marker = str(base_dir() / prefix).encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if marker in (entry / "cmdline").read_bytes():
+                pids.append(int(entry.name))
+        except OSError:
+            continue  # it ended meanwhile
+    return pids
+
+
+def cgroup_folders(prefix: str) -> list[Path]:
+    """The nodes' ``--cgroup-parent`` folders in every cgroup hierarchy."""
+    return sorted(Path("/sys/fs/cgroup").glob(f"*/{prefix}*")) + sorted(
+        Path("/sys/fs/cgroup").glob(f"{prefix}*")
+    )
+
+
+def signal_all(pids: Iterable[int], signum: int) -> None:
+    """Send ``signum`` to each of ``pids`` that still lives."""
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+
+def cgroup_pids(prefix: str) -> set[int]:
+    """Every process in the nodes' cgroups: the sandboxes' processes."""
+    pids: set[int] = set()
+    for folder in cgroup_folders(prefix):
+        for procs in folder.rglob("cgroup.procs"):
+            try:
+                pids.update(int(line) for line in procs.read_text().split())
+            except OSError:
+                continue
+    return pids
+
+
+def kill_daemons(prefix: str) -> list[str]:
+    """End the daemons and containers of ``prefix`` left running (SIGTERM, then SIGKILL)."""
+    pids = daemon_pids(prefix)
+    signal_all(pids, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
+    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
+        time.sleep(0.1)
+    stragglers = set(daemon_pids(prefix)) | cgroup_pids(prefix)
+    signal_all(stragglers, signal.SIGKILL)
+    for folder in sorted(cgroup_folders(prefix), key=lambda f: -len(f.parts)):
+        for child in sorted(folder.rglob("*"), key=lambda f: -len(f.parts)):
+            if child.is_dir():
+                remove_cgroup(child)
+        remove_cgroup(folder)
+    return [f"process {pid}" for pid in sorted(set(pids) | stragglers)]
+
+
+def remove_cgroup(folder: Path) -> None:
+    """Remove an empty cgroup folder, waiting briefly for killed processes to leave it."""
+    deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
+    while True:
+        try:
+            folder.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def remove_mounts(prefix: str) -> list[str]:
+    """Unmount what the nodes' daemons mounted under their folders (deepest first)."""
+    marker = str(base_dir() / prefix)
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4].replace("\\040", " ")
+        if point.startswith(marker):
+            points.append(point)
+    for point in sorted(points, key=len, reverse=True):
+        run("umount", "-l", point, check=False)
+    return [f"mount {point}" for point in points]
+
+
+def host_legs(prefix: str) -> list[str]:
+    """The host-namespace interfaces whose alias starts with ``prefix``."""
+    legs = []
+    for line in run("ip", "-o", "link", "show").stdout.splitlines():
+        name = line.split(":")[1].strip().split("@")[0]
+        if f"alias {prefix}" in line:
+            legs.append(name)
+    return legs
