@@ -43,9 +43,12 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
+
+from sandbox.cluster.service_spec import ENGINE_LABEL
 
 PREFIX = "kiln-swarm-test"
 SEARCH_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -304,6 +307,7 @@ def form_swarm(cluster: Cluster) -> None:
         while time.monotonic() < deadline:
             ready = [n for n in manager.nodes.list() if n.attrs["Status"]["State"] == "ready"]
             if len(ready) == len(cluster.nodes):
+                label_engines(cluster, ready)
                 return
             time.sleep(0.2)
     raise ClusterError(f"the swarm of {cluster.prefix!r} did not get all nodes ready")
@@ -318,6 +322,16 @@ def save_image(host: docker.DockerClient, image: str, folder: Path) -> Path:
         for chunk in host.api.get_image(image, chunk_size=1 << 20):
             tar.write(chunk)
     return path
+
+
+def label_engines(cluster: Cluster, swarm_nodes: Iterable[Any]) -> None:
+    """Give every swarm node the ``kiln.engine`` label: its own engine's socket (the way
+    kiln finds a node's engine, :mod:`sandbox.cluster.placement`)."""
+    for swarm_node in swarm_nodes:
+        spec = dict(swarm_node.attrs["Spec"])
+        node = cluster.node_at(swarm_node.attrs["Status"]["Addr"])
+        spec["Labels"] = {**spec.get("Labels", {}), ENGINE_LABEL: node.url}
+        swarm_node.update(spec)
 
 
 def load_image(node: Node, image: str, tar: Path, expected_id: str) -> None:
