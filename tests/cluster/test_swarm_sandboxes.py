@@ -97,21 +97,25 @@ async def placed(
     network = settings.network
     await ensure_isolated_network(manager, node_clients, network, settings.instance)
     sandboxes: list[Placed] = []
+    services: dict[str, str] = {}  # sandbox id -> service id
     try:
+        # Both asked for before either is waited for: the swarm starts them at once.
         for _ in range(2):
             sandbox_id = secrets.token_hex(6)
             kwargs = sandbox_service_kwargs(
                 settings, TEMPLATE, sandbox_id, network=network, created=time.time()
             )
-            service_id = await create_sandbox_service(manager, kwargs)
+            services[sandbox_id] = await create_sandbox_service(manager, kwargs)
+        for sandbox_id, service_id in services.items():
             placement = await wait_for_placement(manager, service_id, PLACEMENT_TIMEOUT)
             node = node_engine(placement)
             await apply_node_limits(node, placement, size_bytes(settings.mem_limit))
             sandboxes.append(Placed(sandbox_id, placement, node))
         yield sandboxes
     finally:
+        for service_id in services.values():
+            await remove_sandbox_service(manager, service_id)
         for sandbox in sandboxes:
-            await remove_sandbox_service(manager, sandbox.placement.service_id)
             await remove_workspace_volume(sandbox.node, volume_name(sandbox.sandbox_id))
             sandbox.node.close()
         await remove_isolated_network(manager, node_clients, network)
