@@ -31,7 +31,7 @@ def _status_field(node: docker.DockerClient, container_id: str, field: str) -> s
     for line in result.output.decode(errors="replace").splitlines():
         name, _, value = line.partition(":")
         if name == field:
-            return value.strip()
+            return str(value).strip()
     return ""
 
 

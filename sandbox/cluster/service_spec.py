@@ -179,4 +179,3 @@ def sandbox_service_kwargs(
         preferences=[("spread", f"node.labels.{label}") for label in spread_labels],
     )
     return kwargs
-

@@ -1,4 +1,4 @@
-"""Real Docker Swarm nodes on one machine: 2–3 ``containerd`` + ``dockerd`` pairs, each in a
+"""Real Docker Swarm nodes on one machine: 2 to 3 ``containerd`` + ``dockerd`` pairs, each in a
 network namespace of its own, joined into a swarm, with kiln's sandbox images loaded.
 
 Used by the cluster tests (the module-scoped ``swarm_nodes`` fixture of
@@ -36,11 +36,10 @@ import secrets
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing
+from contextlib import closing, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,8 +182,9 @@ def make_hub(cluster: Cluster) -> None:
 def make_node_netns(cluster: Cluster, node: Node) -> None:
     """The node's namespace, linked to the hub bridge, with its address."""
     bridge = short_name(cluster.prefix, "br")
-    inner, outer = short_name(cluster.prefix, f"n{node.index}"), short_name(
-        cluster.prefix, f"b{node.index}"
+    inner, outer = (
+        short_name(cluster.prefix, f"n{node.index}"),
+        short_name(cluster.prefix, f"b{node.index}"),
     )
     run("ip", "netns", "add", node.name)
     run("ip", "link", "add", inner, "netns", node.name, "type", "veth", "peer", "name", outer)
@@ -340,7 +340,9 @@ def load_image(node: Node, image: str, tar: Path, expected_id: str) -> None:
         client.api.load_image(data)
         loaded = client.images.get(image).id
     if loaded != expected_id:
-        raise ClusterError(f"{image!r} on {node.name!r} is {loaded!r}, the host has {expected_id!r}")
+        raise ClusterError(
+            f"{image!r} on {node.name!r} is {loaded!r}, the host has {expected_id!r}"
+        )
 
 
 def load_images(cluster: Cluster, images: Iterable[str]) -> None:
@@ -411,12 +413,17 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
         process.wait(STOP_TIMEOUT_SECONDS)
 
 
+def stop_node(node: Node) -> None:
+    """Stop the node's daemons, dockerd before its containerd."""
+    for process in reversed(node.processes):
+        stop_process(process)
+
+
 def down(cluster: Cluster) -> None:
     """Stop the daemons (dockerd first, so it stops its containers), then remove the rest."""
     began = time.monotonic()
     with ThreadPoolExecutor(max(len(cluster.nodes), 1)) as pool:
-        list(pool.map(lambda node: [stop_process(p) for p in reversed(node.processes)],
-                      cluster.nodes))
+        list(pool.map(stop_node, cluster.nodes))
     remove_leftovers(cluster.prefix)
     cluster.timings["down"] = time.monotonic() - began
 
@@ -466,10 +473,8 @@ def cgroup_folders(prefix: str) -> list[Path]:
 def signal_all(pids: Iterable[int], signum: int) -> None:
     """Send ``signum`` to each of ``pids`` that still lives."""
     for pid in pids:
-        try:
+        with suppress(ProcessLookupError):
             os.kill(pid, signum)
-        except ProcessLookupError:
-            pass
 
 
 def cgroup_pids(prefix: str) -> set[int]:

@@ -43,12 +43,12 @@ PLACEMENT_TIMEOUT = 60.0
 PROBE_PORT = 9000
 # Connects to argv[1]:PROBE_PORT and prints what it got, or why not (exit 0 only on an answer).
 CONNECT = (
-    "const s=require('net').connect(%d,process.argv[1]);s.setTimeout(3000);"
+    f"const s=require('net').connect({PROBE_PORT},process.argv[1]);s.setTimeout(3000);"
     "s.on('data',d=>{console.log(String(d));process.exit(0)});"
     "s.on('error',e=>{console.log(e.code);process.exit(2)});"
-    "s.on('timeout',()=>{console.log('timeout');process.exit(3)})" % PROBE_PORT
+    "s.on('timeout',()=>{console.log('timeout');process.exit(3)})"
 )
-LISTEN = "require('net').createServer(s=>s.end('hello')).listen(%d)" % PROBE_PORT
+LISTEN = f"require('net').createServer(s=>s.end('hello')).listen({PROBE_PORT})"
 
 
 @dataclass
