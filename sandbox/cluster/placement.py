@@ -26,9 +26,11 @@ import docker.errors
 
 from sandbox.cluster.service_spec import ENGINE_LABEL
 from sandbox.docker_boundary import CLIENT_TIMEOUT_SECONDS, call
-from sandbox.errors import SandboxError, SandboxNotFound, SandboxUnavailable
+from sandbox.errors import SandboxCapacity, SandboxError, SandboxNotFound, SandboxUnavailable
 
 POLL_SECONDS = 0.2
+# The swarm's words for a task no node can take (memory reservation, constraints, platform).
+NO_ROOM = "no suitable node"
 # Task states past which a task never runs (Docker's swarm task states).
 FAILED_STATES = frozenset({"failed", "rejected", "shutdown", "complete", "orphaned", "remove"})
 
@@ -52,14 +54,18 @@ async def create_sandbox_service(manager: docker.DockerClient, kwargs: dict[str,
 
 
 def _running_task(manager: docker.DockerClient, service_id: str) -> dict[str, Any] | None:
-    """The service's task once it runs; raises when it can no longer run."""
+    """The service's task once it runs; raises when it cannot run: no node has room for it
+    (:class:`SandboxCapacity`, at once: the swarm says so while the task is pending), or it
+    failed (:class:`SandboxUnavailable`)."""
     tasks = manager.api.tasks(filters={"service": service_id})
     for task in tasks:
-        state = task["Status"]["State"]
-        if state == "running" and task["Status"].get("ContainerStatus", {}).get("ContainerID"):
+        status = task["Status"]
+        state, error = status["State"], status.get("Err") or status.get("Message")
+        if state == "running" and status.get("ContainerStatus", {}).get("ContainerID"):
             return dict(task)
+        if state == "pending" and NO_ROOM in str(error):
+            raise SandboxCapacity(f"sandbox service {service_id!r}: {error!r}")
         if state in FAILED_STATES:
-            error = task["Status"].get("Err") or task["Status"].get("Message")
             raise SandboxUnavailable(f"sandbox service {service_id!r} task {state}: {error!r}")
     return None
 

@@ -8,6 +8,7 @@ their prefix is left (processes, namespaces, interfaces, mounts, cgroups, folder
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,8 +44,9 @@ def swarm_nodes(request: pytest.FixtureRequest) -> Iterator[nodes.Cluster]:
     count = getattr(request.module, "CLUSTER_NODES", 2)
     images = getattr(request.module, "CLUSTER_IMAGES", ())
     before = host_swarm_state()
+    nodes.remove_stale()
     try:
-        cluster = nodes.up(count, images)
+        cluster = nodes.up(count, images, owner=os.getpid())
     except nodes.ClusterError as exc:
         pytest.fail(f"the cluster nodes did not start: {exc}")
     try:

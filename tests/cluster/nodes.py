@@ -58,6 +58,7 @@ SUBNET_BASE = "198.18"
 NODE_HOST_OFFSET = 10
 # The swarm's own overlay pool: clear of the host engine's and the nodes' bridge pools.
 SWARM_ADDRESS_POOL = "10.213.0.0/16"
+OWNER_FILE = "owner"  # the pid of the process that started the cluster ("": a person)
 TMPFS_SIZE = "8g"  # the nodes' folders: an upper bound, only what is written takes memory
 
 
@@ -367,8 +368,11 @@ def load_images(cluster: Cluster, images: Iterable[str]) -> None:
         tar.unlink()
 
 
-def up(count: int, images: Iterable[str] = ()) -> Cluster:
-    """Start ``count`` nodes, form their swarm and load ``images``; on failure remove all."""
+def up(count: int, images: Iterable[str] = (), owner: int | None = None) -> Cluster:
+    """Start ``count`` nodes, form their swarm and load ``images``; on failure remove all.
+
+    ``owner``: the process whose end makes the cluster stale (:func:`remove_stale`); ``None``
+    for a cluster a person started, which only ``down`` removes."""
     if not 1 <= count <= 9:
         raise ClusterError(f"a cluster has 1 to 9 nodes, not {count!r}")
     prefix = f"{PREFIX}-{secrets.token_hex(3)}"
@@ -385,6 +389,7 @@ def up(count: int, images: Iterable[str] = ()) -> Cluster:
         # In memory: removing a node's image layers from this machine's busy disk took 16 s
         # per 270 MB; unmounting a tmpfs is instant. It holds only what is written.
         run("mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE},mode=0700", prefix, str(folder))
+        (folder / OWNER_FILE).write_text("" if owner is None else str(owner))
         make_hub(cluster)
         with ThreadPoolExecutor(count) as pool:
             list(pool.map(lambda node: start_node(cluster, node), nodes))
@@ -426,6 +431,20 @@ def down(cluster: Cluster) -> None:
         list(pool.map(stop_node, cluster.nodes))
     remove_leftovers(cluster.prefix)
     cluster.timings["down"] = time.monotonic() - began
+
+
+def remove_stale() -> list[str]:
+    """Remove the clusters whose owning process has ended (a test run killed before its
+    teardown); a person's clusters and those of live runs (other sessions) stay."""
+    removed: list[str] = []
+    for folder in base_dir().glob(f"{PREFIX}-*"):
+        try:
+            owner = (folder / OWNER_FILE).read_text().strip()
+        except OSError:
+            continue  # being made or removed right now
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            removed += remove_leftovers(folder.name)
+    return removed
 
 
 def remove_leftovers(prefix: str = PREFIX) -> list[str]:

@@ -8,7 +8,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import docker
 import pytest
@@ -31,6 +31,7 @@ from sandbox.cluster.placement import (
 from sandbox.cluster.service_spec import sandbox_service_kwargs
 from sandbox.containers.labels import INSTANCE_LABEL, volume_name
 from sandbox.env_settings import size_bytes
+from sandbox.errors import SandboxCapacity
 from sandbox.images.templates import get_template
 from sandbox.settings import SandboxSettings
 from tests.cluster.nodes import Cluster
@@ -121,6 +122,31 @@ async def placed(
         await remove_isolated_network(manager, node_clients, network)
         for client in node_clients:
             client.close()
+
+
+async def test_the_host_engine_is_not_part_of_the_swarm(placed: list[Placed]) -> None:
+    host = docker.from_env()
+    try:
+        assert host.info()["Swarm"]["LocalNodeState"] == "inactive"
+        ids = {c.id for c in host.containers.list(all=True)}
+        assert not ids & {sandbox.placement.container_id for sandbox in placed}
+    finally:
+        host.close()
+
+
+async def test_a_sandbox_no_node_has_room_for_is_refused_at_once(
+    placed: list[Placed], manager: docker.DockerClient, settings: SandboxSettings
+) -> None:
+    huge = replace(settings, mem_limit="4096g")  # more memory than any node has to reserve
+    kwargs = sandbox_service_kwargs(
+        huge, TEMPLATE, secrets.token_hex(6), network=settings.network, created=time.time()
+    )
+    service_id = await create_sandbox_service(manager, kwargs)
+    try:
+        with pytest.raises(SandboxCapacity, match="insufficient resources"):
+            await wait_for_placement(manager, service_id, PLACEMENT_TIMEOUT)
+    finally:
+        assert await remove_sandbox_service(manager, service_id)
 
 
 async def test_two_sandboxes_spread_over_two_nodes(placed: list[Placed]) -> None:
