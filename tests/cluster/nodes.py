@@ -350,26 +350,43 @@ def load_image(node: Node, image: str, tar: Path, expected_id: str) -> None:
         )
 
 
-def load_images(cluster: Cluster, images: Iterable[str]) -> None:
-    """Every image into every node: saved once from the host engine, loaded by the nodes in
-    parallel, each checked by its image ID."""
-    saved: list[tuple[str, Path, str]] = []
+def node_image_id(node: Node, image: str) -> str | None:
+    """The ID of ``image`` on ``node``; ``None`` when it has none."""
+    with closing(node.client()) as client:
+        try:
+            return str(client.images.get(image).id)
+        except docker.errors.ImageNotFound:
+            return None
+
+
+def load_images(cluster: Cluster, images: Iterable[str]) -> list[str]:
+    """Every image into every node that does not have the host's build of it yet: saved once
+    from the host engine, loaded by the nodes in parallel, each checked by its image ID.
+    Returns the images that were loaded somewhere."""
+    began = time.monotonic()
+    missing: dict[str, tuple[str, set[str]]] = {}  # image -> (host ID, nodes lacking it)
     with closing(docker.from_env(timeout=600)) as host:
         for image in images:
             try:
-                image_id = host.images.get(image).id
+                image_id = str(host.images.get(image).id)
             except docker.errors.ImageNotFound as exc:
                 raise ClusterError(f"the host engine has no image {image!r}") from exc
-            saved.append((image, save_image(host, image, cluster.folder / "images"), image_id))
+            lacking = {n.name for n in cluster.nodes if node_image_id(n, image) != image_id}
+            if lacking:
+                missing[image] = (image_id, lacking)
+        saved = {image: save_image(host, image, cluster.folder / "images") for image in missing}
 
     def one_node(node: Node) -> None:
-        for image, tar, image_id in saved:
-            load_image(node, image, tar, image_id)
+        for image, (image_id, lacking) in missing.items():
+            if node.name in lacking:
+                load_image(node, image, saved[image], image_id)
 
     with ThreadPoolExecutor(len(cluster.nodes)) as pool:
         list(pool.map(one_node, cluster.nodes))
-    for _, tar, _ in saved:
+    for tar in saved.values():
         tar.unlink()
+    cluster.timings["images"] = cluster.timings.get("images", 0.0) + time.monotonic() - began
+    return list(missing)
 
 
 def up(count: int, images: Iterable[str] = (), owner: int | None = None) -> Cluster:
@@ -401,9 +418,7 @@ def up(count: int, images: Iterable[str] = (), owner: int | None = None) -> Clus
         began = time.monotonic()
         form_swarm(cluster)
         cluster.timings["swarm"] = time.monotonic() - began
-        began = time.monotonic()
         load_images(cluster, images)
-        cluster.timings["images"] = time.monotonic() - began
     except BaseException:
         down(cluster)
         raise

@@ -38,7 +38,6 @@ from tests.cluster.nodes import Cluster
 
 pytestmark = pytest.mark.anyio
 TEMPLATE = get_template("vanilla")  # the smallest sandbox image: 13 s onto three nodes
-CLUSTER_NODES = 2
 CLUSTER_IMAGES = (TEMPLATE.image,)
 PLACEMENT_TIMEOUT = 60.0
 PROBE_PORT = 9000
@@ -128,7 +127,9 @@ async def test_the_host_engine_is_not_part_of_the_swarm(placed: list[Placed]) ->
     host = docker.from_env()
     try:
         assert host.info()["Swarm"]["LocalNodeState"] == "inactive"
-        ids = {c.id for c in host.containers.list(all=True)}
+        # The plain list: the SDK's containers.list() inspects each one, and other sessions'
+        # containers come and go meanwhile.
+        ids = {c["Id"] for c in host.api.containers(all=True)}
         assert not ids & {sandbox.placement.container_id for sandbox in placed}
     finally:
         host.close()
