@@ -4,7 +4,9 @@ run`` sandboxes are (seen by ``docker inspect`` on the node), and leave nothing 
 
 from __future__ import annotations
 
+import io
 import secrets
+import tarfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import closing
@@ -32,9 +34,10 @@ from sandbox.cluster.service_spec import sandbox_service_kwargs
 from sandbox.containers.labels import INSTANCE_LABEL, volume_name
 from sandbox.env_settings import size_bytes
 from sandbox.errors import SandboxCapacity
-from sandbox.images.templates import get_template
+from sandbox.images.templates import WORKSPACE, get_template
 from sandbox.settings import SandboxSettings
 from tests.cluster.nodes import Cluster
+from tests.sandbox.docker_support import sandbox_files_tar
 
 pytestmark = pytest.mark.anyio
 TEMPLATE = get_template("vanilla")  # the smallest sandbox image: 13 s onto three nodes
@@ -163,6 +166,24 @@ async def test_commands_run_through_each_sandbox_node(
         assert sandbox.placement.engine_url == node.url  # the node label named its own engine
         assert sandbox.exec("id", "-u") == (0, "1000")
         assert sandbox.exec("hostname") == (0, "sandbox")
+
+
+async def test_files_go_in_and_out_through_each_sandbox_node(placed: list[Placed]) -> None:
+    for sandbox in placed:
+        container = sandbox.node.containers.get(sandbox.placement.container_id)
+        assert container.put_archive(
+            WORKSPACE, sandbox_files_tar({"probe.txt": sandbox.sandbox_id})
+        )
+        # The sandbox user owns its workspace volume, made by the node at the task's start.
+        assert sandbox.exec("sh", "-c", "cat probe.txt && echo more >> probe.txt") == (
+            0,
+            sandbox.sandbox_id,
+        )
+        stream, _ = container.get_archive(f"{WORKSPACE}/probe.txt")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            member = tar.extractfile("probe.txt")
+            assert member is not None
+            assert member.read().decode() == f"{sandbox.sandbox_id}more\n"
 
 
 async def test_sandboxes_cannot_reach_each_other(
