@@ -6,7 +6,8 @@
   nodes apart;
 - :mod:`sandbox.cluster.placement`: where a service's task landed and that node's engine (exec,
   archives), the node-side limits, removal;
-- :mod:`sandbox.cluster.node_checks`: each node requirement checked on a running sandbox.
+- :mod:`sandbox.cluster.node_checks`: each node requirement checked on a running sandbox;
+- :mod:`sandbox.cluster.capacity`: each node's room for sandboxes, as the scheduler sees it.
 
 ``docs/cluster.md`` describes the deployment these serve.
 """

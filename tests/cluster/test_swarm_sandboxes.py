@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 import docker
 import pytest
 
+from sandbox.cluster.capacity import cluster_capacity
 from sandbox.cluster.networks import (
     config_network_name,
     ensure_isolated_network,
@@ -229,6 +230,24 @@ async def test_hardening_is_visible_on_the_node(
             ("security_opt=no-new-privileges", True),
             ("memswap_limit=mem_limit", True),
         ], checks
+
+
+async def test_capacity_counts_each_node_and_its_reservations(
+    placed: list[Placed],
+    manager: docker.DockerClient,
+    settings: SandboxSettings,
+    swarm_nodes: Cluster,
+) -> None:
+    report = await cluster_capacity(manager, settings.instance)
+    sandbox_bytes = size_bytes(settings.mem_limit)
+    assert [c.address for c in report] == sorted(n.address for n in swarm_nodes.nodes)
+    assert all(c.usable and c.memory_bytes > 0 and c.nano_cpus > 0 for c in report), report
+    by_node = {c.node_id: c for c in report}
+    for sandbox in placed:
+        node = by_node[sandbox.placement.node_id]
+        assert (node.sandboxes, node.reserved_bytes) == (1, sandbox_bytes)
+        assert node.room(sandbox_bytes) == (node.memory_bytes - sandbox_bytes) // sandbox_bytes
+    assert sum(c.sandboxes for c in report) == len(placed)
 
 
 async def test_each_node_has_its_own_isolated_bridge(
