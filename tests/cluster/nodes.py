@@ -527,12 +527,22 @@ def cgroup_pids(prefix: str) -> set[int]:
     return pids
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs: an ended child not yet reaped by its parent (a zombie, as the
+    daemons of a cluster this process started) does not."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def kill_daemons(prefix: str) -> list[str]:
     """End the daemons and containers of ``prefix`` left running (SIGTERM, then SIGKILL)."""
     pids = daemon_pids(prefix)
     signal_all(pids, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
-    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
+    while time.monotonic() < deadline and any(alive(pid) for pid in pids):
         time.sleep(0.1)
     stragglers = set(daemon_pids(prefix)) | cgroup_pids(prefix)
     signal_all(stragglers, signal.SIGKILL)
