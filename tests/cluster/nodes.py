@@ -61,6 +61,7 @@ SWARM_ADDRESS_POOL = "10.213.0.0/16"
 # The images are loaded, never pulled: without this a swarm task spends ~20 s "preparing"
 # (trying the registry, unreachable from a node) before it uses the local image.
 DAEMON_ENV = {"DOCKER_SERVICE_PREFER_OFFLINE_IMAGE": "1"}
+BASE_DIR = Path("/var/tmp")
 OWNER_FILE = "owner"  # the pid of the process that started the cluster ("": a person)
 TMPFS_SIZE = "8g"  # the nodes' folders: an upper bound, only what is written takes memory
 
@@ -88,9 +89,8 @@ def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 
 def base_dir() -> Path:
-    """Where the clusters' folders are made (each then a tmpfs of its own, see :func:`up`):
-    ``KILN_CLUSTER_NODES_DIR`` or ``/var/tmp``."""
-    return Path(os.environ.get("KILN_CLUSTER_NODES_DIR") or "/var/tmp")
+    """Where the clusters' folders are made (each then a tmpfs of its own, see :func:`up`)."""
+    return BASE_DIR
 
 
 @dataclass

@@ -250,6 +250,28 @@ async def test_capacity_counts_each_node_and_its_reservations(
     assert sum(c.sandboxes for c in report) == len(placed)
 
 
+async def test_a_service_alone_gets_swap_until_the_node_limits_apply(
+    placed: list[Placed], manager: docker.DockerClient, settings: SandboxSettings
+) -> None:
+    sandbox_id = secrets.token_hex(6)
+    kwargs = sandbox_service_kwargs(
+        settings, TEMPLATE, sandbox_id, network=settings.network, created=time.time()
+    )
+    service_id = await create_sandbox_service(manager, kwargs)
+    placement = await wait_for_placement(manager, service_id, PLACEMENT_TIMEOUT)
+    node = node_engine(placement)
+    try:
+        swap = (await check_sandbox_node(node, placement.container_id))[1]
+        assert (swap.requirement.setting, swap.met) == ("memswap_limit=mem_limit", False), swap
+        await apply_node_limits(node, placement, size_bytes(settings.mem_limit))
+        swap = (await check_sandbox_node(node, placement.container_id))[1]
+        assert swap.met, swap
+    finally:
+        await remove_sandbox_service(manager, service_id)
+        await remove_workspace_volume(node, volume_name(sandbox_id))
+        node.close()
+
+
 async def test_each_node_has_its_own_isolated_bridge(
     placed: list[Placed], swarm_nodes: Cluster, settings: SandboxSettings
 ) -> None:
