@@ -7,7 +7,8 @@
 - :mod:`sandbox.cluster.placement`: where a service's task landed and that node's engine (exec,
   archives), the node-side limits, removal;
 - :mod:`sandbox.cluster.node_checks`: each node requirement checked on a running sandbox;
-- :mod:`sandbox.cluster.capacity`: each node's room for sandboxes, as the scheduler sees it.
+- :mod:`sandbox.cluster.capacity`: each node's room for sandboxes, as the scheduler sees it;
+- :mod:`sandbox.cluster.node_images`: the nodes lacking kiln's images (or their build).
 
 ``docs/cluster.md`` describes the deployment these serve.
 """

@@ -22,6 +22,7 @@ from sandbox.cluster.networks import (
     remove_isolated_network,
 )
 from sandbox.cluster.node_checks import check_sandbox_node
+from sandbox.cluster.node_images import nodes_lacking
 from sandbox.cluster.placement import (
     Placement,
     apply_node_limits,
@@ -270,6 +271,22 @@ async def test_a_service_alone_gets_swap_until_the_node_limits_apply(
         await remove_sandbox_service(manager, service_id)
         await remove_workspace_volume(node, volume_name(sandbox_id))
         node.close()
+
+
+async def test_nodes_lacking_an_image_or_its_build_are_named(
+    manager: docker.DockerClient, swarm_nodes: Cluster
+) -> None:
+    host = docker.from_env()
+    try:
+        built = str(host.images.get(TEMPLATE.image).id)
+    finally:
+        host.close()
+    assert await nodes_lacking(manager, {TEMPLATE.image: built}) == {}
+    other_build = await nodes_lacking(manager, {TEMPLATE.image: "sha256:0"})
+    assert len(other_build) == len(swarm_nodes.nodes)
+    assert all(words == [f"{TEMPLATE.image} ({built})"] for words in other_build.values())
+    missing = await nodes_lacking(manager, {"kiln/none:latest": "sha256:0"})
+    assert set(map(tuple, missing.values())) == {("kiln/none:latest (missing)",)}
 
 
 async def test_each_node_has_its_own_isolated_bridge(
