@@ -15,12 +15,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import closing
-from pathlib import Path
 
 import docker
 import pytest
 
 from tests.cluster import nodes
+from tests.cluster.host_tools import ClusterError
+from tests.cluster.leftovers import remaining, remove_stale
 
 CLUSTER_NODES = 3
 # The networks every engine (and a swarm member) has of its own.
@@ -34,17 +35,6 @@ def host_swarm_state() -> str:
         return str(client.info()["Swarm"]["LocalNodeState"])
     finally:
         client.close()
-
-
-def leftovers(prefix: str) -> list[str]:
-    """Whatever of the cluster ``prefix`` still exists."""
-    found = [f"process {pid}" for pid in nodes.daemon_pids(prefix)]
-    found += [f"cgroup {folder}" for folder in nodes.cgroup_folders(prefix)]
-    found += [n for n in nodes.run("ip", "netns", "list").stdout.split() if n.startswith(prefix)]
-    found += [f"link {link}" for link in nodes.host_legs(prefix)]
-    found += [str(folder) for folder in nodes.base_dir().glob(f"{prefix}*")]
-    mounts = Path("/proc/self/mountinfo").read_text()
-    return found + (["mounts"] if str(nodes.base_dir() / prefix) in mounts else [])
 
 
 def objects_on(cluster: nodes.Cluster) -> list[str]:
@@ -68,17 +58,17 @@ def objects_on(cluster: nodes.Cluster) -> list[str]:
 def swarm_cluster() -> Iterator[nodes.Cluster]:
     """The session's nodes in a swarm (no images yet); removed, and checked gone, at its end."""
     before = host_swarm_state()
-    nodes.remove_stale()
+    remove_stale()
     try:
         cluster = nodes.up(CLUSTER_NODES, owner=os.getpid())
-    except nodes.ClusterError as exc:
+    except ClusterError as exc:
         pytest.fail(f"the cluster nodes did not start: {exc}")
     try:
         yield cluster
     finally:
         nodes.down(cluster)
     print(f"cluster {cluster.prefix}: {cluster.timings}")
-    assert not leftovers(cluster.prefix)
+    assert not remaining(cluster.prefix)
     assert host_swarm_state() == before
 
 
@@ -90,7 +80,7 @@ def swarm_nodes(
     nothing on them."""
     try:
         nodes.load_images(swarm_cluster, getattr(request.module, "CLUSTER_IMAGES", ()))
-    except nodes.ClusterError as exc:
+    except ClusterError as exc:
         pytest.fail(f"the cluster nodes did not get their images: {exc}")
     yield swarm_cluster
     left = objects_on(swarm_cluster)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from tests.cluster import nodes
-from tests.cluster.conftest import leftovers
+from tests.cluster.leftovers import remaining, remove_stale
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "cluster-nodes"
 
@@ -27,15 +27,15 @@ def test_a_cluster_whose_run_ended_is_removed_and_a_live_one_kept() -> None:
     stale = nodes.up(1, owner=ended_pid())
     live = nodes.up(1, owner=os.getpid())
     try:
-        removed = nodes.remove_stale()
+        removed = remove_stale()
         assert f"netns {stale.prefix}-n0" in removed
-        assert not leftovers(stale.prefix)
+        assert not remaining(stale.prefix)
         assert not [item for item in removed if live.prefix in item]
         assert nodes.engine_answers(live.manager)
     finally:
         nodes.down(stale)
         nodes.down(live)
-    assert not leftovers(live.prefix)
+    assert not remaining(live.prefix)
 
 
 def test_the_command_line_removes_only_a_named_cluster() -> None:
