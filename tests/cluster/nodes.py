@@ -19,9 +19,10 @@ Layout of one cluster (every name starts with :attr:`Cluster.prefix`,
   forwarded, so the host's firewall still needs no rule. Interface names are Linux-capped at 15
   bytes: they are ``kst<random>`` and a suffix, with the full prefix in their alias;
 - per node a folder ``<base>/<prefix>/n<i>`` with containerd's root, state and socket and
-  dockerd's ``--data-root``, ``--exec-root``, socket, pid file and an empty ``--config-file``
-  (so the host's ``/etc/docker/daemon.json`` is never read), ``--cgroup-parent <prefix>-n<i>``
-  and ``--no-new-privileges`` (a swarm service cannot ask for that security option itself).
+  dockerd's ``--data-root``, ``--exec-root``, socket, pid file and a ``--config-file`` of its
+  own (so the host's ``/etc/docker/daemon.json`` and ``key.json`` are never read),
+  ``--cgroup-parent <prefix>-n<i>`` and ``--no-new-privileges`` (a swarm service cannot ask for
+  that security option itself).
 
 The swarm is formed against the NODE sockets only (node 0 the manager, the others workers):
 the host engine's swarm state, containers and networks are never touched. Images are copied
@@ -200,7 +201,9 @@ def containerd_config(node: Node) -> Path:
 def dockerd_args(cluster: Cluster, node: Node) -> list[str]:
     """dockerd's flags: everything of its own (module docstring), never the host's."""
     config = node.folder / "daemon.json"
-    config.write_text(json.dumps({}))
+    # Its own trust key (the engine's ID): by default dockerd reads, or makes, the host's
+    # /etc/docker/key.json, and every node would share the host engine's ID.
+    config.write_text(json.dumps({"deprecated-key-path": str(node.folder / "key.json")}))
     return [
         "dockerd",
         f"--host={node.url}",

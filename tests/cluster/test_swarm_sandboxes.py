@@ -128,10 +128,20 @@ async def placed(
             client.close()
 
 
-async def test_the_host_engine_is_not_part_of_the_swarm(placed: list[Placed]) -> None:
+async def test_the_host_engine_is_not_part_of_the_swarm(
+    placed: list[Placed], swarm_nodes: Cluster
+) -> None:
     host = docker.from_env()
     try:
-        assert host.info()["Swarm"]["LocalNodeState"] == "inactive"
+        info = host.info()
+        assert info["Swarm"]["LocalNodeState"] == "inactive"
+        # Every node is an engine of its own (own trust key): none shares the host's identity.
+        engine_ids = set()
+        for node in swarm_nodes.nodes:
+            with closing(node.client()) as client:
+                engine_ids.add(client.info()["ID"])
+        assert len(engine_ids) == len(swarm_nodes.nodes)
+        assert info["ID"] not in engine_ids
         # The plain list: the SDK's containers.list() inspects each one, and other sessions'
         # containers come and go meanwhile.
         ids = {c["Id"] for c in host.api.containers(all=True)}
