@@ -206,16 +206,60 @@ async def test_sandboxes_cannot_reach_each_other(
     container.exec_run(["node", "-e", LISTEN], detach=True)
     second_address = second.address(settings.network)
     # The listener answers on its own address (the probe can succeed) ...
-    answer: tuple[int, str] = (-1, "")
-    deadline = time.monotonic() + 30
-    while answer[0] != 0 and time.monotonic() < deadline:
-        answer = second.exec("node", "-e", CONNECT, second_address)
-    assert answer == (0, "hello")
+    assert listen_in(second, second_address) == (0, "hello")
     # ... and the other node's sandbox cannot reach it, nor anything off its bridge.
     code, said = first.exec("node", "-e", CONNECT, second_address)
     assert code != 0, said
     code, said = first.exec("node", "-e", CONNECT, "1.1.1.1")
     assert code != 0, said
+
+
+def listen_in(sandbox: Placed, address: str) -> tuple[int, str]:
+    """Start the probe's listener in ``sandbox``; what the probe gets from it on ``address``
+    once it listens (or its last answer after 30 s)."""
+    container = sandbox.node.containers.get(sandbox.placement.container_id)
+    container.exec_run(["node", "-e", LISTEN], detach=True)
+    answer: tuple[int, str] = (-1, "")
+    deadline = time.monotonic() + 30
+    while answer[0] != 0 and time.monotonic() < deadline:
+        answer = sandbox.exec("node", "-e", CONNECT, address)
+    return answer
+
+
+async def test_on_an_overlay_the_same_probe_crosses_nodes(
+    placed: list[Placed], manager: docker.DockerClient, settings: SandboxSettings
+) -> None:
+    """The control of the isolation test: the nodes' link carries a sandbox's connection to
+    another node when the network lets it (an overlay), so the refusal above is the network's."""
+    overlay = manager.networks.create(f"kiln-overlay-{secrets.token_hex(3)}", driver="overlay")
+    sandboxes: list[Placed] = []
+    try:
+        for _ in range(2):
+            sandbox_id = secrets.token_hex(6)
+            # The second on another node than the first.
+            elsewhere = [f"node.id!={s.placement.node_id}" for s in sandboxes]
+            kwargs = sandbox_service_kwargs(
+                settings,
+                TEMPLATE,
+                sandbox_id,
+                network=overlay.name,
+                created=time.time(),
+                constraints=elsewhere,
+            )
+            service_id = await create_sandbox_service(manager, kwargs)
+            placement = await wait_for_placement(manager, service_id, PLACEMENT_TIMEOUT)
+            sandboxes.append(Placed(sandbox_id, placement, node_engine(placement)))
+        first, second = sandboxes
+        assert first.placement.node_id != second.placement.node_id
+        assert listen_in(second, second.address(overlay.name)) == (0, "hello")
+        assert first.exec("node", "-e", CONNECT, second.address(overlay.name)) == (0, "hello")
+    finally:
+        for sandbox in sandboxes:
+            await remove_sandbox_service(manager, sandbox.placement.service_id)
+        for sandbox in sandboxes:
+            await remove_workspace_volume(sandbox.node, volume_name(sandbox.sandbox_id))
+            sandbox.node.close()
+        overlay.remove()
 
 
 async def test_hardening_is_visible_on_the_node(
