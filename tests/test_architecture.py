@@ -56,7 +56,7 @@ LAYERS: dict[str, tuple[frozenset[str], ...]] = {
         frozenset({"settings"}),
         frozenset({"images"}),
         frozenset({"containers", "writes"}),
-        frozenset({"execution", "preview"}),
+        frozenset({"execution", "preview", "cluster"}),
         frozenset({"session_log"}),
         frozenset({"session_edits", "session_commands"}),  # the session's edit path, command line
         frozenset({"lifecycle"}),

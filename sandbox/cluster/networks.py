@@ -1,0 +1,93 @@
+"""The sandboxes' network on a swarm: an internal bridge on every node, no traffic between them.
+
+An overlay network joins the nodes: a sandbox on one node reaches a sandbox on another (measured).
+So the swarm-scoped network is a *bridge* instead, made in two steps:
+
+1. on every node's own engine, a ``--config-only`` network ``<name>-config`` holding the bridge's
+   options: ``enable_icc=false`` (no traffic between two sandboxes of the node) and the bridge's
+   interface name (``kiln<hash>``, so the firewall rules of ``scripts/setup.sh`` cover it);
+2. on the manager, ``<name>`` with ``--scope swarm --internal --config-from <name>-config``:
+   each task gets the bridge of ITS node, with no route off it (no egress, no other node).
+
+A node added later needs step 1 before a sandbox lands on it (:func:`ensure_node_config`).
+The Docker SDK has no ``ConfigOnly`` / ``ConfigFrom`` arguments, so both are posted as the Engine
+API's own JSON (:func:`create_network`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import docker
+
+from sandbox.containers.labels import shared_labels
+from sandbox.containers.networks import BRIDGE_NAME_OPTION, ICC_OPTION, bridge_interface
+from sandbox.docker_boundary import call
+from sandbox.errors import SandboxNotFound
+
+
+def config_network_name(name: str) -> str:
+    """The name of each node's config-only network behind the swarm network ``name``."""
+    return f"{name}-config"
+
+
+def _post_network(client: docker.DockerClient, payload: dict[str, Any]) -> str:
+    """``POST /networks/create`` with ``payload``; the new network's ID."""
+    response = client.api._post_json(client.api._url("/networks/create"), data=payload)
+    return str(client.api._result(response, json=True)["Id"])
+
+
+async def create_network(client: docker.DockerClient, payload: dict[str, Any]) -> str:
+    """Create a network from the Engine API's JSON unless one of its name exists; its ID."""
+    try:
+        existing = await call(client.networks.get, payload["Name"])
+        return str(existing.id)
+    except SandboxNotFound:
+        return await call(_post_network, client, payload)
+
+
+async def ensure_node_config(node: docker.DockerClient, name: str, instance: str) -> str:
+    """Step 1 on one node's engine (module docstring)."""
+    return await create_network(
+        node,
+        {
+            "Name": config_network_name(name),
+            "ConfigOnly": True,
+            "Options": {ICC_OPTION: "false", BRIDGE_NAME_OPTION: bridge_interface(name)},
+            "Labels": shared_labels(instance),
+        },
+    )
+
+
+async def ensure_isolated_network(
+    manager: docker.DockerClient, nodes: Sequence[docker.DockerClient], name: str, instance: str
+) -> str:
+    """The swarm's sandbox network ``name`` (module docstring), made on first use; its ID."""
+    for node in nodes:
+        await ensure_node_config(node, name, instance)
+    return await create_network(
+        manager,
+        {
+            "Name": name,
+            "Driver": "bridge",
+            "Scope": "swarm",
+            "Internal": True,
+            # No labels: Docker refuses any of its own settings on a network made from a
+            # config-only one ("user specified configurations are not supported"); the
+            # config-only networks carry the instance's labels, the name does here.
+            "ConfigFrom": {"Network": config_network_name(name)},
+        },
+    )
+
+
+async def remove_isolated_network(
+    manager: docker.DockerClient, nodes: Sequence[docker.DockerClient], name: str
+) -> None:
+    """Remove the swarm network, then each node's config-only network (gone ones are fine)."""
+    for client, network in [(manager, name)] + [(n, config_network_name(name)) for n in nodes]:
+        try:
+            found = await call(client.networks.get, network)
+            await call(found.remove)
+        except SandboxNotFound:
+            continue

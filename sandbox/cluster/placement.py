@@ -1,0 +1,133 @@
+"""Where a sandbox service landed, and that node's own engine for exec and archives.
+
+A swarm has no exec or copy: kiln finds the service's one task (:func:`wait_for_placement`), the
+node it runs on and its container, and talks to that node's engine (:func:`node_engine`).
+
+Node engines are found by a node label, ``kiln.engine`` (:data:`ENGINE_LABEL`), whose value is
+the URL a Docker client opens (``unix://…``, ``tcp://host:2376``, ``ssh://user@host``): the
+operator sets it once per node (``docker node update --label-add kiln.engine=tcp://10.0.0.12:2376
+NODE``) and it travels with the swarm's own state, so every kiln process sees the same map and a
+node added later needs nothing in kiln's settings. TLS material for ``tcp://`` comes from the
+environment as for ``DOCKER_HOST`` (``DOCKER_CERT_PATH``, ``DOCKER_TLS_VERIFY``). A node without
+the label cannot host sandboxes (:class:`~sandbox.errors.SandboxUnavailable` names it).
+
+Right after placement kiln applies what a service could not ask for on the node
+(:func:`apply_node_limits`): swap capped at the memory limit, as ``docker run`` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import docker
+import docker.errors
+
+from sandbox.cluster.service_spec import ENGINE_LABEL
+from sandbox.docker_boundary import CLIENT_TIMEOUT_SECONDS, call
+from sandbox.errors import SandboxCapacity, SandboxError, SandboxNotFound, SandboxUnavailable
+
+POLL_SECONDS = 0.2
+# The swarm's words for a task no node can take (memory reservation, constraints, platform).
+NO_ROOM = "no suitable node"
+# Task states past which a task never runs (Docker's swarm task states).
+FAILED_STATES = frozenset({"failed", "rejected", "shutdown", "complete", "orphaned", "remove"})
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The node and container one sandbox service's task runs as."""
+
+    service_id: str
+    node_id: str
+    node_address: str
+    engine_url: str
+    container_id: str
+
+
+async def create_sandbox_service(manager: docker.DockerClient, kwargs: dict[str, Any]) -> str:
+    """Create the service ``kwargs`` describes (:func:`~sandbox.cluster.service_spec.
+    sandbox_service_kwargs`); its ID."""
+    service = await call(manager.services.create, **kwargs)
+    return str(service.id)
+
+
+def _running_task(manager: docker.DockerClient, service_id: str) -> dict[str, Any] | None:
+    """The service's task once it runs; raises when it cannot run: no node has room for it
+    (:class:`SandboxCapacity`, at once: the swarm says so while the task is pending), or it
+    failed (:class:`SandboxUnavailable`)."""
+    tasks = manager.api.tasks(filters={"service": service_id})
+    for task in tasks:
+        status = task["Status"]
+        state, error = status["State"], status.get("Err") or status.get("Message")
+        if state == "running" and status.get("ContainerStatus", {}).get("ContainerID"):
+            return dict(task)
+        if state == "pending" and NO_ROOM in str(error):
+            raise SandboxCapacity(f"sandbox service {service_id!r}: {error!r}")
+        if state in FAILED_STATES:
+            raise SandboxUnavailable(f"sandbox service {service_id!r} task {state}: {error!r}")
+    return None
+
+
+async def wait_for_placement(
+    manager: docker.DockerClient, service_id: str, timeout: float
+) -> Placement:
+    """The placement of the service's task once it runs (a task the swarm cannot place, e.g.
+    no node has the memory reservation left, is :class:`SandboxUnavailable` at ``timeout``)."""
+    with anyio.move_on_after(timeout):
+        while (task := await call(_running_task, manager, service_id)) is None:
+            await anyio.sleep(POLL_SECONDS)
+        node = await call(manager.nodes.get, task["NodeID"])
+        engine = node.attrs["Spec"].get("Labels", {}).get(ENGINE_LABEL)
+        if not engine:
+            raise SandboxUnavailable(f"swarm node {node.id!r} has no {ENGINE_LABEL!r} label")
+        return Placement(
+            service_id=service_id,
+            node_id=str(node.id),
+            node_address=str(node.attrs["Status"].get("Addr", "")),
+            engine_url=str(engine),
+            container_id=str(task["Status"]["ContainerStatus"]["ContainerID"]),
+        )
+    raise SandboxUnavailable(f"sandbox service {service_id!r} was not running after {timeout} s")
+
+
+def node_engine(placement: Placement) -> docker.DockerClient:
+    """A client of the engine of the node ``placement`` is on (the caller closes it)."""
+    try:
+        return docker.DockerClient(base_url=placement.engine_url, timeout=CLIENT_TIMEOUT_SECONDS)
+    except docker.errors.DockerException as exc:
+        raise SandboxUnavailable(f"node engine {placement.engine_url!r}: {exc!s}") from exc
+
+
+async def apply_node_limits(node: docker.DockerClient, placement: Placement, memory: int) -> None:
+    """Cap the container's memory plus swap at its memory (no swap), as ``docker run`` does."""
+    container = await call(node.containers.get, placement.container_id)
+    await call(container.update, mem_limit=memory, memswap_limit=memory)
+
+
+async def remove_sandbox_service(manager: docker.DockerClient, service_id: str) -> bool:
+    """Remove the service (its task's container goes with it); ``False`` if already gone."""
+    try:
+        service = await call(manager.services.get, service_id)
+        await call(service.remove)
+    except SandboxNotFound:
+        return False
+    return True
+
+
+async def remove_workspace_volume(node: docker.DockerClient, name: str) -> bool:
+    """Remove a sandbox's workspace volume from its node once its container is gone (the
+    swarm leaves named volumes behind); ``False`` if already gone."""
+    with anyio.fail_after(CLIENT_TIMEOUT_SECONDS):
+        while True:
+            try:
+                volume = await call(node.volumes.get, name)
+                await call(volume.remove)
+                return True
+            except SandboxNotFound:
+                return False
+            except SandboxError as exc:
+                if "in use" not in str(exc):
+                    raise
+                await anyio.sleep(POLL_SECONDS)  # its task's container is still being removed
