@@ -351,6 +351,8 @@ __all__ = [
     "Readiness",
     "Record",
     "RecordSink",
+    "RedisAuthFailed",
+    "RedisUnavailable",
     "Refusal",
     "RenderBrowser",
     "RenderCheckSettings",
@@ -391,6 +393,7 @@ __all__ = [
     "host_name",
     "manager_ports",
     "manager_session",
+    "ping_redis",
     "pool_key",
     "preview_label",
     "preview_url",
@@ -400,7 +403,9 @@ __all__ = [
     "proxy_caches",
     "proxy_container_name",
     "read_stdout",
+    "redacted_redis_url",
     "redis_hold",
+    "redis_url_from_env",
     "refuse",
     "registry_prefix",
     "release_preview",
@@ -415,11 +420,6 @@ __all__ = [
     "valid_stream_id",
     "warm_dev_server",
     "wrap_redis_errors",
-    "ping_redis",
-    "redacted_redis_url",
-    "redis_url_from_env",
-    "RedisAuthFailed",
-    "RedisUnavailable",
 ]
 
 

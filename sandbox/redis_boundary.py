@@ -18,7 +18,6 @@ import contextlib
 from collections.abc import Iterator
 
 import redis.exceptions
-
 from redis.asyncio import Redis
 
 from sandbox.errors import RedisAuthFailed, RedisUnavailable

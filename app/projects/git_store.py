@@ -22,9 +22,10 @@ at most, then fails in words with nothing recorded (its files are still in the s
 history only grows, whatever the lock did. A writer killed between fast-import and the swap
 leaves its staging ref (and the commit it holds, which no version refers to): the chat's next
 commit deletes those older than :data:`STALE_STAGING_SECONDS` by their commit's own time (a
-live writer's is seconds old), so they neither pile up nor keep dead objects from ``git gc``. ``safe.directory`` names each repository, so one made
-by another host's process is used even when the shared volume shows another owner (an EFS
-access point, NFS ``all_squash``); the modes stay private (every host runs kiln as one uid).
+live writer's is seconds old), so they neither pile up nor keep dead objects from ``git gc``.
+``safe.directory`` names each repository, so one made by another host's process is used even
+when the shared volume shows another owner (an EFS access point, NFS ``all_squash``); the modes
+stay private (every host runs kiln as one uid).
 
 Exactness: a version gives back exactly the bytes it was given, whatever the project holds. Git
 would change files on their way out of a repository as attributes say (``.gitattributes`` in
