@@ -157,7 +157,7 @@ if TYPE_CHECKING:
         run_render_check,
     )
     from sandbox.redis_boundary import ping_redis, wrap_redis_errors
-    from sandbox.redis_url import redacted_redis_url, redis_url_from_env
+    from sandbox.redis_url import redacted_url, redis_url_from_env
     from sandbox.session import (
         SandboxSession,
         manager_ports,
@@ -269,7 +269,7 @@ _EXPORTS: dict[str, str] = {
     "WriteBuffer": "sandbox.writes.write_buffer",
     "wrap_redis_errors": "sandbox.redis_boundary",
     "ping_redis": "sandbox.redis_boundary",
-    "redacted_redis_url": "sandbox.redis_url",
+    "redacted_url": "sandbox.redis_url",
     "redis_url_from_env": "sandbox.redis_url",
     "RedisAuthFailed": "sandbox.errors",
     "RedisUnavailable": "sandbox.errors",
@@ -403,7 +403,7 @@ __all__ = [
     "proxy_caches",
     "proxy_container_name",
     "read_stdout",
-    "redacted_redis_url",
+    "redacted_url",
     "redis_hold",
     "redis_url_from_env",
     "refuse",

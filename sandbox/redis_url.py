@@ -13,7 +13,7 @@ the one URL this module reads, so a password reaches all of them by one rule:
   takes no password.
 
 The URL holding a password is never printed: messages, logs and ``kiln doctor`` show
-:func:`redacted_redis_url` (the password, also a ``?password=`` query, as ``***``).
+:func:`redacted_url` (the password, also a ``?password=`` query, as ``***``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def redis_url_from_env(read: EnvReader) -> str | None:
         )
     if urlsplit(url).password is not None or "password" in dict(parse_qsl(urlsplit(url).query)):
         raise read.error(
-            f"REDIS_URL={redacted_redis_url(url)!r} holds a password and {PASSWORD_FILE} gives "
+            f"REDIS_URL={redacted_url(url)!r} holds a password and {PASSWORD_FILE} gives "
             "another: keep one of them"
         )
     return with_password(url, _read_password(read, password_file))
@@ -68,9 +68,9 @@ def with_password(url: str, password: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def redacted_redis_url(url: str) -> str:
+def redacted_url(url: str) -> str:
     """``url`` with its password (in the address or a ``password=`` query) shown as ``***``:
-    what messages, logs and ``kiln doctor`` print."""
+    what messages, logs and ``kiln doctor`` print of a Redis or a database URL."""
     parts = urlsplit(url)
     user, has_login, host = parts.netloc.rpartition("@")
     query = parse_qsl(parts.query, keep_blank_values=True)

@@ -50,7 +50,7 @@ from sandbox import (
     call,
     connect,
     data_dir_from_env,
-    redacted_redis_url,
+    redacted_url,
     redis_url_from_env,
     wrap_redis_errors,
 )
@@ -141,7 +141,7 @@ def check_redis(redis_url: str | None, data_dir: Path) -> CheckResult:
                 "redis", False, "REDIS_URL is unset and redis-server is missing", hint
             )
         return CheckResult("redis", True, f"embedded: kiln serve starts {binary}")
-    shown = redacted_redis_url(redis_url)  # the password never printed
+    shown = redacted_url(redis_url)  # the password never printed
     try:
         client = redis.Redis.from_url(redis_url, socket_connect_timeout=3, socket_timeout=3)
     except ValueError as exc:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from redis.connection import parse_url
 
-from sandbox import EnvReader, SandboxConfigError, redacted_redis_url, redis_url_from_env
+from sandbox import EnvReader, SandboxConfigError, redacted_url, redis_url_from_env
 from sandbox.redis_url import with_password
 
 PASSWORD = "p@ss/w:rd%20 é"
@@ -95,5 +95,5 @@ def test_a_password_file_without_a_password_is_refused(
     ],
 )
 def test_the_printed_url_hides_the_password(url: str, shown: str) -> None:
-    assert redacted_redis_url(url) == shown
-    assert redacted_redis_url(with_password("redis://h/0", PASSWORD)) == "redis://:***@h/0"
+    assert redacted_url(url) == shown
+    assert redacted_url(with_password("redis://h/0", PASSWORD)) == "redis://:***@h/0"
