@@ -51,5 +51,10 @@ def wrap_redis_errors(
 async def ping_redis(client: Redis) -> None:
     """Check at start that ``client``'s Redis answers and takes its password:
     :class:`~sandbox.errors.RedisAuthFailed` or :class:`~sandbox.errors.RedisUnavailable`."""
-    with wrap_redis_errors("checking it at start"):
-        await client.ping()
+    try:
+        with wrap_redis_errors("checking it at start"):
+            await client.ping()
+    except RedisAuthFailed as exc:
+        if client.connection_pool.connection_kwargs.get("password") is not None:
+            raise
+        raise RedisAuthFailed(f"redis wants a password and kiln was given none {SIGN_IN}") from exc

@@ -129,15 +129,15 @@ def test_doctor_says_whether_redis_takes_the_password_and_never_prints_it(
 
 
 @pytest.mark.parametrize(
-    ("command", "password_file"),
+    ("command", "password_file", "words"),
     [
-        pytest.param("serve", "wrong_file", id="serve-wrong-password"),
-        pytest.param("worker", "wrong_file", id="worker-wrong-password"),
-        pytest.param("worker", None, id="worker-no-password"),
+        pytest.param("serve", "wrong_file", "redis refused the password", id="serve-wrong"),
+        pytest.param("worker", "wrong_file", "redis refused the password", id="worker-wrong"),
+        pytest.param("worker", None, "redis wants a password and kiln was given none", id="none"),
     ],
 )
 def test_a_refused_password_stops_kiln_at_start_in_words(
-    locked_redis: LockedRedis, tmp_path: Path, command: str, password_file: str | None
+    locked_redis: LockedRedis, tmp_path: Path, command: str, password_file: str | None, words: str
 ) -> None:
     env = kiln_env(f"test-redisauth-{secrets.token_hex(3)}", tmp_path / "rec")
     env["REDIS_URL"] = locked_redis.url
@@ -146,7 +146,7 @@ def test_a_refused_password_stops_kiln_at_start_in_words(
     args = [sys.executable, "-m", "app", command, "--data-dir", str(tmp_path / "data")]
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr
-    assert f"kiln {command}: redis refused the password" in done.stderr
+    assert f"kiln {command}: {words}" in done.stderr
     assert done.stderr.rstrip().endswith("[redis_auth_failed]")
     assert "Traceback" not in done.stderr
     assert WRONG not in done.stderr + done.stdout
