@@ -6,7 +6,9 @@
   Postgres (hosts share it); unset, it is the SQLite file ``<data dir>/kiln.db``;
 - ``KILN_DATABASE_POOL`` (10, 1 to 1000): Postgres connections one process holds at most;
 - ``KILN_SECRET_KEY``: encrypts stored provider keys (below; default: generated);
-- ``REDIS_URL``: Redis (unset: ``kiln serve`` starts an embedded one);
+- ``REDIS_URL``: Redis (unset: ``kiln serve`` starts an embedded one); its password in the URL
+  or in the file ``KILN_REDIS_PASSWORD_FILE`` (:mod:`sandbox.redis_url`: one rule for every
+  client; the URL is never printed with it);
 - ``KILN_HOST`` / ``KILN_PORT``: where the API listens (``127.0.0.1`` / 8000);
 - ``KILN_PUBLIC_HOST``: the host name browsers use: the UI is there, previews at
   ``<id>.preview.<it>`` (``kiln.localhost``: the same *site*, see docs/architecture.md);
@@ -55,7 +57,7 @@ from app.data_dir import private_folder
 from app.database_url import DEFAULT_POOL_SIZE, is_postgres_url, redacted
 from app.errors import ConfigError
 from app.providers.compatible_settings import CompatibleSettings
-from sandbox import EnvReader, data_dir_from_env
+from sandbox import EnvReader, data_dir_from_env, redis_url_from_env
 
 SECRET_FILE = "secret.key"
 MIN_SECRET_LENGTH = 16
@@ -67,7 +69,7 @@ class ServiceSettings:
 
     data_dir: Path
     secret_key: str = field(repr=False)
-    redis_url: str | None = None
+    redis_url: str | None = field(default=None, repr=False)  # may hold a password
     database_url: str | None = field(default=None, repr=False)  # may hold a password
     database_pool: int = DEFAULT_POOL_SIZE
     host: str = "127.0.0.1"
@@ -124,7 +126,7 @@ class ServiceSettings:
         return cls(
             data_dir=data_dir,
             secret_key=_secret_key(read, data_dir),
-            redis_url=read.raw("REDIS_URL"),
+            redis_url=redis_url_from_env(read),
             database_url=database_url,
             database_pool=database_pool,
             host=read.text("KILN_HOST", cls.host),

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+
+from sandbox import redacted_url
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 DEFAULT_POOL_SIZE = 10
@@ -14,10 +15,5 @@ def is_postgres_url(location: str | Path) -> bool:
     return isinstance(location, str) and location.startswith(POSTGRES_SCHEMES)
 
 
-def redacted(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for messages and ``kiln doctor``)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+# The one rule that hides a URL's password (also a ``?password=`` query), Redis' and Postgres'.
+redacted = redacted_url

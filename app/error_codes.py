@@ -93,6 +93,9 @@ ERROR_CODES: tuple[ErrorCode, ...] = (
               "Please try again shortly; if it keeps happening, tell the operator."),
     ErrorCode("redis_unavailable", "kiln's queue (Redis) is not reachable", _REDIS_DOWN),
     ErrorCode("queue_unavailable", "kiln's queue (Redis) is not reachable", _REDIS_DOWN),
+    ErrorCode("redis_auth_failed", "kiln's queue (Redis) refused kiln's password",
+              "kiln could not sign in to its queue (Redis). The operator needs to check the "
+              "Redis password (REDIS_URL or KILN_REDIS_PASSWORD_FILE)."),
     ErrorCode("image_missing", "The app template is not installed on the server",
               "The sandbox image for this kind of app is not installed on this server. "
               "The operator needs to run `kiln images build`."),

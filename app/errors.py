@@ -60,6 +60,7 @@
     │   ├── SandboxCapacity [sandbox_capacity]  as many sandboxes as the host may hold
     │   ├── DockerUnavailable [docker_unavailable]  the Docker engine does not answer
     │   ├── RedisUnavailable [redis_unavailable]  Redis does not answer (or failed)
+    │   │   └── RedisAuthFailed [redis_auth_failed]  Redis refused the password (or wants one)
     │   ├── ImageMissing [image_missing]    a template's image is not built
     │   └── DiskFull [disk_full]            Docker ran out of disk space
     ├── ImageBuildFailed [image_build_failed]  building an image failed

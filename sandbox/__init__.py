@@ -44,6 +44,8 @@ if TYPE_CHECKING:
         ImageBuildFailed,
         InstallRefused,
         InstanceClaimed,
+        RedisAuthFailed,
+        RedisUnavailable,
         SandboxConfigError,
         SandboxError,
         SandboxNotFound,
@@ -154,7 +156,8 @@ if TYPE_CHECKING:
         render_image_present,
         run_render_check,
     )
-    from sandbox.redis_boundary import wrap_redis_errors
+    from sandbox.redis_boundary import ping_redis, wrap_redis_errors
+    from sandbox.redis_url import redacted_url, redis_url_from_env
     from sandbox.session import (
         SandboxSession,
         manager_ports,
@@ -265,6 +268,11 @@ _EXPORTS: dict[str, str] = {
     "ensure_stand_in": "sandbox.images.base_image",
     "WriteBuffer": "sandbox.writes.write_buffer",
     "wrap_redis_errors": "sandbox.redis_boundary",
+    "ping_redis": "sandbox.redis_boundary",
+    "redacted_url": "sandbox.redis_url",
+    "redis_url_from_env": "sandbox.redis_url",
+    "RedisAuthFailed": "sandbox.errors",
+    "RedisUnavailable": "sandbox.errors",
     "describe_pool": "sandbox.lifecycle.pool_report",
     "pool_key": "sandbox.lifecycle.pool_report",
     "strip_wrapping_fence": "sandbox.writes.fences",
@@ -343,6 +351,8 @@ __all__ = [
     "Readiness",
     "Record",
     "RecordSink",
+    "RedisAuthFailed",
+    "RedisUnavailable",
     "Refusal",
     "RenderBrowser",
     "RenderCheckSettings",
@@ -383,6 +393,7 @@ __all__ = [
     "host_name",
     "manager_ports",
     "manager_session",
+    "ping_redis",
     "pool_key",
     "preview_label",
     "preview_url",
@@ -392,7 +403,9 @@ __all__ = [
     "proxy_caches",
     "proxy_container_name",
     "read_stdout",
+    "redacted_url",
     "redis_hold",
+    "redis_url_from_env",
     "refuse",
     "registry_prefix",
     "release_preview",

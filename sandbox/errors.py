@@ -48,6 +48,12 @@ class RedisUnavailable(SandboxUnavailable):
     code = "redis_unavailable"
 
 
+class RedisAuthFailed(RedisUnavailable):
+    """Redis refused kiln's password (or asked for one it was not given): a setting to fix."""
+
+    code = "redis_auth_failed"
+
+
 class ImageMissing(SandboxUnavailable):
     """A template's image is not built on this host."""
 

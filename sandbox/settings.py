@@ -14,6 +14,7 @@ from pathlib import Path
 
 from sandbox.disk_mounts import DEFAULT_DISK_ROOT, usable_root
 from sandbox.env_settings import EnvReader, size_bytes
+from sandbox.redis_url import redis_url_from_env
 
 LABEL = "kiln.sandbox"  # every container, network and volume kiln creates carries this label
 DOCKER_MIN_MEMORY = "6m"  # Docker refuses to start a container with a smaller memory limit
@@ -98,7 +99,7 @@ def ca_bundle(env: Mapping[str, str] | None = None) -> Path | None:
 class SandboxSettings:
     """Everything the sandbox layer can be tuned with. ``from_env()`` reads the environment."""
 
-    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_url: str = field(default="redis://127.0.0.1:6379/0", repr=False)  # may hold a password
     # CA bundle (PEM) mounted read-only into sandboxes for TLS-inspecting proxies; from_env()
     # takes the host's system bundle unless KILN_SANDBOX_CA_BUNDLE says otherwise.
     ca_bundle: Path | None = None
@@ -192,7 +193,7 @@ class SandboxSettings:
         (``os.environ`` unless given)."""
         read, d = EnvReader(env), cls()
         return cls(
-            redis_url=read.text("REDIS_URL", d.redis_url),
+            redis_url=redis_url_from_env(read) or d.redis_url,
             ca_bundle=ca_bundle(read.env),
             mem_limit=read.size("KILN_SANDBOX_MEMORY", d.mem_limit, low=DOCKER_MIN_MEMORY),
             nano_cpus=round(_cpus(read) * 1_000_000_000),

@@ -53,6 +53,7 @@ LAYERS: dict[str, tuple[frozenset[str], ...]] = {
                 "handle",
             }
         ),
+        frozenset({"redis_url"}),
         frozenset({"settings"}),
         frozenset({"images"}),
         frozenset({"containers", "writes"}),

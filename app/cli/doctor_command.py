@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -27,7 +28,6 @@ from pathlib import Path
 import anyio
 import docker
 import redis
-import redis.exceptions
 
 from app.cli.commands import COMMANDS
 from app.cli.doctor_capacity import check_capacity
@@ -40,7 +40,20 @@ from app.cli.doctor_result import CheckResult
 from app.errors import ConfigError
 from app.parser_choice import BUILD_COMMAND, ParserChoice, activate
 from app.tokens import check_tokenizer
-from sandbox import ImageBuilder, ImageBuildSettings, SandboxError, call, connect, data_dir_from_env
+from sandbox import (
+    EnvReader,
+    ImageBuilder,
+    ImageBuildSettings,
+    RedisAuthFailed,
+    RedisUnavailable,
+    SandboxError,
+    call,
+    connect,
+    data_dir_from_env,
+    redacted_url,
+    redis_url_from_env,
+    wrap_redis_errors,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
 GOOD_IMAGE_STATES = ("up to date", "present")
@@ -61,7 +74,12 @@ def handle_doctor(args: argparse.Namespace) -> int:
     if args.data_dir is not None:
         env["KILN_DATA_DIR"] = str(args.data_dir)
     data_dir = data_dir_from_env(env)
-    results = anyio.run(run_checks, data_dir, env.get("REDIS_URL") or None, env)
+    try:
+        redis_url = redis_url_from_env(EnvReader(env, ConfigError))
+    except ConfigError as exc:
+        print(f"kiln doctor: {exc}", file=sys.stderr)
+        return EXIT_BAD_USAGE
+    results = anyio.run(run_checks, data_dir, redis_url, env)
     if args.json:
         print(
             json.dumps({"ok": all(r.ok for r in results), "checks": [asdict(r) for r in results]})
@@ -123,15 +141,23 @@ def check_redis(redis_url: str | None, data_dir: Path) -> CheckResult:
                 "redis", False, "REDIS_URL is unset and redis-server is missing", hint
             )
         return CheckResult("redis", True, f"embedded: kiln serve starts {binary}")
-    client = redis.Redis.from_url(redis_url, socket_connect_timeout=3, socket_timeout=3)
+    shown = redacted_url(redis_url)  # the password never printed
     try:
-        client.ping()
-    except (redis.exceptions.RedisError, ValueError) as exc:
+        client = redis.Redis.from_url(redis_url, socket_connect_timeout=3, socket_timeout=3)
+    except ValueError as exc:
+        return CheckResult("redis", False, f"REDIS_URL={shown!r} is not a Redis URL: {exc}")
+    try:
+        with wrap_redis_errors("answering kiln doctor"):
+            client.ping()
+    except RedisAuthFailed as exc:
+        hint = "give the password Redis expects: in REDIS_URL or KILN_REDIS_PASSWORD_FILE"
+        return CheckResult("redis", False, f"{shown}: {exc}", hint)
+    except RedisUnavailable as exc:
         hint = "start Redis, fix REDIS_URL, or unset it to use the embedded one"
-        return CheckResult("redis", False, f"REDIS_URL does not answer: {exc}", hint)
+        return CheckResult("redis", False, f"{shown} does not answer: {exc}", hint)
     finally:
         client.close()
-    return CheckResult("redis", True, "REDIS_URL answers")
+    return CheckResult("redis", True, f"{shown} answers")
 
 
 async def check_docker() -> tuple[docker.DockerClient | None, CheckResult]:

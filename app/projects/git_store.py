@@ -19,9 +19,13 @@ then one ``update-ref --stdin`` transaction moves the branch from the tip the co
 on to the new commit (a compare-and-swap: git refuses it if the branch moved meanwhile) and
 drops the staging ref. A writer that loses builds its version again on the new tip, a few times
 at most, then fails in words with nothing recorded (its files are still in the sandbox). So
-history only grows, whatever the lock did. ``safe.directory`` names each repository, so one made
-by another host's process is used even when the shared volume shows another owner (an EFS
-access point, NFS ``all_squash``); the modes stay private (every host runs kiln as one uid).
+history only grows, whatever the lock did. A writer killed between fast-import and the swap
+leaves its staging ref (and the commit it holds, which no version refers to): the chat's next
+commit deletes those older than :data:`STALE_STAGING_SECONDS` by their commit's own time (a
+live writer's is seconds old), so they neither pile up nor keep dead objects from ``git gc``.
+``safe.directory`` names each repository, so one made by another host's process is used even
+when the shared volume shows another owner (an EFS access point, NFS ``all_squash``); the modes
+stay private (every host runs kiln as one uid).
 
 Exactness: a version gives back exactly the bytes it was given, whatever the project holds. Git
 would change files on their way out of a repository as attributes say (``.gitattributes`` in
@@ -67,6 +71,7 @@ from app.projects.store import (
 BRANCH = "refs/heads/main"
 STAGING = "refs/kiln/staging/"  # a commit's own ref until the branch moves to it
 NO_COMMIT = "0" * 40  # update-ref's "old value" for a branch that must not exist yet
+STALE_STAGING_SECONDS = 3600.0  # far past a live writer's fast-import and swap (2 git commands)
 CAS_ATTEMPTS = 8  # a writer whose base moved builds again on the new tip this many times
 MOVED_ON = "chat %r: its project moved on mid-commit (try %d); recording again on the new tip"
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -113,6 +118,7 @@ class GitProjectStore:
         _check_paths(files)
         repo = self._ensure(chat)
         with self.lock.held(chat, repo):
+            sweep_staging_refs(repo, time.time())
             for attempt in range(1, CAS_ATTEMPTS + 1):
                 recorded = _record(repo, files, info, always=always)
                 if recorded != _MOVED:
@@ -265,6 +271,36 @@ def _record(
             raise  # neither a lost race nor a dead writer's lock: git's own words say what
         return _MOVED
     return number
+
+
+def sweep_staging_refs(repo: Path, now: float) -> list[str]:
+    """Delete the staging refs of ``repo`` whose commit is older than
+    :data:`STALE_STAGING_SECONDS` at ``now`` (writers killed between fast-import and the swap
+    left them); the refs deleted. Never fails a commit: a sweep git refuses is logged."""
+    try:
+        with os.scandir(repo / STAGING) as entries:
+            if next(entries, None) is None:
+                return []  # the usual case, without a git process: no writer died here
+    except FileNotFoundError:
+        return []
+    fields = "--format=%(refname) %(objectname) %(committerdate:unix)"
+    listing = _git(repo, "for-each-ref", fields, STAGING).decode()
+    stale = [
+        (ref, commit)
+        for ref, commit, created in (line.split() for line in listing.splitlines())
+        if now - int(created) > STALE_STAGING_SECONDS
+    ]
+    if not stale:
+        return []
+    # Each delete names the commit it saw: a ref that changed meanwhile is left alone.
+    drop = "".join(f"delete {ref} {commit}\n" for ref, commit in stale)
+    try:
+        _git(repo, "update-ref", "--stdin", stdin=drop.encode())
+    except ProjectError as exc:
+        log.warning("left the stale staging refs of %r: %s", str(repo), exc)
+        return []
+    log.info("removed %d stale staging refs of %r", len(stale), str(repo))
+    return [ref for ref, _commit in stale]
 
 
 def _cleared_stale_ref_locks(repo: Path) -> bool:

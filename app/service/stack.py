@@ -59,6 +59,7 @@ from sandbox import (
     SandboxManager,
     SandboxSettings,
     claim_instance,
+    ping_redis,
     redis_hold,
 )
 
@@ -175,6 +176,7 @@ async def open_stack(
         )
         client = redis.asyncio.Redis.from_pool(pool)  # closing the client closes the pool
         stack.push_async_callback(client.aclose)
+        await ping_redis(client)  # a wrong password stops kiln here, in words
         await claim_instance(sandboxes.instance, settings.data_dir)  # before any reaping
         manager = await SandboxManager.open(sandboxes)
         manager.app_env = app_env_lookup(store)

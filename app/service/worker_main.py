@@ -27,7 +27,7 @@ from app.runs.worker import Worker, default_provider_factory
 from app.service.stack import sandbox_settings_for
 from app.service.workspaces import project_workspaces
 from app.store import Store
-from sandbox import NestedExits, SandboxManager, SandboxSettings, claim_instance
+from sandbox import NestedExits, SandboxManager, SandboxSettings, claim_instance, ping_redis
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
 
@@ -54,6 +54,7 @@ async def serve_worker(
         stack.callback(store.close)
         client = redis.asyncio.Redis.from_url(settings.redis_url)
         stack.push_async_callback(client.aclose)
+        await ping_redis(client)  # a wrong password stops the worker here, in words
         if workspaces is None:
             manager = await _open_manager(stack, sandboxes, settings.data_dir)
             manager.app_env = app_env_lookup(store)

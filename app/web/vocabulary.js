@@ -103,6 +103,7 @@ export const ERROR_TITLES = {
   docker_unavailable: "The sandbox engine (Docker) is not reachable",
   redis_unavailable: "kiln's queue (Redis) is not reachable",
   queue_unavailable: "kiln's queue (Redis) is not reachable",
+  redis_auth_failed: "kiln's queue (Redis) refused kiln's password",
   image_missing: "The app template is not installed on the server",
   image_build_failed: "The app template could not be built",
   instance_claimed: "This kiln instance belongs to another data directory",

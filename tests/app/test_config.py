@@ -10,6 +10,7 @@ import pytest
 
 from app.config import ServiceSettings
 from app.errors import ConfigError, KilnError
+from sandbox import SandboxSettings
 
 
 def test_defaults_with_a_data_dir(tmp_path: Path) -> None:
@@ -198,3 +199,21 @@ def test_a_bad_database_setting_is_refused_in_words(
     with pytest.raises(ConfigError, match=re.escape(said)) as raised:
         ServiceSettings.from_env({"KILN_DATA_DIR": str(tmp_path), name: value})
     assert "pw-secret" not in str(raised.value)
+
+
+def test_the_redis_password_file_reaches_the_url_and_never_the_repr(tmp_path: Path) -> None:
+    secret = tmp_path / "redis-password"
+    secret.write_text("hunter2-redis\n")
+    env = {
+        "KILN_DATA_DIR": str(tmp_path / "d"),
+        "REDIS_URL": "redis://10.0.0.1:6380/0",
+        "KILN_REDIS_PASSWORD_FILE": str(secret),
+    }
+    settings = ServiceSettings.from_env(env)
+    assert settings.redis_url == "redis://:hunter2-redis@10.0.0.1:6380/0"
+    assert "hunter2" not in repr(settings)
+    sandboxes = SandboxSettings.from_env(env)
+    assert sandboxes.redis_url == settings.redis_url  # one rule for both layers
+    assert "hunter2" not in repr(sandboxes)
+    with pytest.raises(ConfigError, match="KILN_REDIS_PASSWORD_FILE"):
+        ServiceSettings.from_env({**env, "REDIS_URL": ""})  # the embedded Redis takes none

@@ -122,6 +122,7 @@ SHARED = {
     "KILN_DATABASE_URL": "postgresql://kiln:pw@10.0.0.1:5433/kiln",
     "KILN_PROJECTS_SHARE": "/mnt/kiln-projects",
     "KILN_REDIS_HOST": "10.0.0.1",
+    "KILN_REDIS_PASSWORD_SECRET": "/etc/kiln/redis-password",
 }
 
 
@@ -150,7 +151,21 @@ def test_every_host_mounts_the_shared_projects_and_reaches_one_redis(tmp_path: P
         assert environment["REDIS_URL"] == "redis://10.0.0.1:6380/0"
         assert environment["KILN_DATABASE_URL"] == SHARED["KILN_DATABASE_URL"]
         assert "/mnt/kiln-projects:/var/lib/kiln-projects:rw" in volumes
+        assert environment["KILN_REDIS_PASSWORD_FILE"] == "/run/secrets/redis_password"
+        assert services[name]["secrets"] == [{"source": "redis_password"}]
     assert services["redis"]["ports"][0].startswith("127.0.0.1:")  # unless KILN_REDIS_BIND
+
+
+def test_redis_across_hosts_wants_the_secrets_password(tmp_path: Path) -> None:
+    done = _merged_config(SHARED, tmp_path)
+    assert done.returncode == 0, done.stderr
+    merged = yaml.safe_load(done.stdout)
+    assert merged["secrets"]["redis_password"]["file"] == SHARED["KILN_REDIS_PASSWORD_SECRET"]
+    redis_service = merged["services"]["redis"]
+    assert redis_service["secrets"] == [{"source": "redis_password"}]
+    started = " ".join(redis_service["command"])
+    assert "--include /tmp/requirepass.conf" in started  # the password never on a command line
+    assert "redis_password" in " ".join(redis_service["healthcheck"]["test"])  # it signs in
 
 
 @pytest.mark.parametrize(
@@ -159,6 +174,7 @@ def test_every_host_mounts_the_shared_projects_and_reaches_one_redis(tmp_path: P
         pytest.param("KILN_SECRET_KEY", id="secret-key"),
         pytest.param("KILN_DATABASE_URL", id="database"),
         pytest.param("KILN_PROJECTS_SHARE", id="projects-share"),
+        pytest.param("KILN_REDIS_PASSWORD_SECRET", id="redis-password"),
     ],
 )
 def test_a_host_without_a_shared_setting_does_not_start(missing: str, tmp_path: Path) -> None:

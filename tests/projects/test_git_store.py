@@ -313,3 +313,50 @@ def test_a_ref_lock_left_by_a_killed_writer(
         assert lock.exists()
     assert len(store.versions("c1")) == (2 if recorded else 1)
     assert not list((store.repository("c1") / "refs").rglob("kiln/staging/*"))  # none left
+
+
+class Killed(BaseException):
+    """A writer's death between fast-import and the swap (nothing of kiln catches it)."""
+
+
+def _killed_before_the_swap(
+    store: GitProjectStore, monkeypatch: pytest.MonkeyPatch, files: dict[str, bytes], at: float
+) -> None:
+    """Commit ``files`` as a writer whose clock says ``at`` and that dies once fast-import
+    wrote its staging ref, before ``update-ref`` moves the branch."""
+    real_git = git_store._git
+
+    def dying_git(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
+        if args[0] == "update-ref" and b"update refs/heads/main" in (stdin or b""):
+            raise Killed
+        return real_git(repo, *args, stdin=stdin)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(git_store, "_git", dying_git)
+        patch.setattr(git_store.time, "time", lambda: at)
+        with pytest.raises(Killed):
+            store.commit("c1", files, VersionInfo("dead", 1))
+
+
+def test_staging_refs_of_killed_writers_are_swept_once_old(
+    store: GitProjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.commit("c1", FIRST, VersionInfo("r", 1))
+    staging = store.repository("c1") / "refs" / "kiln" / "staging"
+    _killed_before_the_swap(store, monkeypatch, {**FIRST, "young.js": b"y\n"}, time.time())
+    (young_ref,) = staging.iterdir()
+    old = time.time() - git_store.STALE_STAGING_SECONDS - 60  # its sweep sees the young one
+    _killed_before_the_swap(store, monkeypatch, {**FIRST, "old.js": b"o\n"}, old)
+    assert len(list(staging.iterdir())) == 2  # what killed writers leave behind
+    assert store.commit("c1", {**FIRST, "b.js": b"b\n"}, VersionInfo("r", 2)) is not None
+    assert list(staging.iterdir()) == [young_ref]  # it may be a live writer's: it stays
+    assert [v.number for v in store.versions("c1")] == [1, 2]
+    assert set(store.files("c1", "latest")) == {*FIRST, "b.js"}
+
+
+def test_without_staging_refs_the_sweep_runs_no_git(
+    store: GitProjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.commit("c1", FIRST, VersionInfo("r", 1))
+    monkeypatch.setattr(git_store, "_git", None)  # any git command would fail here
+    assert git_store.sweep_staging_refs(store.repository("c1"), time.time()) == []
