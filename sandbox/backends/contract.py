@@ -199,6 +199,10 @@ class SandboxBackend(Protocol):
     async def release_shared(self) -> None:
         """Remove the instance's shared network and npm proxy when no sandbox uses them."""
 
+    async def park_shared(self) -> tuple[bool, bool]:
+        """kiln stopping: remove the instance's shared network and npm proxy when no sandbox
+        uses them, the proxy's package cache kept; ``(network removed, proxy removed)``."""
+
     async def capacity(self) -> list[HostCapacity]:
         """Each node's room for more sandboxes (one entry on a single engine)."""
 

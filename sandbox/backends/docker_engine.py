@@ -21,6 +21,7 @@ blocks it is made of:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -38,7 +39,7 @@ from sandbox.backends.contract import (
 from sandbox.backends.engine_probe import EngineProbe
 from sandbox.backends.host_memory import HostMemory
 from sandbox.containers.disk_quota import SandboxDisk, enable_quotas, sandbox_disk
-from sandbox.containers.labels import container_name
+from sandbox.containers.labels import INSTANCE_LABEL, container_name
 from sandbox.containers.networks import (
     container_ip,
     ensure_sandbox_network,
@@ -55,13 +56,14 @@ from sandbox.containers.provisioning import (
     wait_port_open,
 )
 from sandbox.docker_boundary import CallTimeouts, call, connect, set_call_timeouts
-from sandbox.errors import SandboxNotFound
+from sandbox.errors import SandboxError, SandboxNotFound
 from sandbox.execution.app_env import Redaction
 from sandbox.execution.exec_stream import NO_SECRETS, ExecResult, OutputSink, exec_streaming
 from sandbox.images.templates import get_template
 from sandbox.settings import LABEL, SandboxSettings
 
 __all__ = ["DockerBackend", "open_backend"]
+log = logging.getLogger(__name__)
 
 
 async def open_backend(settings: SandboxSettings) -> DockerBackend:
@@ -223,6 +225,14 @@ class DockerBackend:
         await remove_network(self.client, self.settings.network)
         await remove_proxy(self.client, self.settings.instance, with_cache=True)
 
+    async def park_shared(self) -> tuple[bool, bool]:
+        """The instance's network if unused and labelled as this instance's (a network named by
+        ``KILN_SANDBOX_NETWORK`` may be another's), then the npm proxy on it, its cache kept."""
+        settings = self.settings
+        if not await _remove_if_unused(self.client, settings.network, settings.instance):
+            return False, False
+        return True, await remove_proxy(self.client, settings.instance)
+
     async def capacity(self) -> list[HostCapacity]:
         """This host's ``MemAvailable`` above the reserve (one node)."""
         memory = HostMemory.read()
@@ -246,3 +256,18 @@ def _status(container: Any, network: str) -> SandboxStatus:
         running=container.status == "running",
         labels=labels,
     )
+
+
+async def _remove_if_unused(client: docker.DockerClient, name: str, instance: str) -> bool:
+    """Remove a shared network of ``instance``; ``False`` if it was gone, still has containers
+    on it, or is another instance's."""
+    try:
+        network = await call(client.networks.get, name)
+        if (network.attrs.get("Labels") or {}).get(INSTANCE_LABEL) != instance:
+            return False
+        return await remove_network(client, name)
+    except SandboxNotFound:
+        return False
+    except SandboxError as exc:
+        log.info("network %r kept: %s", name, exc)
+        return False

@@ -259,7 +259,13 @@ class SandboxManager:
         """Stop-time clean-up of ``kiln serve``: remove the containers of the sandboxes no other
         process holds and the instance's networks, keep their volumes and records
         (:mod:`sandbox.lifecycle.parking` says why)."""
-        report = await parking.park(self.client, self.registry, self.settings, set(self._held))
+        report = await parking.park(
+            self.backend,
+            self.registry,
+            self.settings,
+            set(self._held),
+            self.provisioner.claim_for,
+        )
         self._held.clear()
         return report
 

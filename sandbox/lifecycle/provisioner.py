@@ -88,7 +88,7 @@ class Provisioner:
         """Record and start a new sandbox (volume, hardened container on the shared network);
         ``SandboxCapacity`` when the host holds ``settings.sandbox_limit`` sandboxes already."""
         record = self._new_record(template, owner=owner, chat=chat)
-        claim = self._claim(record)  # an unknown template fails here, before anything is saved
+        claim = self.claim_for(record)  # an unknown template fails here, before anything is saved
         # First, so the reaper never sees it as an orphan; counted and saved in one step.
         limit = self.settings.sandbox_limit
         held = await self.registry.save_within(record, limit)
@@ -112,7 +112,7 @@ class Provisioner:
         """A new container on the sandbox's volume, on the shared network (a sandbox that had
         its own network moves over, and its network goes); the live docker Container."""
         await self.ensure_network()
-        started: SandboxStatus = await self.backend.revive(self._claim(record))
+        started: SandboxStatus = await self.backend.revive(self.claim_for(record))
         await self.registry.update(
             record.id,
             container_id=started.workload,
@@ -124,7 +124,7 @@ class Provisioner:
     async def forget(self, record: SandboxRecord) -> None:
         """Remove the sandbox's container, volume and own network, its record and its buffered
         writes (each step idempotent: a half-made sandbox goes the same way)."""
-        await self.backend.destroy(self._claim(record))
+        await self.backend.destroy(self.claim_for(record))
         await self.registry.delete(record)
         await discard_sandbox_writes(self.registry.redis, record.id)
 
@@ -166,7 +166,7 @@ class Provisioner:
             last_used=now,
         )
 
-    def _claim(self, record: SandboxRecord) -> SandboxClaim:
+    def claim_for(self, record: SandboxRecord) -> SandboxClaim:
         """The backend's claim of a recorded sandbox (a record of no template, one only named
         for removal, gets the default template's: removal needs names, not an image)."""
         return SandboxClaim(
