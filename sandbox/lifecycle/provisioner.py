@@ -41,7 +41,7 @@ from sandbox.containers.labels import network_name, volume_name
 from sandbox.docker_boundary import call
 from sandbox.errors import SandboxCapacity, SandboxError
 from sandbox.handle import Sandbox
-from sandbox.images.templates import DEFAULT_TEMPLATE
+from sandbox.images.templates import DEFAULT_TEMPLATE, TEMPLATES, get_template
 from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
 from sandbox.settings import SandboxSettings
 from sandbox.writes.write_buffer import discard_sandbox_writes
@@ -87,8 +87,9 @@ class Provisioner:
     async def provision(self, template: str, *, owner: str, chat: str, state: str) -> Sandbox:
         """Record and start a new sandbox (volume, hardened container on the shared network);
         ``SandboxCapacity`` when the host holds ``settings.sandbox_limit`` sandboxes already."""
+        get_template(template)  # an unknown one fails here, before anything is saved
         record = self._new_record(template, owner=owner, chat=chat)
-        claim = self.claim_for(record)  # an unknown template fails here, before anything is saved
+        claim = self.claim_for(record)
         # First, so the reaper never sees it as an orphan; counted and saved in one step.
         limit = self.settings.sandbox_limit
         held = await self.registry.save_within(record, limit)
@@ -111,6 +112,7 @@ class Provisioner:
     async def revive(self, record: SandboxRecord) -> Any:
         """A new container on the sandbox's volume, on the shared network (a sandbox that had
         its own network moves over, and its network goes); the live docker Container."""
+        get_template(record.template)  # a template this kiln no longer has: no new container
         await self.ensure_network()
         started: SandboxStatus = await self.backend.revive(self.claim_for(record))
         await self.registry.update(
@@ -167,11 +169,13 @@ class Provisioner:
         )
 
     def claim_for(self, record: SandboxRecord) -> SandboxClaim:
-        """The backend's claim of a recorded sandbox (a record of no template, one only named
-        for removal, gets the default template's: removal needs names, not an image)."""
+        """The backend's claim of a recorded sandbox. A record of no template (one only named
+        for removal) or of one this kiln no longer has gets the default template's: removing
+        or parking needs names, not an image."""
+        name = record.template if record.template in TEMPLATES else DEFAULT_TEMPLATE
         return SandboxClaim(
             sandbox_id=record.id,
-            template=sandbox_template(self.settings, record.template or DEFAULT_TEMPLATE),
+            template=sandbox_template(self.settings, name),
             volume=record.volume,
             network=record.network,
             labels=self._labels(record),
