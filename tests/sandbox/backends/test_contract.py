@@ -41,6 +41,8 @@ TEMPLATE = "vanilla"  # the lightest dev server
 BACKEND_FIXTURES = [pytest.param("docker_backend", id="docker")]
 EXEC_TIMEOUT = 30.0
 OUTPUT_CAP = 64 * 1024
+# How long a connection that must fail may try: a dropped packet is not answered at all.
+REACH_SECONDS = 2
 # The sandbox's memory, pids and CPU limits as its cgroup says: v2 files, else v1's.
 CGROUP_LIMITS = """cd /sys/fs/cgroup
 cat memory.max 2>/dev/null || cat memory/memory.limit_in_bytes
@@ -186,6 +188,13 @@ async def test_hardening_is_visible_inside(made: Made, argv: list[str], expected
     assert lines[-1].split()[-1] == expected
 
 
+async def test_the_root_is_read_only_where_the_workspace_has_a_quota(made: Made) -> None:
+    code, lines = await run(made, ["sh", "-c", "awk '$2 == \"/\" {print $4}' /proc/mounts"])
+    assert code == 0
+    read_only = lines[-1].split(",")[0] == "ro"
+    assert read_only == (made.claim.template.resources.disk is not None)
+
+
 async def test_the_templates_limits_hold_inside(made: Made) -> None:
     resources = made.claim.template.resources
     code, lines = await run(made, ["sh", "-c", CGROUP_LIMITS])
@@ -200,10 +209,22 @@ async def test_the_templates_limits_hold_inside(made: Made) -> None:
 async def test_the_npm_registry_is_an_address_a_sandbox_reaches(made: Made) -> None:
     url = await made.backend.npm_registry()
     assert url.startswith("http://")
-    # Any answer of the proxy will do (no package asked: nothing leaves the host).
-    script = f"fetch({url!r}).then(() => process.exit(0), () => process.exit(1))"
-    code, _ = await run(made, ["node", "-e", script])
-    assert code == 0
+    # Any answer of the proxy will do (no package asked: nothing leaves the host). This is also
+    # the probe of the unreachability tests telling a reachable address apart.
+    assert (await run(made, unreachable(url)))[0] == 1
+
+
+def unreachable(url: str) -> list[str]:
+    """argv exiting 0 when ``url`` cannot be fetched within :data:`REACH_SECONDS`, else 1."""
+    script = (
+        f"fetch({url!r}, {{signal: AbortSignal.timeout({REACH_SECONDS * 1000:.0f})}})"
+        ".then(() => process.exit(1), () => process.exit(0))"
+    )
+    return ["node", "-e", script]
+
+
+async def test_the_internet_is_not_reachable(made: Made) -> None:
+    assert (await run(made, unreachable("http://1.1.1.1/")))[0] == 0
 
 
 async def test_capacity_names_the_room_of_each_node(made: Made) -> None:
@@ -219,12 +240,20 @@ async def test_the_disk_quota_is_known_where_the_template_has_one(made: Made) ->
 
 
 async def test_park_keeps_the_workspace_revive_brings_it_back_destroy_removes_all(
-    opened: Opened,
+    opened: Opened, made: Made
 ) -> None:
     backend = opened.backend
     claim = new_claim(opened, f"contract-park-{secrets.token_hex(3)}")
+    port, ready = made.claim.template.dev_port, opened.settings.dev_ready_timeout_seconds
+    await backend.wait_port(made.status, port, ready)  # serving: a refusal would prove nothing
+    peer = await backend.preview_address(made.status, port)
     try:
         first = await backend.create(claim)
+        # Another sandbox's dev server, which kiln reaches (the preview test), this one cannot.
+        reach = await backend.exec(
+            first, unreachable(peer.url), timeout=EXEC_TIMEOUT, output_cap=OUTPUT_CAP
+        )
+        assert reach.exit_code == 0
         await backend.put_archive(first, WORKSPACE, sandbox_files_tar({"kept.txt": "kept\n"}))
         assert await backend.park(claim)
         assert await backend.status(first.workload) is None
