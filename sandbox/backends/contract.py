@@ -234,3 +234,7 @@ class EngineBackend(SandboxBackend, Protocol):
 
     client: Any
     disk: SandboxDisk | None
+
+    async def container(self, workload: str) -> Any:
+        """The docker ``Container`` of a workload (the execution path's handle); ``None``
+        when it is gone."""

@@ -153,11 +153,15 @@ class DockerBackend:
 
     async def status(self, workload: str) -> SandboxStatus | None:
         """The container as it is now (its address on the instance's network, if any)."""
+        container = await self.container(workload)
+        return None if container is None else _status(container, self.settings.network)
+
+    async def container(self, workload: str) -> Any:
+        """The docker ``Container`` of ``workload``; ``None`` when it is gone."""
         try:
-            container = await call(self.client.containers.get, workload or "-")
+            return await call(self.client.containers.get, workload or "-")
         except SandboxNotFound:
             return None
-        return _status(container, self.settings.network)
 
     async def list_by_labels(self, labels: Mapping[str, str]) -> list[SandboxStatus]:
         """The sandbox containers (running or not) carrying all of ``labels``."""

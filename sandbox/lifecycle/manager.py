@@ -65,7 +65,6 @@ from sandbox.backends.choice import open_backend
 from sandbox.backends.contract import EngineBackend, SandboxStatus
 from sandbox.backends.host_memory import busy_bytes, room_for
 from sandbox.containers.disk_quota import SandboxDisk
-from sandbox.docker_boundary import call
 from sandbox.errors import (
     DockerUnavailable,
     SandboxCapacity,
@@ -289,10 +288,7 @@ class SandboxManager:
         """A running container of the sandbox, started anew on its volume if it died."""
         async with self._locked(sandbox_id):
             record = await self._record(sandbox_id)
-            try:
-                container = await call(self.client.containers.get, record.container_id or "-")
-            except SandboxNotFound:
-                container = None
+            container = await self.backend.container(record.container_id)
             if container is None or container.status != "running":
                 container = await self.provisioner.revive(record)
                 await self._write_app_env(record.chat, container.id, fresh=True)

@@ -38,8 +38,7 @@ from sandbox.backends.contract import (
 from sandbox.containers.disk_quota import SandboxDisk
 from sandbox.containers.hardening import object_labels
 from sandbox.containers.labels import network_name, volume_name
-from sandbox.docker_boundary import call
-from sandbox.errors import SandboxCapacity, SandboxError
+from sandbox.errors import SandboxCapacity, SandboxError, SandboxUnavailable
 from sandbox.handle import Sandbox
 from sandbox.images.templates import DEFAULT_TEMPLATE, TEMPLATES, get_template
 from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
@@ -121,7 +120,10 @@ class Provisioner:
             ip=started.address,
             network=self.settings.network,
         )
-        return await call(self.client.containers.get, started.workload)
+        container = await self.backend.container(started.workload)
+        if container is None:  # removed again at once: by hand, or the engine lost it
+            raise SandboxUnavailable(f"sandbox {record.id!r} vanished as it was revived")
+        return container
 
     async def forget(self, record: SandboxRecord) -> None:
         """Remove the sandbox's container, volume and own network, its record and its buffered
