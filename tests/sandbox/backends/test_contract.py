@@ -16,12 +16,16 @@ import tarfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import httpx
 import pytest
 
 from sandbox.backends.choice import open_backend
 from sandbox.backends.contract import (
+    NetworkPolicy,
+    PreviewAddress,
+    Resources,
     SandboxBackend,
     SandboxClaim,
     SandboxStatus,
@@ -30,7 +34,7 @@ from sandbox.backends.contract import (
 from sandbox.containers.hardening import object_labels
 from sandbox.containers.labels import CHAT_LABEL, INSTANCE_LABEL, volume_name
 from sandbox.env_settings import size_bytes
-from sandbox.images.templates import WORKSPACE
+from sandbox.images.templates import WORKSPACE, get_template
 from sandbox.settings import SandboxSettings
 from tests.sandbox.docker_support import TestInstances, sandbox_files_tar, settings_for
 
@@ -268,3 +272,30 @@ async def test_park_keeps_the_workspace_revive_brings_it_back_destroy_removes_al
         await backend.destroy(claim)
     assert await backend.list_by_labels({CHAT_LABEL: claim.labels[CHAT_LABEL]}) == []
     await backend.destroy(claim)  # idempotent
+
+
+@pytest.mark.parametrize(
+    ("disk_root", "disk"),
+    [pytest.param(None, None, id="no-quota"), pytest.param("/q", "3g", id="quota")],
+)
+def test_a_template_has_the_instances_limits_and_the_one_network_policy(
+    disk_root: str | None, disk: str | None
+) -> None:
+    settings = SandboxSettings(
+        mem_limit="512m",
+        nano_cpus=1_500_000_000,
+        pids_limit=64,
+        disk_quota="3g",
+        disk_root=None if disk_root is None else Path(disk_root),
+    )
+    template = sandbox_template(settings, "vite-react")
+    assert (template.name, template.image, template.dev_port) == (
+        "vite-react",
+        get_template("vite-react").image,
+        5173,
+    )
+    assert template.resources == Resources(cpus=1.5, memory="512m", pids=64, disk=disk)
+    assert template.network == NetworkPolicy(
+        internet=False, peers=False, egress=("npm-proxy",), ingress_ports=(5173,)
+    )
+    assert PreviewAddress("10.0.0.2", 5173).url == "http://10.0.0.2:5173"
