@@ -20,11 +20,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
 
+from sandbox.backends.contract import SandboxStatus
 from sandbox.containers.labels import volume_name
 from sandbox.docker_boundary import call
 from sandbox.execution import commands, workspace_files
 from sandbox.execution.app_env import AppEnvironment
-from sandbox.execution.exec_stream import ExecResult, OutputSink, exec_streaming
+from sandbox.execution.exec_stream import ExecResult, OutputSink
 from sandbox.execution.install_queue import InstallQueue, InstallResult
 from sandbox.execution.quota_verdict import with_quota_verdict
 from sandbox.execution.workspace_files import WorkspaceFile
@@ -141,9 +142,9 @@ class SandboxOperations:
     ) -> ExecResult:
         """``argv`` in the sandbox's current container, streamed, within ``timeout``."""
         container = await self._container_for(sandbox_id)
-        return await exec_streaming(
-            self._provisioner.client,
-            container.id,
+        running = SandboxStatus(sandbox_id, container.id, "")
+        return await self._provisioner.backend.exec(
+            running,
             argv,
             timeout=timeout,
             output_cap=self._provisioner.settings.output_cap_bytes,
