@@ -68,6 +68,7 @@ from sandbox.containers.disk_quota import SandboxDisk
 from sandbox.errors import (
     DockerUnavailable,
     SandboxCapacity,
+    SandboxConfigError,
     SandboxError,
     SandboxNotFound,
     SandboxUnavailable,
@@ -158,7 +159,11 @@ class SandboxManager:
         client, the settings' call deadlines and quotas) with its own Redis connection."""
         backend = await open_backend(settings)
         if not isinstance(backend, EngineBackend):  # every backend kiln has is one today
-            raise SandboxError(f"sandbox backend {backend.name!r} reaches no Docker engine")
+            await backend.aclose()
+            raise SandboxConfigError(
+                f"KILN_SANDBOX_BACKEND={backend.name!r}: this backend reaches no Docker engine, "
+                "which the execution path still needs (docs/architecture.md, Sandbox backends)"
+            )
         return cls(
             backend, SandboxRegistry.from_url(settings.redis_url, settings.instance), settings
         )
