@@ -20,6 +20,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from sandbox.backends.host_memory import HostMemory, busy_bytes, room_for
     from sandbox.containers.disk_quota import sandbox_disk
     from sandbox.containers.npm_cache_report import ProxyCache, proxy_caches
     from sandbox.containers.npm_probe import (
@@ -97,7 +98,6 @@ if TYPE_CHECKING:
         Template,
         get_template,
     )
-    from sandbox.lifecycle.host_memory import HostMemory, busy_bytes, room_for
     from sandbox.lifecycle.instance_claim import (
         claim_instance,
     )
@@ -229,9 +229,9 @@ _EXPORTS: dict[str, str] = {
     "DEFAULT_DISK_ROOT": "sandbox.disk_mounts",
     "usable_root": "sandbox.disk_mounts",
     "registry_prefix": "sandbox.lifecycle.registry",
-    "HostMemory": "sandbox.lifecycle.host_memory",
-    "busy_bytes": "sandbox.lifecycle.host_memory",
-    "room_for": "sandbox.lifecycle.host_memory",
+    "HostMemory": "sandbox.backends.host_memory",
+    "busy_bytes": "sandbox.backends.host_memory",
+    "room_for": "sandbox.backends.host_memory",
     "BUILD_COMMAND": "sandbox.images.templates",
     "DEFAULT_TEMPLATE": "sandbox.images.templates",
     "TEMPLATES": "sandbox.images.templates",

@@ -102,6 +102,16 @@ class EnvReader:
             raise self._refuse(name, raw, f"a size like 512m or 1g (b, k, m, g), at least {low}")
         return value
 
+    def choice(self, name: str, default: str, choices: tuple[str, ...]) -> str:
+        """One of ``choices`` (any case, blanks removed)."""
+        raw = self.raw(name)
+        if raw is None:
+            return default
+        word = raw.strip().lower()
+        if word not in choices:
+            raise self._refuse(name, raw, f"one of {', '.join(choices)}")
+        return word
+
     def boolean(self, name: str, default: bool) -> bool:
         """``1/true/yes/on`` or ``0/false/no/off`` (any case)."""
         raw = self.raw(name)

@@ -16,6 +16,12 @@ from sandbox.disk_mounts import DEFAULT_DISK_ROOT, usable_root
 from sandbox.env_settings import EnvReader, size_bytes
 from sandbox.redis_url import redis_url_from_env
 
+# KILN_SANDBOX_BACKEND's values -> the module that opens each (sandbox.backends.choice).
+SANDBOX_BACKENDS: dict[str, str] = {
+    "docker": "sandbox.backends.docker_engine",
+    "swarm": "sandbox.backends.swarm",
+}
+DEFAULT_BACKEND = "docker"
 LABEL = "kiln.sandbox"  # every container, network and volume kiln creates carries this label
 DOCKER_MIN_MEMORY = "6m"  # Docker refuses to start a container with a smaller memory limit
 # Where distributions keep the system's CA bundle (Debian/Ubuntu, Fedora/RHEL, openSUSE,
@@ -156,7 +162,7 @@ class SandboxSettings:
     # the limit (sandbox.containers.disk_quota).
     disk_root: Path | None = None
     disk_quota: str = "2g"
-    # Admission by memory (sandbox.lifecycle.host_memory): a new chat is admitted only while the
+    # Admission by memory (sandbox.backends.host_memory): a new chat is admitted only while the
     # host's MemAvailable stays above this share of its memory once the new sandbox is busy.
     memory_reserve_percent: float = 10.0
     # The most sandboxes one user holds (their idle ones are given up first for a new chat).
@@ -164,6 +170,8 @@ class SandboxSettings:
     # On a full host, an idle sandbox unused this long is given up for another chat's new one
     # (else idle sandboxes live KILN_SANDBOX_IDLE_TTL).
     idle_ttl_full_seconds: float = 300.0
+    # Where sandboxes live (sandbox.backends.choice): the one Docker engine by default.
+    backend: str = DEFAULT_BACKEND
 
     @property
     def network(self) -> str:
@@ -247,6 +255,7 @@ class SandboxSettings:
             idle_ttl_full_seconds=read.number(
                 "KILN_SANDBOX_IDLE_TTL_FULL", d.idle_ttl_full_seconds
             ),
+            backend=read.choice("KILN_SANDBOX_BACKEND", d.backend, tuple(SANDBOX_BACKENDS)),
         )
 
 

@@ -60,6 +60,7 @@ LAYERS: dict[str, tuple[frozenset[str], ...]] = {
         frozenset({"execution", "preview", "cluster"}),
         frozenset({"session_log"}),
         frozenset({"session_edits", "session_commands"}),  # the session's edit path, command line
+        frozenset({"backends"}),  # where sandboxes live: the contract and the Docker backend
         frozenset({"lifecycle"}),
         frozenset({"session"}),
         frozenset({"managed_session"}),

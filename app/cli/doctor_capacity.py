@@ -112,7 +112,7 @@ def capacity_result(settings: SandboxSettings, in_use: InUse) -> CheckResult:
 
 def memory_result(settings: SandboxSettings, memory: HostMemory) -> CheckResult:
     """The memory available now against the reserve admission keeps, and how many new chats'
-    sandboxes (each busy) fit above it (:mod:`sandbox.lifecycle.host_memory`)."""
+    sandboxes (each busy) fit above it (:mod:`sandbox.backends.host_memory`)."""
     percent = settings.memory_reserve_percent
     headroom = memory.headroom(percent)
     sizes = ", ".join(f"{name} {t.idle_mib}/{t.busy_mib} MiB" for name, t in TEMPLATES.items())

@@ -41,7 +41,7 @@ class Template:
     browser_env_read: str = ""
     # Memory (MiB, host-wide: container and its containerd-shim) of one sandbox of the template
     # idle (dev server up) and busy (installing and building, the resident builder included):
-    # what admission reserves for a new chat (sandbox.lifecycle.host_memory).
+    # what admission reserves for a new chat (sandbox.backends.host_memory).
     idle_mib: int = 100
     busy_mib: int = 250
 

@@ -6,7 +6,7 @@ Two rules, applied when a chat needs a new sandbox (:meth:`SandboxManager.acquir
   nobody's): past it their least recently used idle ones go; when none of theirs is idle (all
   are in use by runs) the new one is refused (``SandboxCapacity``, in words);
 - **full host**: when the host is full (the count of ``KILN_MAX_SANDBOXES`` or the memory
-  reserve, :mod:`sandbox.lifecycle.host_memory`) and the first rule freed nothing, the sandbox
+  reserve, :mod:`sandbox.backends.host_memory`) and the first rule freed nothing, the sandbox
   idle longest goes once it has been unused for ``idle_ttl_full_seconds`` (the reaper waits the
   full ``idle_ttl_seconds`` on a host with room).
 

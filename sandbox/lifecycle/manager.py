@@ -32,13 +32,20 @@ Public API (what the write path, the agent loop, the preview proxy and the CLI u
 - Capacity (docs/architecture.md, "Fair shares"): at most ``settings.sandbox_limit`` sandboxes,
   warm ones included (``SandboxCapacity`` past it; an acquire first gives up a warm one of
   another template), at most ``settings.max_sandboxes_per_user`` per user, and none past the
-  host's memory reserve (:mod:`sandbox.lifecycle.fair_share`, :mod:`~.host_memory`); the warm
-  pool (:mod:`sandbox.lifecycle.warm_pool`) grows only into free slots.
+  host's memory reserve (:mod:`sandbox.lifecycle.fair_share`,
+  :mod:`sandbox.backends.host_memory`); the warm pool (:mod:`sandbox.lifecycle.warm_pool`)
+  grows only into free slots.
 
 State shared between processes (chat bindings, owners, last use) lives in the Redis registry;
 the warm pool, the install queues and the locks are per process. The work is done in
-:mod:`sandbox.lifecycle.provisioner` (Docker objects and records) and
+:mod:`sandbox.lifecycle.provisioner` (the backend's sandboxes and their records) and
 :mod:`sandbox.lifecycle.operations` (installs, commands, workspace reads).
+
+Where sandboxes live is the backend's (:mod:`sandbox.backends.contract`; ``KILN_SANDBOX_BACKEND``
+chooses it, the single Docker engine by default): the manager creates, revives, parks and
+removes them, waits for their dev port, asks the engine's health and the hosts' capacity
+through it. ``client`` and ``disk`` are the backend's, for the modules that still speak
+docker-py (docs/architecture.md, "Sandbox backends").
 """
 
 from __future__ import annotations
@@ -53,18 +60,15 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import anyio.to_thread
-import docker
 
-from sandbox.containers.disk_quota import enable_quotas, sandbox_disk
-from sandbox.containers.provisioning import (
-    container_running,
-    wait_port_open,
-)
-from sandbox.docker_boundary import CallTimeouts, call, connect, set_call_timeouts
+from sandbox.backends.choice import open_backend
+from sandbox.backends.contract import EngineBackend, SandboxStatus
+from sandbox.backends.host_memory import busy_bytes, room_for
+from sandbox.containers.disk_quota import SandboxDisk
 from sandbox.errors import (
     DockerUnavailable,
     SandboxCapacity,
+    SandboxConfigError,
     SandboxError,
     SandboxNotFound,
     SandboxUnavailable,
@@ -77,9 +81,8 @@ from sandbox.handle import Sandbox
 from sandbox.images.templates import DEFAULT_TEMPLATE, Template, get_template
 from sandbox.lifecycle import parking, reaper
 from sandbox.lifecycle.fair_share import RoomFacts, sandboxes_to_give_up
-from sandbox.lifecycle.host_memory import HostMemory, busy_bytes, room_for
 from sandbox.lifecycle.operations import SandboxOperations
-from sandbox.lifecycle.outage import EngineProbe, EngineWatch
+from sandbox.lifecycle.outage import EngineWatch
 from sandbox.lifecycle.pool_report import publish_target
 from sandbox.lifecycle.pool_sizing import PoolTarget
 from sandbox.lifecycle.provisioner import Provisioner
@@ -99,7 +102,7 @@ class SandboxManager:
 
     def __init__(
         self,
-        client: docker.DockerClient,
+        backend: EngineBackend,
         registry: SandboxRegistry,
         settings: SandboxSettings,
         *,
@@ -107,26 +110,23 @@ class SandboxManager:
     ) -> None:
         for name in settings.warm_pool_templates:
             get_template(name)  # fail at start-up on a misspelt template, not in the pool loop
-        self.client = client
+        self.backend = backend
         self.registry = registry
-        # Each sandbox's quota-limited writable space (None: the settings give it none).
-        self.disk = sandbox_disk(settings)
         self._clock = clock
-        self.provisioner = Provisioner(client, registry, settings, self.disk, clock)
+        self.provisioner = Provisioner(backend, registry, settings, clock)
         self.operations = SandboxOperations(self.provisioner, self.container_for, self.app_env_of)
         # Where a chat's app environment comes from; none until the wiring sets it.
         self.app_env: AppEnvLookup | None = None
         self._locks: dict[str, anyio.Lock] = {}
         self._held: set[str] = set()  # sandboxes this process acquired and has not released
-        self._probe = EngineProbe(client)
         # Whether Docker is known away: acquires fail at once while it is (issue 15).
-        self.engine = EngineWatch(self._probe.ping)
+        self.engine = EngineWatch(backend.ping)
         self._group: anyio.abc.TaskGroup | None = None
         self.pool: WarmPool[Sandbox] = WarmPool(
             bounds=settings.warm_pool_bounds,
             templates=settings.warm_pool_templates,
             provision=self._provision_warm,
-            is_alive=lambda sandbox: container_running(self.client, sandbox.container_id),
+            is_alive=lambda sandbox: self._running(sandbox.container_id),
             touch=lambda sandbox: self._touch(sandbox.id),
             discard=lambda sandbox: self.destroy(sandbox.id),
             touch_interval=min(settings.idle_ttl_seconds / 3, 60.0),
@@ -138,6 +138,16 @@ class SandboxManager:
         )
 
     @property
+    def client(self) -> Any:
+        """The backend's Docker client (for the modules that still speak docker-py)."""
+        return self.backend.client
+
+    @property
+    def disk(self) -> SandboxDisk | None:
+        """Each sandbox's quota-limited writable space (None: the settings give it none)."""
+        return self.backend.disk
+
+    @property
     def settings(self) -> SandboxSettings:
         """The instance's settings, with the npm proxy's address once it runs
         (:meth:`ensure_network`)."""
@@ -145,19 +155,17 @@ class SandboxManager:
 
     @classmethod
     async def open(cls, settings: SandboxSettings) -> SandboxManager:
-        """A manager with its own Docker client and Redis connection; the process's Docker
-        calls get the settings' deadlines."""
-        set_call_timeouts(
-            CallTimeouts(
-                quick=settings.docker_quick_timeout_seconds,
-                change=settings.docker_change_timeout_seconds,
+        """A manager on the backend ``settings.backend`` names (opened: for Docker, its own
+        client, the settings' call deadlines and quotas) with its own Redis connection."""
+        backend = await open_backend(settings)
+        if not isinstance(backend, EngineBackend):  # every backend kiln has is one today
+            await backend.aclose()
+            raise SandboxConfigError(
+                f"KILN_SANDBOX_BACKEND={backend.name!r}: this backend reaches no Docker engine, "
+                "which the execution path still needs (docs/architecture.md, Sandbox backends)"
             )
-        )
-        if settings.disk_root is not None:
-            await enable_quotas(settings.disk_root)
-        client = await anyio.to_thread.run_sync(connect)
         return cls(
-            client, SandboxRegistry.from_url(settings.redis_url, settings.instance), settings
+            backend, SandboxRegistry.from_url(settings.redis_url, settings.instance), settings
         )
 
     async def aclose(self) -> None:
@@ -167,8 +175,7 @@ class SandboxManager:
         and Docker."""
         await self.provisioner.remove_network_if_unused()
         await self.registry.aclose()
-        await call(self.client.close)
-        await self._probe.aclose()
+        await self.backend.aclose()
 
     async def ping(self) -> None:
         """Raise ``DockerUnavailable`` unless the engine answers a short ping (at once while
@@ -256,7 +263,13 @@ class SandboxManager:
         """Stop-time clean-up of ``kiln serve``: remove the containers of the sandboxes no other
         process holds and the instance's networks, keep their volumes and records
         (:mod:`sandbox.lifecycle.parking` says why)."""
-        report = await parking.park(self.client, self.registry, self.settings, set(self._held))
+        report = await parking.park(
+            self.backend,
+            self.registry,
+            self.settings,
+            set(self._held),
+            self.provisioner.claim_for,
+        )
         self._held.clear()
         return report
 
@@ -280,10 +293,7 @@ class SandboxManager:
         """A running container of the sandbox, started anew on its volume if it died."""
         async with self._locked(sandbox_id):
             record = await self._record(sandbox_id)
-            try:
-                container = await call(self.client.containers.get, record.container_id or "-")
-            except SandboxNotFound:
-                container = None
+            container = await self.backend.container(record.container_id)
             if container is None or container.status != "running":
                 container = await self.provisioner.revive(record)
                 await self._write_app_env(record.chat, container.id, fresh=True)
@@ -303,9 +313,7 @@ class SandboxManager:
         it as it starts)."""
         async with self._locked(sandbox_id):
             record = await self._record(sandbox_id)
-            if not record.container_id or not await container_running(
-                self.client, record.container_id
-            ):
+            if not record.container_id or not await self._running(record.container_id):
                 return False
             await self._write_app_env(record.chat, record.container_id, fresh=False)
             return True
@@ -323,7 +331,8 @@ class SandboxManager:
         """Wait until the sandbox's dev server accepts connections; the current handle."""
         sandbox = await self.get(sandbox_id)
         limit = self.settings.dev_ready_timeout_seconds if timeout is None else timeout
-        await wait_port_open(self.client, sandbox.container_id, sandbox.ip, sandbox.dev_port, limit)
+        running = SandboxStatus(sandbox.id, sandbox.container_id, sandbox.ip)
+        await self.backend.wait_port(running, sandbox.dev_port, limit)
         return sandbox
 
     async def reap(self, now: float | None = None) -> reaper.ReapReport:
@@ -413,9 +422,9 @@ class SandboxManager:
 
     async def _free_slots(self) -> int:
         """How many more sandboxes the host may hold now, by count and by memory (each busy,
-        :mod:`sandbox.lifecycle.host_memory`); the warm pool grows only into them."""
+        :mod:`sandbox.backends.host_memory`); the warm pool grows only into them."""
         held, limit = await self.capacity()
-        return max(min(limit - held, room_for(self._headroom(), DEFAULT_TEMPLATE)), 0)
+        return max(min(limit - held, room_for(await self._headroom(), DEFAULT_TEMPLATE)), 0)
 
     async def _make_room(self, owner: str, template: str) -> None:
         """Before ``owner``'s chat gets a new sandbox, give up the idle ones
@@ -436,11 +445,17 @@ class SandboxManager:
     async def _host_full(self, template: str) -> bool:
         """Whether a new sandbox of ``template`` is past the count or the memory reserve."""
         held, limit = await self.capacity()
-        return held >= limit or self._headroom() < busy_bytes(template)
+        return held >= limit or await self._headroom() < busy_bytes(template)
 
-    def _headroom(self) -> int:
-        """The host's memory (bytes) above the reserve admission keeps."""
-        return HostMemory.read().headroom(self.settings.memory_reserve_percent)
+    async def _headroom(self) -> int:
+        """The memory (bytes) above the reserve admission keeps, on the node with the most
+        (:meth:`SandboxBackend.capacity`: the one host on Docker)."""
+        return max(node.headroom for node in await self.backend.capacity())
+
+    async def _running(self, container_id: str) -> bool:
+        """Whether the sandbox's workload exists and runs."""
+        status = await self.backend.status(container_id)
+        return status is not None and status.running
 
     async def _report_pool(self, template: str, ready: int, target: PoolTarget) -> None:
         """Publish a pool decision for ``kiln doctor`` (:mod:`sandbox.lifecycle.pool_report`)."""

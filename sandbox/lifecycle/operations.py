@@ -20,11 +20,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
 
+from sandbox.backends.contract import SandboxStatus
 from sandbox.containers.labels import volume_name
 from sandbox.docker_boundary import call
 from sandbox.execution import commands, workspace_files
 from sandbox.execution.app_env import AppEnvironment
-from sandbox.execution.exec_stream import ExecResult, OutputSink, exec_streaming
+from sandbox.execution.exec_stream import ExecResult, OutputSink
 from sandbox.execution.install_queue import InstallQueue, InstallResult
 from sandbox.execution.quota_verdict import with_quota_verdict
 from sandbox.execution.workspace_files import WorkspaceFile
@@ -80,13 +81,11 @@ class SandboxOperations:
     ) -> ExecResult:
         """Run an allowed command (``CommandRefused`` otherwise) once installs are done."""
         result = await commands.run_command(
-            self._provisioner.client,
             self._provisioner.settings,
             self.install_queue(sandbox_id),
-            lambda: self._container_for(sandbox_id),
+            partial(self.execute, sandbox_id),
             argv,
             on_output,
-            (await self._app_env_of(sandbox_id)).redaction,
         )
         return await with_quota_verdict(self._provisioner.disk, volume_name(sandbox_id), result)
 
@@ -101,13 +100,11 @@ class SandboxOperations:
         """Ask ``template``'s resident builder in the sandbox to build (its output and exit
         code are the build's) or to warm up, once installs are done."""
         result = await commands.run_after_installs(
-            self._provisioner.client,
             self._provisioner.settings,
             self.install_queue(sandbox_id),
-            lambda: self._container_for(sandbox_id),
+            partial(self.execute, sandbox_id),
             template.builder_argv(warm=warm),
             on_output,
-            (await self._app_env_of(sandbox_id)).redaction,
         )
         return await with_quota_verdict(self._provisioner.disk, volume_name(sandbox_id), result)
 
@@ -130,23 +127,31 @@ class SandboxOperations:
     ) -> ExecResult:
         """Run one install argv in this sandbox's current container; again if Docker was away
         (``npm install`` may run twice: it is idempotent)."""
+        cap = self._provisioner.settings.output_cap_bytes
         result = await ride_out(
-            lambda: self._exec(sandbox_id, argv, timeout, on_output),
+            lambda: self.execute(sandbox_id, argv, timeout, cap, on_output),
             f"install in sandbox {sandbox_id!r}",
         )
         return await with_quota_verdict(self._provisioner.disk, volume_name(sandbox_id), result)
 
-    async def _exec(
-        self, sandbox_id: str, argv: Sequence[str], timeout: float, on_output: OutputSink | None
+    async def execute(
+        self,
+        sandbox_id: str,
+        argv: Sequence[str],
+        timeout: float,
+        output_cap: int,
+        on_output: OutputSink | None,
     ) -> ExecResult:
-        """``argv`` in the sandbox's current container, streamed, within ``timeout``."""
+        """``argv`` in the sandbox's current container (revived if it died) through the
+        backend's exec, streamed, within ``timeout``, the chat's secrets redacted (asked now: a
+        secret changed during a run is redacted too)."""
         container = await self._container_for(sandbox_id)
-        return await exec_streaming(
-            self._provisioner.client,
-            container.id,
+        running = SandboxStatus(sandbox_id, container.id, "")
+        return await self._provisioner.backend.exec(
+            running,
             argv,
             timeout=timeout,
-            output_cap=self._provisioner.settings.output_cap_bytes,
+            output_cap=output_cap,
             on_output=on_output,
             redaction=(await self._app_env_of(sandbox_id)).redaction,
         )

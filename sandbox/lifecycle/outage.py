@@ -14,19 +14,18 @@ A run that starts while the engine is away is another matter: it has nothing to 
 its user waits. :class:`EngineWatch` lets every acquire of a process share what the last one
 found, so that while Docker is known away new runs fail at once (``docker_unavailable``, in
 words) and the first acquire after a short recheck interval finds out whether it is back.
-It asks through :class:`EngineProbe`, a Docker client of its own with a short timeout.
+It asks through the backend's ``ping`` (on Docker,
+:class:`~sandbox.backends.engine_probe.EngineProbe`: a client of its own with a short timeout).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import anyio
-import docker
 
-from sandbox.docker_boundary import call
 from sandbox.errors import DockerUnavailable
 
 T = TypeVar("T")
@@ -54,34 +53,6 @@ async def ride_out(
 
 
 RECHECK_SECONDS = 5.0
-PING_TIMEOUT_SECONDS = 2.0
-
-
-class EngineProbe:
-    """Pings the engine with a Docker client of its own: the main one waits up to its whole
-    timeout (long, for builds), and a ping of a hung engine must say so quickly and not hold a
-    thread for minutes."""
-
-    def __init__(self, client: docker.DockerClient) -> None:
-        """A probe of the engine ``client`` talks to (its client is made on the first ping)."""
-        self._client = client
-        self._probe: Any = None  # a docker.DockerClient with a short timeout
-
-    async def ping(self) -> None:
-        """Raise ``DockerUnavailable`` unless the engine answers within
-        :data:`PING_TIMEOUT_SECONDS`."""
-        if self._probe is None:
-            # The main client's API version: no version request of its own to hang on.
-            version = self._client.api.api_version
-            self._probe = await call(
-                docker.DockerClient.from_env, timeout=PING_TIMEOUT_SECONDS, version=version
-            )
-        await call(self._probe.ping)
-
-    async def aclose(self) -> None:
-        """Close the probe's own client, if one was made."""
-        if self._probe is not None:
-            await call(self._probe.close)
 
 
 class EngineWatch:

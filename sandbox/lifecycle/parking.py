@@ -16,23 +16,21 @@ project and installing everything again. Parking therefore
   gateway (its cache volume stays for the next start).
 
 A sandbox another process holds ``in_use`` is left alone: that process may be mid-command.
+
+Both removals go through the backend (:meth:`~sandbox.backends.contract.SandboxBackend.park`,
+:meth:`~sandbox.backends.contract.SandboxBackend.park_shared`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Set
+from collections.abc import Callable, Set
 from dataclasses import dataclass, field
 
 import anyio
-import docker
 
-from sandbox.containers.labels import INSTANCE_LABEL, container_name
-from sandbox.containers.networks import remove_network
-from sandbox.containers.npm_proxy import remove_proxy
-from sandbox.containers.provisioning import remove_container
-from sandbox.docker_boundary import call
-from sandbox.errors import SandboxError, SandboxNotFound
+from sandbox.backends.contract import SandboxBackend, SandboxClaim
+from sandbox.errors import SandboxError
 from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
 from sandbox.settings import SandboxSettings
 
@@ -56,10 +54,11 @@ def to_park(records: list[SandboxRecord], held_here: Set[str]) -> list[SandboxRe
 
 
 async def park(
-    client: docker.DockerClient,
+    backend: SandboxBackend,
     registry: SandboxRegistry,
     settings: SandboxSettings,
     held_here: Set[str],
+    claim_of: Callable[[SandboxRecord], SandboxClaim],
 ) -> ParkReport:
     """Park the instance's sandboxes (see the module docstring); the report."""
     records = await registry.all()
@@ -69,41 +68,25 @@ async def park(
 
     async def park_one(record: SandboxRecord) -> None:
         async with limit:
-            await _park_one(client, registry, record)
+            await _park_one(backend, registry, claim_of(record))
         report.parked.append(record.id)
 
     async with anyio.create_task_group() as tasks:
         for record in chosen:
             tasks.start_soon(park_one, record)
-    if await _remove_if_unused(client, settings.network, settings.instance):
+    network_removed, report.proxy_removed = await backend.park_shared()
+    if network_removed:
         report.networks_removed.append(settings.network)
-        report.proxy_removed = await remove_proxy(client, settings.instance)
     return report
 
 
 async def _park_one(
-    client: docker.DockerClient, registry: SandboxRegistry, record: SandboxRecord
+    backend: SandboxBackend, registry: SandboxRegistry, claim: SandboxClaim
 ) -> None:
-    """Remove one sandbox's container; its record stays, without a container to point at."""
+    """Remove one sandbox's workload; its record stays, without a container to point at."""
     try:
-        # By name: a container revived since the record was read has a new id, same name.
-        await remove_container(client, container_name(record.id))
-        await registry.update(record.id, container_id="", ip="", state="idle")
+        await backend.park(claim)
+        await registry.update(claim.sandbox_id, container_id="", ip="", state="idle")
     except SandboxError as exc:
         # One sandbox Docker would not let go of must not keep the others running.
-        log.warning("sandbox %r could not be parked: %s", record.id, exc)
-
-
-async def _remove_if_unused(client: docker.DockerClient, name: str, instance: str) -> bool:
-    """Remove a shared network of ``instance``; ``False`` if it was gone, still has containers
-    on it, or is another instance's (``KILN_SANDBOX_NETWORK`` may name one)."""
-    try:
-        network = await call(client.networks.get, name)
-        if (network.attrs.get("Labels") or {}).get(INSTANCE_LABEL) != instance:
-            return False
-        return await remove_network(client, name)
-    except SandboxNotFound:
-        return False
-    except SandboxError as exc:
-        log.info("network %r kept: %s", name, exc)
-        return False
+        log.warning("sandbox %r could not be parked: %s", claim.sandbox_id, exc)

@@ -1,11 +1,12 @@
-"""A recorded sandbox's Docker objects, kept in step with the registry: make, revive, remove.
+"""A recorded sandbox's backend objects, kept in step with the registry: make, revive, remove.
 
 :class:`SandboxManager <sandbox.lifecycle.manager.SandboxManager>` decides *which* sandbox a chat
 gets; this module does what every such decision comes down to, for one sandbox at a time:
 
 - ``provision``: save the record first (counted against ``settings.sandbox_limit`` in one step,
-  so the reaper never sees an orphan), then the volume, the network and the hardened container;
-  a failure on the way removes whatever was made;
+  so the reaper never sees an orphan), then the sandbox from its template through the backend
+  (:mod:`sandbox.backends.contract`: volume, network and hardened container on Docker); a
+  failure on the way removes whatever was made;
 - ``revive``: a new container on the volume of a sandbox whose container died or vanished,
   always on the shared network (a sandbox made before sharing moves over; its network goes);
 - ``forget``: remove container, volume (with its quota) and network, then the record and the
@@ -14,7 +15,8 @@ gets; this module does what every such decision comes down to, for one sandbox a
   The proxy's address is only known once it runs, so :attr:`Provisioner.settings` is replaced
   with one that carries it (``sandbox_registry``); new containers get it in their environment.
 
-It holds no per-process state of sandboxes (locks, install queues, held ones): the manager does.
+It holds no per-process state of sandboxes (locks, install queues, held ones): the manager does,
+and no engine of its own: every object goes through the backend.
 """
 
 from __future__ import annotations
@@ -26,24 +28,19 @@ from dataclasses import replace
 from typing import Any
 
 import anyio
-import docker
 
+from sandbox.backends.contract import (
+    EngineBackend,
+    SandboxClaim,
+    SandboxStatus,
+    sandbox_template,
+)
 from sandbox.containers.disk_quota import SandboxDisk
 from sandbox.containers.hardening import object_labels
 from sandbox.containers.labels import network_name, volume_name
-from sandbox.containers.networks import ensure_sandbox_network, is_own_network, remove_network
-from sandbox.containers.npm_proxy import ensure_proxy, remove_proxy
-from sandbox.containers.provisioning import (
-    StartedContainer,
-    create_volume,
-    remove_sandbox_objects,
-    replace_container,
-    start_container,
-)
-from sandbox.docker_boundary import call
-from sandbox.errors import SandboxCapacity, SandboxError
+from sandbox.errors import SandboxCapacity, SandboxError, SandboxUnavailable
 from sandbox.handle import Sandbox
-from sandbox.images.templates import Template, get_template
+from sandbox.images.templates import DEFAULT_TEMPLATE, TEMPLATES, get_template
 from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
 from sandbox.settings import SandboxSettings
 from sandbox.writes.write_buffer import discard_sandbox_writes
@@ -53,37 +50,45 @@ log = logging.getLogger(__name__)
 
 
 class Provisioner:
-    """Makes, revives and removes the Docker objects and records of one instance's sandboxes."""
+    """Makes, revives and removes the sandboxes and records of one instance, through its
+    backend."""
 
     def __init__(
         self,
-        client: docker.DockerClient,
+        backend: EngineBackend,
         registry: SandboxRegistry,
         settings: SandboxSettings,
-        disk: SandboxDisk | None,
         clock: Callable[[], float],
     ) -> None:
-        self.client = client
+        self.backend = backend
         self.registry = registry
         self.settings = settings
-        self.disk = disk  # each sandbox's quota-limited writable space (None: no quotas)
         self._clock = clock
+
+    @property
+    def client(self) -> Any:
+        """The backend's engine client (what the execution path still speaks to)."""
+        return self.backend.client
+
+    @property
+    def disk(self) -> SandboxDisk | None:
+        """Each sandbox's quota-limited writable space (None: no quotas)."""
+        return self.backend.disk
 
     async def ensure_network(self) -> str:
         """The instance's sandbox network and npm proxy, made or adopted; the registry URL
         sandboxes use (new containers get it in their environment, installs on their argv)."""
-        settings = self.settings
-        await ensure_sandbox_network(self.client, settings.network, settings.instance)
-        url = await ensure_proxy(self.client, settings)
-        if url != settings.sandbox_registry:
-            self.settings = replace(settings, sandbox_registry=url)
+        url = await self.backend.npm_registry()
+        if url != self.settings.sandbox_registry:
+            self.settings = replace(self.settings, sandbox_registry=url)
         return url
 
     async def provision(self, template: str, *, owner: str, chat: str, state: str) -> Sandbox:
         """Record and start a new sandbox (volume, hardened container on the shared network);
         ``SandboxCapacity`` when the host holds ``settings.sandbox_limit`` sandboxes already."""
-        spec = get_template(template)
+        get_template(template)  # an unknown one fails here, before anything is saved
         record = self._new_record(template, owner=owner, chat=chat)
+        claim = self.claim_for(record)
         # First, so the reaper never sees it as an orphan; counted and saved in one step.
         limit = self.settings.sandbox_limit
         held = await self.registry.save_within(record, limit)
@@ -93,46 +98,37 @@ class Provisioner:
                 "(KILN_MAX_SANDBOXES); try again when one is released"
             )
         try:
-            started = await self._create_objects(spec, record)
+            await self.ensure_network()  # the backend's settings gain the proxy's address
+            started = await self.backend.create(claim)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self.forget(record)
             raise
-        record = record.with_changes(container_id=started.container_id, ip=started.ip, state=state)
+        record = record.with_changes(container_id=started.workload, ip=started.address, state=state)
         await self.registry.save(record)
         return record.handle()
 
     async def revive(self, record: SandboxRecord) -> Any:
         """A new container on the sandbox's volume, on the shared network (a sandbox that had
         its own network moves over, and its network goes); the live docker Container."""
-        network = self.settings.network
+        get_template(record.template)  # a template this kiln no longer has: no new container
         await self.ensure_network()
-        started = await replace_container(
-            self.client,
-            self.settings,
-            get_template(record.template),
-            record.id,
-            volume=record.volume,
-            network=network,
-            labels=self._labels(record),
-        )
+        started: SandboxStatus = await self.backend.revive(self.claim_for(record))
         await self.registry.update(
-            record.id, container_id=started.container_id, ip=started.ip, network=network
+            record.id,
+            container_id=started.workload,
+            ip=started.address,
+            network=self.settings.network,
         )
-        if is_own_network(record.id, record.network):
-            await remove_network(self.client, record.network)
-        return await call(self.client.containers.get, started.container_id)
+        container = await self.backend.container(started.workload)
+        if container is None:  # removed again at once: by hand, or the engine lost it
+            raise SandboxUnavailable(f"sandbox {record.id!r} vanished as it was revived")
+        return container
 
     async def forget(self, record: SandboxRecord) -> None:
         """Remove the sandbox's container, volume and own network, its record and its buffered
         writes (each step idempotent: a half-made sandbox goes the same way)."""
-        await remove_sandbox_objects(
-            self.client,
-            record.id,
-            volume=record.volume,
-            network=record.network,
-            disk=self.disk,
-        )
+        await self.backend.destroy(self.claim_for(record))
         await self.registry.delete(record)
         await discard_sandbox_writes(self.registry.redis, record.id)
 
@@ -154,8 +150,7 @@ class Provisioner:
         registry holds no sandbox; keep them (logged) while Docker refuses."""
         try:
             if not await self.registry.all():
-                await remove_network(self.client, self.settings.network)  # raises while in use
-                await remove_proxy(self.client, self.settings.instance, with_cache=True)
+                await self.backend.release_shared()  # raises while the network is in use
         except SandboxError as exc:
             # Docker refuses while a container still uses it (another process's new sandbox).
             log.info("sandbox network %r kept: %s", self.settings.network, exc)
@@ -175,6 +170,19 @@ class Provisioner:
             last_used=now,
         )
 
+    def claim_for(self, record: SandboxRecord) -> SandboxClaim:
+        """The backend's claim of a recorded sandbox. A record of no template (one only named
+        for removal) or of one this kiln no longer has gets the default template's: removing
+        or parking needs names, not an image."""
+        name = record.template if record.template in TEMPLATES else DEFAULT_TEMPLATE
+        return SandboxClaim(
+            sandbox_id=record.id,
+            template=sandbox_template(self.settings, name),
+            volume=record.volume,
+            network=record.network,
+            labels=self._labels(record),
+        )
+
     def _labels(self, record: SandboxRecord) -> dict[str, str]:
         """The labels of the sandbox's Docker objects (the reaper and sweeps read them)."""
         return object_labels(
@@ -184,20 +192,4 @@ class Provisioner:
             created=record.created,
             owner=record.owner,
             chat=record.chat,
-        )
-
-    async def _create_objects(self, template: Template, record: SandboxRecord) -> StartedContainer:
-        """Volume, network and started container of a just-recorded sandbox."""
-        labels = self._labels(record)
-        disk = await create_volume(self.client, record.volume, labels, self.disk)
-        await self.ensure_network()  # a new record is always on the shared network
-        return await start_container(
-            self.client,
-            self.settings,
-            template,
-            record.id,
-            volume=record.volume,
-            network=record.network,
-            labels=labels,
-            disk=disk,
         )

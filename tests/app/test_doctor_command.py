@@ -27,8 +27,8 @@ from app.cli.doctor_command import (
     format_result,
 )
 from app.parser_choice import ParserChoice
+from sandbox.backends.host_memory import HostMemory
 from sandbox.disk_mounts import DEFAULT_DISK_ROOT, usable_root
-from sandbox.lifecycle.host_memory import HostMemory
 from sandbox.settings import SandboxSettings
 from tests.app.kiln_process import TIKTOKEN_CACHE
 from tests.servers import free_port

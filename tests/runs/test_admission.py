@@ -17,7 +17,7 @@ from app.config import ServiceSettings
 from app.errors import AdmissionRefused
 from app.runs.admission import OWNERS_KEY, Admission, chat_key, user_key
 from app.store import Store
-from sandbox.lifecycle.host_memory import MIB, HostMemory, busy_bytes
+from sandbox.backends.host_memory import MIB, HostMemory, busy_bytes
 from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
 from sandbox.settings import SandboxSettings
 from tests.runs.conftest import new_chat, with_limits

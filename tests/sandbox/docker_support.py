@@ -23,6 +23,7 @@ import anyio
 import docker
 import redis
 
+from sandbox.backends.docker_engine import DockerBackend
 from sandbox.containers.disk_quota import SUBVOLUME_INODE
 from sandbox.containers.npm_proxy import proxy_volume_name, remove_proxy
 from sandbox.containers.provisioning import remove_volume
@@ -169,7 +170,8 @@ async def manager_on(
         manager = await SandboxManager.open(settings)
     else:
         registry = SandboxRegistry.from_url(settings.redis_url, settings.instance)
-        manager = SandboxManager(docker.from_env(), registry, settings, clock=clock)
+        backend = DockerBackend(docker.from_env(), settings)
+        manager = SandboxManager(backend, registry, settings, clock=clock)
     try:
         yield manager
     finally:

@@ -118,6 +118,13 @@ def test_a_bad_boolean_is_refused() -> None:
         read(X="maybe").boolean("X", False)
 
 
+def test_a_choice_is_one_of_its_words_in_any_case() -> None:
+    assert read(X=" Blue ").choice("X", "red", ("red", "blue")) == "blue"
+    assert read().choice("X", "red", ("red", "blue")) == "red"
+    with pytest.raises(SandboxConfigError, match=r"^X='green' must be one of red, blue$"):
+        read(X="green").choice("X", "red", ("red", "blue"))
+
+
 def test_a_named_file_must_exist_and_empty_means_none(tmp_path: Path) -> None:
     missing = tmp_path / "nope.pem"
     with pytest.raises(

@@ -165,6 +165,12 @@ def test_limits_and_durations_are_read_with_their_types() -> None:
             "KILN_SANDBOX_IDLE_TTL_FULL='0' must be a finite number > 0",
             id="idle-ttl-full",
         ),
+        pytest.param(
+            "KILN_SANDBOX_BACKEND",
+            "kubernetes",
+            "KILN_SANDBOX_BACKEND='kubernetes' must be one of docker, swarm",
+            id="unknown-backend",
+        ),
     ],
 )
 def test_nonsense_is_refused_naming_the_variable_and_the_value(
@@ -172,6 +178,17 @@ def test_nonsense_is_refused_naming_the_variable_and_the_value(
 ) -> None:
     with pytest.raises(SandboxConfigError, match=f"^{re.escape(message)}"):
         SandboxSettings.from_env({name: value})
+
+
+@pytest.mark.parametrize(
+    ("env", "backend"),
+    [
+        pytest.param({}, "docker", id="default"),
+        pytest.param({"KILN_SANDBOX_BACKEND": " Swarm "}, "swarm", id="any-case"),
+    ],
+)
+def test_the_sandbox_backend_is_docker_unless_named(env: dict[str, str], backend: str) -> None:
+    assert SandboxSettings.from_env(env).backend == backend
 
 
 def test_sandboxes_share_one_network_per_instance_unless_named() -> None:

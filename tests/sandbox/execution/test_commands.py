@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
+from functools import partial
 
 import anyio
 import docker
@@ -250,20 +251,22 @@ async def test_a_command_waits_until_the_install_queue_is_idle(
 
     queue = InstallQueue(slow_install, _registry, timeout=10)
 
-    async def container_for() -> object:
-        order.append("command started")  # past the queue: looking up its container
-        return await manager.container_for(sandbox.id)
+    async def execute(
+        argv: Sequence[str], timeout: float, output_cap: int, on_output: OutputSink | None
+    ) -> ExecResult:
+        order.append("command started")  # past the queue: about to exec
+        return await manager.operations.execute(sandbox.id, argv, timeout, output_cap, on_output)
 
     async def command() -> None:
-        await run_command(manager.client, manager.settings, queue, container_for, ["ls"])
+        await run_command(manager.settings, queue, execute, ["ls"])
         order.append("command ran")
 
     async with anyio.create_task_group() as group:
         group.start_soon(queue.install, ["is-number"])
         await anyio.wait_all_tasks_blocked()  # the install is running first
         group.start_soon(command)
-        # Every task is blocked, and the command has not looked up its container: it waits on
-        # the queue (no sleep that only "should" be long enough).
+        # Every task is blocked, and the command has not started to exec: it waits on the
+        # queue (no sleep that only "should" be long enough).
         await anyio.wait_all_tasks_blocked()
         assert order == ["install started"]
         release.set()
@@ -283,10 +286,9 @@ async def _run(
 ) -> ExecResult:
     """Run through ``run_command`` with some settings changed for this call only."""
     return await run_command(
-        manager.client,
         replace(manager.settings, **settings),
         manager.install_queue(sandbox.id),
-        lambda: manager.container_for(sandbox.id),
+        partial(manager.operations.execute, sandbox.id),
         argv,
         sink,
     )

@@ -16,8 +16,9 @@ from sandbox.containers.labels import network_name, volume_name
 from sandbox.containers.networks import BRIDGE_NAME_OPTION, bridge_interface
 from sandbox.containers.provisioning import create_volume, start_container
 from sandbox.docker_boundary import call
-from sandbox.errors import SandboxCapacity, SandboxError, SandboxNotFound
+from sandbox.errors import SandboxCapacity, SandboxConfigError, SandboxError, SandboxNotFound
 from sandbox.images.templates import get_template
+from sandbox.lifecycle import manager as manager_module
 from sandbox.lifecycle.manager import Sandbox, SandboxManager
 from sandbox.lifecycle.pool_report import describe_pool, pool_key
 from sandbox.lifecycle.registry import SandboxRecord
@@ -418,3 +419,29 @@ async def test_a_users_new_chat_past_their_limit_gives_up_their_idle_sandbox(
         second = await manager.acquire("chat-a2", "ann", "vanilla")
         assert {r.id for r in await manager.list()} == {second.id, bobs.id}
         assert await manager.registry.chat_sandbox("chat-a1") is None
+
+
+class EngineLessBackend:
+    """A backend with the contract's name and close only: it reaches no Docker engine."""
+
+    name = "engineless"
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_a_backend_reaching_no_engine_is_refused_in_words_and_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    opened = EngineLessBackend()
+
+    async def open_backend(settings: SandboxSettings) -> EngineLessBackend:
+        return opened
+
+    monkeypatch.setattr(manager_module, "open_backend", open_backend)
+    with pytest.raises(SandboxConfigError, match=r"'engineless': this backend reaches no Docker"):
+        await SandboxManager.open(SandboxSettings())
+    assert opened.closed

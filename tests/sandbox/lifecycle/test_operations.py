@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from sandbox.backends.docker_engine import DockerBackend
 from sandbox.errors import CommandRefused, InstallRefused
 from sandbox.execution.app_env import AppEnvironment
 from sandbox.lifecycle.operations import SandboxOperations
@@ -34,7 +35,7 @@ def _operations(containers: Containers) -> SandboxOperations:
     """Operations whose provisioner has neither Docker nor Redis (neither may be used)."""
     nothing: Any = None
     settings = settings_for("operations-test", "redis://unused")
-    provisioner = Provisioner(nothing, nothing, settings, None, time.time)
+    provisioner = Provisioner(DockerBackend(nothing, settings), nothing, settings, time.time)
     return SandboxOperations(provisioner, containers, _no_app_env)
 
 

@@ -1,15 +1,13 @@
 """Riding out a short Docker outage: a step is tried again while Docker is away, within a bound,
-and only for that failure; while Docker is known away, checks fail at once until a recheck; the
-probe that checks asks the engine with a client of its own."""
+and only for that failure; while Docker is known away, checks fail at once until a recheck."""
 
 from __future__ import annotations
 
 import anyio
-import docker
 import pytest
 
 from sandbox.errors import DockerUnavailable, SandboxCapacity, SandboxError
-from sandbox.lifecycle.outage import EngineProbe, EngineWatch, ride_out
+from sandbox.lifecycle.outage import EngineWatch, ride_out
 
 pytestmark = pytest.mark.anyio
 
@@ -91,14 +89,3 @@ async def test_a_call_past_its_deadline_marks_the_engine_away() -> None:
     watch.mark_up()
     await watch.check()
     assert engine.pings == 1
-
-
-@pytest.mark.docker
-async def test_a_probe_of_the_engine_gets_an_answer_with_a_client_of_its_own() -> None:
-    client = docker.from_env()
-    probe = EngineProbe(client)
-    try:
-        await probe.ping()
-    finally:
-        await probe.aclose()
-        client.close()

@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 
 import pytest
 
+from sandbox.backends.docker_engine import DockerBackend
 from sandbox.containers.labels import network_name, volume_name
 from sandbox.errors import SandboxCapacity
 from sandbox.lifecycle.provisioner import Provisioner
@@ -31,7 +32,7 @@ def _provisioner(registry: SandboxRegistry, redis_url: str, **overrides: Any) ->
     # Settings only: the registry has an instance of its own, and nothing here is named by it.
     settings = settings_for("provisioner-test", redis_url, **overrides)
     client: Any = NoDocker()
-    return Provisioner(client, registry, settings, None, time.time)
+    return Provisioner(DockerBackend(client, settings), registry, settings, time.time)
 
 
 def _record(sandbox_id: str) -> SandboxRecord:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.lifecycle.host_memory import MIB, HostMemory, busy_bytes, room_for
+from sandbox.backends.host_memory import MIB, HostMemory, busy_bytes, room_for
 from sandbox.settings import host_memory_bytes
 
 MEMINFO = "MemTotal:       24683700 kB\nMemFree:         1000000 kB\nMemAvailable:   20000000 kB\n"
