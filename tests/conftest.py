@@ -3,20 +3,15 @@ Postgres."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-import redis
 from xdist.remote import Producer
 from xdist.scheduler import LoadGroupScheduling
 
 from app.parser_choice import activate
 from tests.postgres_server import PostgresMissing, PostgresServer
-from tests.servers import free_port
+from tests.redis_server import start_redis, stop_redis
 
 # Before any test module imports `parser`: the compiled build when fresh, as kiln itself picks
 # (KILN_PARSER=python or compiled forces one; `make test` runs tests/parser under both). A forced
@@ -26,12 +21,6 @@ PARSER = activate()
 # The served kiln of every end-to-end module (`instance`, `live`); loaded after the parser choice
 # above, as it imports the service.
 pytest_plugins = ["tests.end_to_end"]
-
-REDIS_START_SECONDS = 30.0
-# Picking a free port and handing it to redis-server is a race (something else may bind it in
-# between; redis has no "pick one yourself" for TCP). So a start whose bind fails is retried on
-# another port, and a server only counts as ours when it reports our process id.
-REDIS_START_ATTEMPTS = 5
 
 
 # `make test` runs the suite in pytest-xdist processes (`-n 3 --dist loadgroup`). Every test
@@ -91,66 +80,14 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _answers_as(url: str, pid: int) -> bool:
-    """Whether the server at ``url`` is up and is the process ``pid`` (not a stranger)."""
-    client = redis.Redis.from_url(url)
-    try:
-        return int(client.info("server")["process_id"]) == pid
-    except redis.exceptions.RedisError:  # not up yet, or not a Redis we can talk to
-        return False
-    finally:
-        client.close()
-
-
-def _start_redis(binary: str, folder: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """One attempt: a redis-server on a fresh port. Returns it once it answers, or after it
-    exited (the caller looks at ``poll()``)."""
-    port = free_port()
-    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly"]
-    argv += ["no", "--dir", str(folder), "--logfile", str(log)]
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    url = f"redis://127.0.0.1:{port}/0"
-    deadline = time.monotonic() + REDIS_START_SECONDS
-    while time.monotonic() < deadline and process.poll() is None:
-        if _answers_as(url, process.pid):
-            return process, url
-        time.sleep(0.05)  # polling under the deadline above
-    if process.poll() is None:
-        _stop(process)
-        pytest.fail(f"redis-server did not answer on {url!r}: {log.read_text()!r}")
-    return process, url
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The URL of a private ``redis-server`` started for this test session (no persistence)."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail("redis-server is not installed; the Redis tests need the real thing")
-    folder = tmp_path_factory.mktemp("redis")
-    log = folder / "redis.log"
-    for _ in range(REDIS_START_ATTEMPTS):
-        log.write_text("")
-        process, url = _start_redis(binary, folder, log)
-        if process.poll() is None:
-            break
-        if "already in use" not in log.read_text():
-            pytest.fail(f"redis-server exited at start: {log.read_text()!r}")
-    else:
-        pytest.fail(f"redis-server found no free port in {REDIS_START_ATTEMPTS} attempts")
+    process, url = start_redis(tmp_path_factory.mktemp("redis"))
     try:
         yield url
     finally:
-        _stop(process)
+        stop_redis(process)
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,6 @@ the password is never in the serve log, its output, nor ``kiln doctor``'s lines.
 from __future__ import annotations
 
 import secrets
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,9 +26,9 @@ from app.service.workspaces import project_store
 from sandbox.redis_url import with_password
 from tests.app.kiln_process import LOGIN_LINK, KilnProcess, hello_recordings, kiln_env
 from tests.app.test_serve_command import finish_event, sign_in
+from tests.redis_server import start_redis, stop_redis
 from tests.sandbox.docker_support import sweep
 from tests.servers import free_port
-from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.redis]
 PASSWORD = f"p@ss/w:rd%{secrets.token_hex(8)}"  # characters a URL must percent-encode
@@ -49,41 +48,16 @@ class LockedRedis:
         return redis.Redis.from_url(with_password(self.url, PASSWORD))
 
 
-def _answers(url: str) -> bool:
-    client = redis.Redis.from_url(url)
-    try:
-        return bool(client.ping())
-    except redis.exceptions.RedisError:  # not up yet
-        return False
-    finally:
-        client.close()
-
-
 @pytest.fixture(scope="module")
 def locked_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LockedRedis]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail("redis-server is not installed; the Redis tests need the real thing")
     folder = tmp_path_factory.mktemp("locked-redis")
-    port = free_port()
-    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly"]
-    argv += ["no", "--dir", str(folder), "--requirepass", PASSWORD]
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    url = f"redis://127.0.0.1:{port}/0"
+    process, url = start_redis(folder, password=PASSWORD)
     try:
-        wait_until(
-            lambda: _answers(with_password(url, PASSWORD)) or process.poll() is not None,
-            "redis-server --requirepass answering",
-            START_LIMIT_SECONDS,
-            0.05,
-        )
-        assert process.poll() is None, "redis-server exited at start"
         (folder / "password").write_text(PASSWORD + "\n")
         (folder / "wrong").write_text(WRONG + "\n")
         yield LockedRedis(url, folder / "password", folder / "wrong")
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        stop_redis(process)
 
 
 def env_for(locked: LockedRedis, password_file: Path, **extra: str) -> dict[str, str]:
