@@ -47,6 +47,7 @@ from app.runs.execution import ProviderFactory
 from app.runs.live import LiveEvents
 from app.runs.service import RunService
 from app.runs.worker import Worker, default_provider_factory
+from app.service.deployment import join_deployment
 from app.service.workspaces import project_store, project_workspaces
 from app.store import Store
 from sandbox import (
@@ -57,7 +58,6 @@ from sandbox import (
     PreviewErrorStream,
     SandboxManager,
     SandboxSettings,
-    claim_instance,
     redis_hold,
 )
 
@@ -173,7 +173,7 @@ async def open_stack(
         )
         client = redis.asyncio.Redis.from_pool(pool)  # closing the client closes the pool
         stack.push_async_callback(client.aclose)
-        await claim_instance(sandboxes.instance, settings.data_dir)  # before any reaping
+        await join_deployment(settings, store, client, sandboxes.instance)  # before any reaping
         manager = await SandboxManager.open(sandboxes)
         manager.app_env = app_env_lookup(store)
         stack.push_async_callback(manager.aclose)
