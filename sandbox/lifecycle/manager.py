@@ -252,11 +252,13 @@ class SandboxManager:
         await self.registry.update(sandbox_id, state="idle", last_used=self._clock())
         self._held.discard(sandbox_id)
 
-    async def park(self) -> parking.ParkReport:
+    async def park(self, *, shared: bool = False) -> parking.ParkReport:
         """Stop-time clean-up of ``kiln serve``: remove the containers of the sandboxes no other
-        process holds and the instance's networks, keep their volumes and records
+        process holds (only those this one holds when other hosts share the instance:
+        ``shared``) and the instance's networks, keep their volumes and records
         (:mod:`sandbox.lifecycle.parking` says why)."""
-        report = await parking.park(self.client, self.registry, self.settings, set(self._held))
+        held = set(self._held)
+        report = await parking.park(self.client, self.registry, self.settings, held, shared=shared)
         self._held.clear()
         return report
 
