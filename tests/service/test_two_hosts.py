@@ -39,7 +39,7 @@ from tests.postgres_server import PostgresServer
 from tests.sandbox.docker_support import swept_instance
 from tests.servers import free_port
 
-pytestmark = [pytest.mark.docker, pytest.mark.redis]
+pytestmark = [pytest.mark.docker, pytest.mark.redis, pytest.mark.slow]
 REDIS_DB = 1
 SECRET = "one secret key for every host"
 WORKER_READY = re.compile(r"worker\(s\) consuming the run queue")
