@@ -101,6 +101,7 @@ ERROR_CODES: tuple[ErrorCode, ...] = (
               "The operator needs to run `kiln images build`."),
     ErrorCode("image_build_failed", "The app template could not be built"),
     ErrorCode("instance_claimed", "This kiln instance belongs to another data directory"),
+    ErrorCode("deployment_mismatch", "This host's settings differ from its deployment's"),
     ErrorCode("disk_full", "The server's disk is full",
               "The server ran out of disk space while working on your app. "
               "Please try again later; the operator has to free some space."),

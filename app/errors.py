@@ -11,6 +11,7 @@
     ├── BudgetExceeded [budget_exceeded]    a token, turn or tool-call budget is spent
     ├── AdmissionRefused [admission_refused]  a run limit refused a run (which: ``limit``)
     ├── ConfigError [config_error]          a setting is missing or malformed
+    │   └── DeploymentMismatch [deployment_mismatch]  a host's setting is not its deployment's
     ├── ImageRefused [image_refused]        app/chat_images: an attached image kiln cannot take
     │   ├── ImageInvalid [image_invalid]    not an object of media_type and base64 data
     │   ├── ImageTooLarge [image_too_large]  over 5 MB once decoded
@@ -166,6 +167,12 @@ class ConfigError(KilnError):
     """A setting is missing or malformed."""
 
     code = "config_error"
+
+
+class DeploymentMismatch(ConfigError):
+    """A host's setting disagrees with its deployment's (app.service.deployment)."""
+
+    code = "deployment_mismatch"
 
 
 class ImageRefused(KilnError):

@@ -10,8 +10,10 @@ server started like the tests' one, without fsync: compare with care):
 - **runs through the API**: a whole kiln in this process (embedded Redis, one worker, uvicorn
   on loopback, the conversational replay provider at a fast pace: no sandbox), ``--runs``
   users each posting ``--api-runs-per-user`` messages one after the other and following each
-  over SSE to ``run_finished``: completed runs per second. The instance's sandboxes are
-  removed at the end.
+  over SSE to ``run_finished``: completed runs per second; on Postgres also through two hosts
+  (two such stacks on data dirs of their own sharing the database, Redis and the instance, the
+  users spread over both: issue 28's deployment). The instance's sandboxes are removed at the
+  end.
 
     python bench/store.py [--runs 20] [--batches 50] [--batch 10] [--api-runs-per-user 3]
         [--database-url postgresql://...]
@@ -22,13 +24,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import secrets
 import statistics
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import anyio
@@ -38,10 +41,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.config import ServiceSettings
 from app.service.embedded_redis import EmbeddedRedis
-from app.service.stack import open_stack
+from app.service.stack import ServiceStack, open_stack
 from app.store import Store
 from bench.service import Measured, Phase, answer, one_client, serving
-from sandbox import sweep_instance
+from sandbox import NestedExits, sweep_instance
 from sandbox.settings import SandboxSettings
 from tests.postgres_server import PostgresServer
 
@@ -96,40 +99,59 @@ def event_writes(location: Path | str, runs: int, batches: int, batch: int) -> f
     return written / elapsed
 
 
-async def runs_through_the_api(location: Path | str, users: int, per_user: int) -> float:
-    """Completed runs per second: ``users`` users each post ``per_user`` messages in turn."""
+async def runs_through_the_api(
+    location: Path | str, users: int, per_user: int, instance: str, hosts: int = 1
+) -> float:
+    """Completed runs per second: ``users`` users each post ``per_user`` messages in turn,
+    spread over ``hosts`` API hosts (each a stack on a data dir of its own with one worker, one
+    database, one Redis and one instance: a deployment, on Postgres only). A database keeps the
+    ``instance`` its first host recorded: every measure on it passes the same one."""
     root = Path(tempfile.mkdtemp(prefix="kiln-bench-store-api-"))
     recordings = root / "recordings"
     recordings.mkdir()
     phase = Phase("quick", answer(4, 4), 5000.0)
     (recordings / "quick.txt").write_text(phase.text)
-    async with EmbeddedRedis(root / "data") as redis_server:
-        settings = ServiceSettings(
-            root / "data", SECRET, redis_url=redis_server.url,
-            database_url=location if isinstance(location, str) else None,
-            max_active_runs_per_user=2, worker_concurrency=users + 4,
-            user_requests_per_minute=10_000,
-        )  # fmt: skip
-        store = Store(
-            location if isinstance(location, str) else root / "data" / "kiln.db",
-            SECRET,
-            pool_size=settings.database_pool,
-        )
-        sandboxes = dataclasses.replace(
-            SandboxSettings.from_env(), warm_pool_size=0, instance=f"bench-{secrets.token_hex(3)}"
-        )
-        async with open_stack(settings, sandboxes, store=store) as stack:
-            try:
-                async with serving(stack, recordings, {"quick": phase}) as base:
-                    return await _post_and_follow(base, store, users, per_user)
-            finally:  # the runs' sandboxes, network and npm proxy: this instance is ours alone
+    async with EmbeddedRedis(root / "redis") as redis_server, NestedExits() as opened:
+        bases: list[str] = []
+        for host in range(hosts):
+            stack = await opened.enter_async_context(
+                _host_stack(root / f"host-{host}", location, redis_server.url, users, instance)
+            )
+            if host == 0:  # the runs' sandboxes, network and npm proxy: ours alone
                 manager = stack.manager
-                await sweep_instance(
-                    manager.client, manager.settings.instance, manager.registry, manager.disk
+                opened.push_async_callback(
+                    functools.partial(
+                        sweep_instance,
+                        manager.client,
+                        manager.settings.instance,
+                        manager.registry,
+                        manager.disk,
+                    )
                 )
+            bases.append(
+                await opened.enter_async_context(serving(stack, recordings, {"quick": phase}))
+            )
+        return await _post_and_follow(bases, stack.store, users, per_user)
 
 
-async def _post_and_follow(base: str, store: Store, users: int, per_user: int) -> float:
+@contextlib.asynccontextmanager
+async def _host_stack(
+    data: Path, location: Path | str, redis_url: str, users: int, instance: str
+) -> AsyncIterator[ServiceStack]:
+    """One host's stack on ``data`` (the SQLite file there unless ``location`` is a URL)."""
+    settings = ServiceSettings(
+        data, SECRET, redis_url=redis_url,
+        database_url=location if isinstance(location, str) else None,
+        max_active_runs_per_user=2, worker_concurrency=users + 4,
+        user_requests_per_minute=10_000,
+    )  # fmt: skip
+    store = Store(settings.database_location, SECRET, pool_size=settings.database_pool)
+    sandboxes = dataclasses.replace(SandboxSettings.from_env(), warm_pool_size=0, instance=instance)
+    async with open_stack(settings, sandboxes, store=store) as stack:
+        yield stack
+
+
+async def _post_and_follow(bases: list[str], store: Store, users: int, per_user: int) -> float:
     tokens = [
         store.create_token(store.create_user(f"bench-{secrets.token_hex(4)}").id, "api")
         for _ in range(users)
@@ -141,12 +163,19 @@ async def _post_and_follow(base: str, store: Store, users: int, per_user: int) -
         for _ in range(per_user):
             await one_client(client, token, "quick", measured)
 
-    async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as client:
-        await one_client(client, tokens[0], "quick", Measured())  # warm up
+    async with NestedExits() as opened:
+        clients = [
+            await opened.enter_async_context(
+                httpx.AsyncClient(base_url=base, timeout=120, limits=limits)
+            )
+            for base in bases
+        ]
+        for client in clients:
+            await one_client(client, tokens[0], "quick", Measured())  # warm up
         began = time.perf_counter()
         async with anyio.create_task_group() as tasks:
-            for token in tokens:
-                tasks.start_soon(one_user, client, token)
+            for index, token in enumerate(tokens):  # users spread over the hosts
+                tasks.start_soon(one_user, clients[index % len(clients)], token)
         elapsed = time.perf_counter() - began
     stages = [statistics.mean(stage) for stage in zip(*measured.stages.values(), strict=True)]
     print(
@@ -173,14 +202,20 @@ def main() -> None:
         for name, rate in writes.items():
             print(f"  {name:<8} {rate:8.0f} events/s")
         print(f"  postgres/sqlite: {writes['postgres'] / writes['sqlite']:.2f}x")
+        instances = {name: f"bench-{secrets.token_hex(3)}" for name in where}
+        per_user = args.api_runs_per_user
         api = {
-            name: anyio.run(runs_through_the_api, loc, args.runs, args.api_runs_per_user)
+            name: anyio.run(runs_through_the_api, loc, args.runs, per_user, instances[name])
             for name, loc in where.items()
         }
+        api["postgres, 2 hosts"] = anyio.run(
+            runs_through_the_api, where["postgres"], args.runs, per_user, instances["postgres"], 2
+        )
         print(f"runs through the API, {args.runs} users x {args.api_runs_per_user} runs:")
         for name, rate in api.items():
-            print(f"  {name:<8} {rate:8.2f} runs/s")
+            print(f"  {name:<17} {rate:8.2f} runs/s")
         print(f"  postgres/sqlite: {api['postgres'] / api['sqlite']:.2f}x")
+        print(f"  postgres, 2 hosts/1 host: {api['postgres, 2 hosts'] / api['postgres']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -3,14 +3,15 @@
 Checks: the data directory is writable; the store's database answers, with its version, its
 migrations and its pool (:mod:`app.cli.doctor_database`); Docker answers; Redis answers
 (``REDIS_URL``) or, with none set, the ``redis-server`` binary the embedded default starts is
-installed; every sandbox image is present and up to date; the host's sandbox capacity, memory,
-pids and networks and what is in use (:mod:`app.cli.doctor_capacity`); the warm pool's bounds
-and each template's current target and why (:mod:`app.cli.doctor_pool`); the host firewall rules
-for kiln bridges (:mod:`app.cli.doctor_firewall`); the CA bundle sandboxes get and whether a
-sandbox gets packages through kiln's npm proxy (:mod:`app.cli.doctor_npm`); tiktoken's encoding
-files are cached; which parser runs (compiled or pure Python, :mod:`app.parser_choice`). Exit
-code 0 when all pass, 1 when any fails (2 for bad usage). ``--json`` prints
-``{ok, checks: [{name, ok, detail, hint}]}`` instead.
+installed; on a shared database, this host's settings agree with the deployment's
+(:mod:`app.cli.doctor_deployment`); every sandbox image is present and up to date; the host's
+sandbox capacity, memory, pids and networks and what is in use (:mod:`app.cli.doctor_capacity`);
+the warm pool's bounds and each template's current target and why (:mod:`app.cli.doctor_pool`);
+the host firewall rules for kiln bridges (:mod:`app.cli.doctor_firewall`); the CA bundle
+sandboxes get and whether a sandbox gets packages through kiln's npm proxy
+(:mod:`app.cli.doctor_npm`); tiktoken's encoding files are cached; which parser runs (compiled
+or pure Python, :mod:`app.parser_choice`). Exit code 0 when all pass, 1 when any fails (2 for
+bad usage). ``--json`` prints ``{ok, checks: [{name, ok, detail, hint}]}`` instead.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import redis
 from app.cli.commands import COMMANDS
 from app.cli.doctor_capacity import check_capacity
 from app.cli.doctor_database import check_database
+from app.cli.doctor_deployment import check_deployment_settings
 from app.cli.doctor_firewall import check_firewall
 from app.cli.doctor_npm import check_npm
 from app.cli.doctor_pool import check_pool
@@ -104,6 +106,7 @@ async def run_checks(
     results = [await anyio.to_thread.run_sync(check_data_dir, data_dir)]
     results.append(await anyio.to_thread.run_sync(check_database, env, data_dir))
     results.append(await anyio.to_thread.run_sync(check_redis, redis_url, data_dir))
+    results.append(await anyio.to_thread.run_sync(check_deployment_settings, env, data_dir))
     client, docker_result = await check_docker()
     results.append(docker_result)
     results.extend(await check_images(client))

@@ -4,7 +4,7 @@ printed in a box (:func:`boxed`) so it stands out among the start-up lines."""
 from __future__ import annotations
 
 from app.config import ServiceSettings
-from app.store import Store
+from app.store import Store, StoreConflict
 
 LOCAL_USER = "local"
 LOGIN_TTL_SECONDS = 24 * 3600.0
@@ -18,7 +18,13 @@ def local_login_url(store: Store, settings: ServiceSettings) -> tuple[str, bool]
     user = store.user_by_name(LOCAL_USER)
     created = user is None
     if user is None:
-        user = store.create_user(LOCAL_USER)
+        try:
+            user = store.create_user(LOCAL_USER)
+        except StoreConflict:
+            # Another host of the deployment (one shared database) made it at the same moment.
+            user, created = store.user_by_name(LOCAL_USER), False
+            if user is None:
+                raise
     token = store.create_token(user.id, "login", LOGIN_TTL_SECONDS)
     return f"http://{settings.public_host}:{settings.port}/login?token={token}", created
 

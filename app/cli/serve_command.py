@@ -175,7 +175,7 @@ async def park_sandboxes(stack: ServiceStack, deadline: StopDeadline) -> None:
     limit = min(PARK_LIMIT_SECONDS, deadline.remaining() - REDIS_STOP_RESERVE_SECONDS)
     with anyio.CancelScope(shield=True), anyio.move_on_after(max(limit, 0.0)) as scope:
         try:
-            report = await stack.manager.park()
+            report = await stack.manager.park(shared=stack.deployment is not None)
         except SandboxError as exc:
             log.warning("sandboxes could not be parked at stop: %s", exc)
             return

@@ -48,6 +48,7 @@ from app.runs.execution import ProviderFactory
 from app.runs.live import LiveEvents
 from app.runs.service import RunService
 from app.runs.worker import Worker, default_provider_factory
+from app.service.deployment import join_deployment
 from app.service.workspaces import project_store, project_workspaces
 from app.store import Store
 from sandbox import (
@@ -58,7 +59,6 @@ from sandbox import (
     PreviewErrorStream,
     SandboxManager,
     SandboxSettings,
-    claim_instance,
     ping_redis,
     redis_hold,
 )
@@ -76,6 +76,7 @@ class ServiceStack:
     redis: redis.asyncio.Redis
     manager: SandboxManager
     live: LiveEvents
+    deployment: str | None = None  # the shared database's deployment (app.service.deployment)
 
     def workers(self, count: int, providers: ProviderFactory | None = None) -> list[Worker]:
         """``count`` workers on this stack; ``providers`` defaults to the real providers."""
@@ -177,7 +178,8 @@ async def open_stack(
         client = redis.asyncio.Redis.from_pool(pool)  # closing the client closes the pool
         stack.push_async_callback(client.aclose)
         await ping_redis(client)  # a wrong password stops kiln here, in words
-        await claim_instance(sandboxes.instance, settings.data_dir)  # before any reaping
+        # Before any reaping: the instance is claimed (for the deployment on a shared database).
+        deployment = await join_deployment(settings, store, client, sandboxes.instance)
         manager = await SandboxManager.open(sandboxes)
         manager.app_env = app_env_lookup(store)
         stack.push_async_callback(manager.aclose)
@@ -186,7 +188,7 @@ async def open_stack(
         tasks = await stack.enter_async_context(anyio.create_task_group())
         stack.callback(tasks.cancel_scope.cancel)
         tasks.start_soon(live.run)
-        yield ServiceStack(settings, store, client, manager, live)
+        yield ServiceStack(settings, store, client, manager, live, deployment)
 
 
 def build_app_for(stack: ServiceStack, stopping: anyio.Event) -> ASGIApp:

@@ -13,7 +13,6 @@ import dataclasses
 import logging
 import signal
 import sys
-from pathlib import Path
 
 import anyio
 import redis.asyncio
@@ -24,10 +23,11 @@ from app.errors import ConfigError
 from app.projects.app_env import app_env_lookup
 from app.runs.execution import ProviderFactory, WorkspaceFactory
 from app.runs.worker import Worker, default_provider_factory
+from app.service.deployment import join_deployment
 from app.service.stack import sandbox_settings_for
 from app.service.workspaces import project_workspaces
 from app.store import Store
-from sandbox import NestedExits, SandboxManager, SandboxSettings, claim_instance, ping_redis
+from sandbox import NestedExits, SandboxManager, SandboxSettings, ping_redis
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_USAGE = 0, 1, 2
 
@@ -56,7 +56,8 @@ async def serve_worker(
         stack.push_async_callback(client.aclose)
         await ping_redis(client)  # a wrong password stops the worker here, in words
         if workspaces is None:
-            manager = await _open_manager(stack, sandboxes, settings.data_dir)
+            await join_deployment(settings, store, client, sandboxes.instance)
+            manager = await _open_manager(stack, sandboxes)
             manager.app_env = app_env_lookup(store)
             workspaces = project_workspaces(manager, settings)
         worker = Worker(
@@ -74,12 +75,8 @@ async def serve_worker(
             await worker.run()
 
 
-async def _open_manager(
-    stack: NestedExits, sandboxes: SandboxSettings, data_dir: Path
-) -> SandboxManager:
-    """The sandbox manager on ``sandboxes`` (closed with ``stack``), once the instance is
-    claimed for ``data_dir``."""
-    await claim_instance(sandboxes.instance, data_dir)
+async def _open_manager(stack: NestedExits, sandboxes: SandboxSettings) -> SandboxManager:
+    """The sandbox manager on ``sandboxes`` (closed with ``stack``); the instance is claimed."""
     manager = await SandboxManager.open(sandboxes)
     stack.push_async_callback(manager.aclose)
     # Entered, the manager keeps its warm pool and reaps idle sandboxes while the worker runs.

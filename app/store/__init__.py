@@ -25,6 +25,7 @@ from app.store.backends import open_database
 from app.store.chats import ChatTables
 from app.store.crypto import SecretBox
 from app.store.db import StoreConflict, StoreError, StoreFull
+from app.store.deployment import DeploymentTables
 from app.store.models import (
     ACTIVE_STATUSES,
     CANCELLED,
@@ -67,6 +68,7 @@ __all__ = [
     "StoreStatus",
     "User",
     "inspect_database",
+    "inspect_deployment",
     "new_id",
 ]
 
@@ -105,8 +107,28 @@ def inspect_database(location: Path | str, pool_size: int = DEFAULT_POOL_SIZE) -
         database.close()
 
 
+def inspect_deployment(location: Path | str, pool_size: int = DEFAULT_POOL_SIZE) -> dict[str, str]:
+    """The deployment record of the database at ``location`` (:mod:`app.store.deployment`),
+    changing nothing; empty before a host wrote it (or a kiln that has no such table)."""
+    database = open_database(location, None, pool_size=pool_size)
+    try:
+        rows = database.query("SELECT name, value FROM deployment")
+    except StoreError:  # no deployment table yet: migrated by the next start
+        return {}
+    finally:
+        database.close()
+    return {str(row["name"]): str(row["value"]) for row in rows}
+
+
 class Store(
-    UserTables, ChatTables, RunTables, RunEventTables, RemoteTables, PublicationTables, AppEnvTables
+    UserTables,
+    ChatTables,
+    RunTables,
+    RunEventTables,
+    RemoteTables,
+    PublicationTables,
+    AppEnvTables,
+    DeploymentTables,
 ):
     """Every table of the service behind plain methods (listed in the service contract)."""
 

@@ -143,10 +143,23 @@ CREATE TABLE app_env (
 )
 """
 
+# The deployment (issue 28): what every host of one deployment must agree on, written by the first
+# host to start on this database (``INSERT OR IGNORE``: later hosts compare, never overwrite):
+# ``id`` (the database's identity: the instance claim and the Redis and project store markers
+# name it), ``secret_key`` (a fingerprint, never the key), ``instance``.
+MIGRATION_6 = """
+CREATE TABLE deployment (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    written REAL NOT NULL
+)
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     MIGRATION_1,
     MIGRATION_2,
     MIGRATION_3,
     MIGRATION_4,
     MIGRATION_5,
+    MIGRATION_6,
 )

@@ -107,6 +107,7 @@ export const ERROR_TITLES = {
   image_missing: "The app template is not installed on the server",
   image_build_failed: "The app template could not be built",
   instance_claimed: "This kiln instance belongs to another data directory",
+  deployment_mismatch: "This host's settings differ from its deployment's",
   disk_full: "The server's disk is full",
   file_too_large: "A file is too large to show",
   project_too_large: "The project is too large to save a version",

@@ -259,9 +259,10 @@ class SandboxManager:
         await self.registry.update(sandbox_id, state="idle", last_used=self._clock())
         self._held.discard(sandbox_id)
 
-    async def park(self) -> parking.ParkReport:
+    async def park(self, *, shared: bool = False) -> parking.ParkReport:
         """Stop-time clean-up of ``kiln serve``: remove the containers of the sandboxes no other
-        process holds and the instance's networks, keep their volumes and records
+        process holds (only those this one holds when other hosts share the instance:
+        ``shared``) and the instance's networks, keep their volumes and records
         (:mod:`sandbox.lifecycle.parking` says why)."""
         report = await parking.park(
             self.backend,
@@ -269,6 +270,7 @@ class SandboxManager:
             self.settings,
             set(self._held),
             self.provisioner.claim_for,
+            shared=shared,
         )
         self._held.clear()
         return report

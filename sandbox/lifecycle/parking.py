@@ -17,6 +17,10 @@ project and installing everything again. Parking therefore
 
 A sandbox another process holds ``in_use`` is left alone: that process may be mid-command.
 
+A host of a multi-host deployment (``shared``: hosts on one database share the instance) parks
+only the sandboxes it holds itself: an idle sandbox is still another host's preview, and one
+host's restart must not take every host's previews down with it (the idle TTL reaps them).
+
 Both removals go through the backend (:meth:`~sandbox.backends.contract.SandboxBackend.park`,
 :meth:`~sandbox.backends.contract.SandboxBackend.park_shared`).
 """
@@ -48,9 +52,12 @@ class ParkReport:
     proxy_removed: bool = False
 
 
-def to_park(records: list[SandboxRecord], held_here: Set[str]) -> list[SandboxRecord]:
-    """The records whose container goes: not in use, or in use by this very process."""
-    return [r for r in records if r.state != "in_use" or r.id in held_here]
+def to_park(
+    records: list[SandboxRecord], held_here: Set[str], *, shared: bool = False
+) -> list[SandboxRecord]:
+    """The records whose container goes: not in use, or in use by this very process; only the
+    latter when other hosts of the instance serve the rest (``shared``)."""
+    return [r for r in records if r.id in held_here or (not shared and r.state != "in_use")]
 
 
 async def park(
@@ -59,10 +66,12 @@ async def park(
     settings: SandboxSettings,
     held_here: Set[str],
     claim_of: Callable[[SandboxRecord], SandboxClaim],
+    *,
+    shared: bool = False,
 ) -> ParkReport:
     """Park the instance's sandboxes (see the module docstring); the report."""
     records = await registry.all()
-    chosen = to_park(records, held_here)
+    chosen = to_park(records, held_here, shared=shared)
     report = ParkReport(kept_in_use=sorted({r.id for r in records} - {r.id for r in chosen}))
     limit = anyio.Semaphore(PARALLEL_REMOVALS)
 

@@ -30,6 +30,7 @@ from typing import Protocol
 
 import anyio
 import redis.exceptions
+from redis.asyncio.lock import Lock
 
 from sandbox.docker_boundary import call
 from sandbox.errors import (
@@ -47,6 +48,10 @@ FILE_MODE = 0o644
 DIR_MODE = 0o755
 RETRY_FIRST_SECONDS = 0.25
 RETRY_MAX_SECONDS = 5.0
+# The flush lock lives this long unless its holder renews it (every third of it while it
+# flushes): a holder that died (its process killed, its host gone) blocks the sandbox's next
+# flush, another host's takeover of the run, only this long (it was 120 s, a whole takeover).
+LOCK_SECONDS = 10.0
 # The container or the engine is gone: another container may take the files, so not a bad file.
 _GONE = (SandboxNotFound, SandboxUnavailable)
 
@@ -142,7 +147,7 @@ class Flusher:
         buffer: WriteBuffer,
         resolve: ContainerResolver,
         *,
-        lock_timeout: float = 120.0,
+        lock_timeout: float = LOCK_SECONDS,
         lock_wait: float = 300.0,
     ) -> None:
         """Flush ``buffer`` into the container ``resolve(sandbox_id)`` returns."""
@@ -161,13 +166,36 @@ class Flusher:
         if not acquired:
             raise WriteFailed(f"timed out waiting for the flush lock of sandbox {sandbox_id!r}")
         try:
-            return await self._flush_locked()
+            return await self._flush_renewing(lock)
         finally:
             # A lock that expired under us only means another flusher may have overlapped; both
             # wrote whole files, so nothing is lost and the expiry is not worth failing over.
             releasing = f"releasing the flush lock of sandbox {sandbox_id!r}"
             with redis_errors(releasing), contextlib.suppress(redis.exceptions.LockError):
                 await lock.release()
+
+    async def _flush_renewing(self, lock: Lock) -> FlushReport:
+        """:meth:`_flush_locked` while the lock is renewed; its error raised as it is (not in
+        the task group's exception group)."""
+        failure: Exception | None = None
+        async with anyio.create_task_group() as renewing:
+            renewing.start_soon(self._renew, lock)
+            try:
+                report = await self._flush_locked()
+            except Exception as exc:
+                failure = exc
+            renewing.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        return report
+
+    async def _renew(self, lock: Lock) -> None:
+        """Keep the held lock alive while a flush runs (its timeout counts from each renewal)."""
+        while True:
+            await anyio.sleep(self._lock_timeout / 3)
+            # Expired already (the loop was stalled): the flush goes on, as below.
+            with contextlib.suppress(redis.exceptions.LockError, redis.exceptions.RedisError):
+                await lock.reacquire()
 
     async def _flush_locked(self) -> FlushReport:
         try:

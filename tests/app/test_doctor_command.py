@@ -57,6 +57,7 @@ def test_everything_passes_on_a_set_up_machine(
         "data dir": True,
         "database": True,
         "redis": True,
+        "deployment": True,
         "docker": True,
         "image base": True,
         "image vite-react": True,

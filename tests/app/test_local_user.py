@@ -6,7 +6,7 @@ from pathlib import Path
 
 from app.cli.local_user import local_login_url
 from app.config import ServiceSettings
-from app.store import Store
+from app.store import Store, User
 
 
 def test_the_first_link_creates_local_and_later_ones_reuse_it(tmp_path: Path) -> None:
@@ -20,4 +20,27 @@ def test_the_first_link_creates_local_and_later_ones_reuse_it(tmp_path: Path) ->
     users = [store.consume_login_token(token) for token in tokens]
     assert [user.name if user else None for user in users] == ["local", "local"]
     assert store.consume_login_token(tokens[0]) is None  # one-time
+    store.close()
+
+
+class LateStore(Store):
+    """A store on which another host makes ``local`` between this host's look and its insert
+    (two API hosts of one deployment starting at once)."""
+
+    def user_by_name(self, name: str) -> User | None:
+        if not getattr(self, "raced", False):
+            self.raced = True
+            self.create_user(name)  # the other host's, committed first
+            return None
+        return super().user_by_name(name)
+
+
+def test_a_local_user_made_by_another_host_at_once_is_taken(tmp_path: Path) -> None:
+    settings = ServiceSettings(tmp_path, "x" * 20)
+    store = LateStore(tmp_path / "kiln.db", settings.secret_key)
+    url, created = local_login_url(store, settings)
+    user = store.consume_login_token(url.split("token=", 1)[1])
+    assert created is False
+    assert user is not None
+    assert user.name == "local"
     store.close()

@@ -1,7 +1,8 @@
 """An explicit KILN_INSTANCE belongs to one data directory (kiln issue 29): two real ``kiln
 serve`` processes with the same instance and different data directories; the second refuses
 to start, in words and with its code, and leaves the first one's sandbox network alone. The
-same data directory starts again; after the claim is released the other one starts."""
+same data directory starts again; after the claim is released the other one starts. Hosts of
+one deployment (a shared database, issue 28) share the claim: it is keyed by the deployment."""
 
 from __future__ import annotations
 
@@ -13,7 +14,13 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandbox.lifecycle.instance_claim import DATA_DIR_LABEL, claim_volume_name
+from sandbox.errors import InstanceClaimed
+from sandbox.lifecycle.instance_claim import (
+    DATA_DIR_LABEL,
+    DEPLOYMENT_LABEL,
+    claim_instance,
+    claim_volume_name,
+)
 from tests.app.kiln_process import LOGIN_LINK, KilnProcess, hello_recordings, kiln_env
 from tests.sandbox.docker_support import swept_instance
 from tests.servers import free_port
@@ -71,3 +78,29 @@ def test_a_second_data_dir_on_a_claimed_instance_refuses_to_start(
         assert claim.attrs["Labels"][DATA_DIR_LABEL] == str(second.resolve())
     finally:
         client.close()
+
+
+@pytest.mark.anyio
+async def test_hosts_of_one_deployment_share_the_claim_and_others_are_refused(
+    tmp_path: Path, instance: str
+) -> None:
+    host_a, host_b = tmp_path / "host-a", tmp_path / "host-b"
+    await claim_instance(instance, host_a, "deployment-1")
+    await claim_instance(instance, host_b, "deployment-1")  # another data dir, one database
+    with pytest.raises(InstanceClaimed, match="belongs to the deployment 'deployment-1'"):
+        await claim_instance(instance, host_b, "deployment-2")
+    with pytest.raises(InstanceClaimed, match="not to the data directory"):
+        await claim_instance(instance, host_a)  # a single-host kiln, even in a host's data dir
+    client = docker.from_env()
+    try:
+        labels = client.volumes.get(claim_volume_name(instance)).attrs["Labels"]
+    finally:
+        client.close()
+    assert labels[DEPLOYMENT_LABEL] == "deployment-1"
+
+
+@pytest.mark.anyio
+async def test_a_data_dir_claim_refuses_a_deployment(tmp_path: Path, instance: str) -> None:
+    await claim_instance(instance, tmp_path)
+    with pytest.raises(InstanceClaimed, match=f"belongs to the data directory '{tmp_path}'"):
+        await claim_instance(instance, tmp_path, "deployment-1")

@@ -34,6 +34,11 @@ def test_parked_are_the_sandboxes_not_in_use_or_held_by_this_process() -> None:
     assert [r.id for r in to_park(records, {"mine"})] == ["idle", "warm", "mine"]
 
 
+def test_a_host_sharing_the_instance_parks_only_what_it_holds() -> None:
+    records = [_record("idle", "idle"), _record("mine", "in_use"), _record("theirs", "in_use")]
+    assert [r.id for r in to_park(records, {"mine"}, shared=True)] == ["mine"]
+
+
 def _exists(client: docker.DockerClient, kind: str, name: str) -> bool:
     collection = getattr(client, kind)
     try:

@@ -534,3 +534,18 @@ async def test_a_name_too_long_for_the_filesystem_sinks_no_other_file(
     assert [f.path for f in report.failed] == [f"src/{long_name}"]
     tree = await call(_read_tree, container, "src")
     assert sorted(tree) == ["src/a.js", "src/c.js"]
+
+
+async def test_the_lock_is_renewed_while_a_slow_flush_runs(buffer: WriteBuffer) -> None:
+    # The lock lives 0.1 s unless renewed, the flush takes 0.5 s: a second flusher must still
+    # wait (a holder that dies stops renewing, so its lock frees within the 0.1 s).
+    container = FakeContainer("c1", delay=0.5)
+    await _write(buffer, "a.js", "a")
+    flushers = [Flusher(buffer, FakeResolver(container), lock_timeout=0.1) for _ in range(2)]
+    async with anyio.create_task_group() as group:
+        group.start_soon(flushers[0].flush)
+        await until(lambda: container.active == 1, "the first flush writing", 30)
+        await _write(buffer, "b.js", "b")
+        group.start_soon(flushers[1].flush)
+    assert container.max_active == 1
+    assert container.files == {"a.js": b"a", "b.js": b"b"}
