@@ -123,6 +123,9 @@ class SandboxSession:
         )
         self.edits = EditPath(self.reporter)
         self._written: set[str] = set()  # paths this session wrote (the buffer has them)
+        # Whether only this session's writes changed the project's files (no install, no
+        # command but the template's build, no failed write, no rollback): see written_files.
+        self._only_writes = True
         self._stack = NestedExits()
 
     async def __aenter__(self) -> SandboxSession:
@@ -182,6 +185,7 @@ class SandboxSession:
         """A cancelled run: stop background installs and commands, flush the files the answer
         ended, and leave the one it was still writing as it was (never half of it); a
         ``rollback`` record says what was kept and what was rolled back."""
+        self._only_writes = False
         self.commands.abandon()
         self.edits.abandon()
         ended = set(self.writer.completed)
@@ -196,6 +200,22 @@ class SandboxSession:
         kept = [path for path in self.log.files if path not in self.log.rolled_back]
         await self.reporter.record("rollback", {"kept": kept, "rolled_back": self.log.rolled_back})
         return self.log
+
+    async def written_files(self) -> dict[str, bytes] | None:
+        """The files this session wrote whole, as the sandbox holds them (call after
+        :meth:`settle`), if nothing else can have changed the project's files since it opened
+        (an install or a command may rewrite any of them; a failed write leaves the sandbox's
+        file as it was); ``None`` otherwise. A version can then be recorded from them without
+        reading the workspace (:meth:`app.projects.sync.ProjectSync.record`)."""
+        if not self._only_writes or self.writer.has_open_files:
+            return None
+        files: dict[str, bytes] = {}
+        for path in self.log.files:
+            content = await self.writer.read(path)
+            if content is None:
+                return None
+            files[path] = content
+        return files
 
     async def read_file(self, path: str) -> str | None:
         """``path`` as this run left it: the write buffer's content if the run wrote it (it
@@ -227,8 +247,10 @@ class SandboxSession:
             await self.commands.flushed()
             self.commands.queue_build_ahead()
         elif isinstance(event, InstallContent):
+            self._only_writes = False
             self.commands.queue_install(event.dependencies)
         elif isinstance(event, Command):
+            self._only_writes = self._only_writes and _asks_for_build(event)
             self.commands.queue([event.command, *event.args])
         elif isinstance(event, Error):
             await self.reporter.error(event.code, event.message, event.severity)
@@ -279,6 +301,7 @@ class SandboxSession:
         self.log.warnings.append(record)
         await self.reporter.record("warning", record)
         if notice.packages:
+            self._only_writes = False
             self.commands.queue_install(notice.packages)
 
     async def _push(self) -> None:
@@ -286,6 +309,7 @@ class SandboxSession:
         await self.writer.push()
 
     async def _write_failed(self, failed: FailedWrite) -> None:
+        self._only_writes = False
         if failed.path in self.log.files:
             self.log.files.remove(failed.path)
         if failed.code == DISK_QUOTA_EXCEEDED:

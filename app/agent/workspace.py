@@ -384,6 +384,9 @@ class SandboxWorkspace:
         if self._project is None or self.sandbox_id is None or self._on_record is None:
             return
         info = VersionInfo(run=self._run, turn=turn, note=note)
-        state = self._session.log.source_state if self._session is not None else None
-        await self._project.record(self.sandbox_id, info, self._on_record)
+        session = self._session
+        state = session.log.source_state if session is not None else None
+        # What the session wrote, when that is all that changed: no read of the workspace.
+        written = await session.written_files() if session is not None else None
+        await self._project.record(self.sandbox_id, info, self._on_record, written=written)
         self._recorded_state = state

@@ -139,6 +139,9 @@ class _Session:
         self.settled += 1
         return self.log
 
+    async def written_files(self) -> None:
+        return None
+
     async def abandon(self) -> _Log:
         return self.log
 
@@ -147,7 +150,9 @@ class _Session:
 class _Project:
     notes: list[str] = field(default_factory=list)
 
-    async def record(self, sandbox_id: str, info: VersionInfo, on_record: object) -> None:
+    async def record(
+        self, sandbox_id: str, info: VersionInfo, on_record: object, *, written: object = None
+    ) -> None:
         self.notes.append(info.note)
 
 

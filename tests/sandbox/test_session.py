@@ -870,3 +870,55 @@ async def test_abandon_keeps_a_file_whose_end_redis_took_though_its_reply_was_cu
     assert log.files == ["src/main.jsx"]
     assert sandbox.files["src/main.jsx"] == b"import './index.css';\n"
     assert ("rollback", {"kept": ["src/main.jsx"], "rolled_back": []}) in records
+
+
+async def test_the_files_a_session_only_wrote_are_known_as_the_sandbox_holds_them(
+    building: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = building
+    sandbox.files["src/main.jsx"] = b"import App from './App';\n"
+    edit = [
+        EditStart("src/main.jsx"),
+        EditBlock("src/main.jsx", "./App", "./App.jsx"),
+        EditEnd("src/main.jsx"),
+    ]
+    for event in [*ANSWER_FILES[:-1], *edit, SandboxEnd(), BUILD]:
+        await running.handle(event)
+    await running.settle()
+    written = await running.written_files()
+    assert written == {path: sandbox.files[path] for path in ("src/App.jsx", "src/main.jsx")}
+    await running.finish()
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        pytest.param([InstallContent(("zustand",), None)], id="an-install"),
+        pytest.param([Command("npx", ["prettier", "--write", "src"])], id="another-command"),
+        pytest.param([FileStart("src/open.js"), FileContent("src/open.js", "x")], id="open-file"),
+    ],
+)
+async def test_the_files_are_not_known_when_something_else_may_have_changed_them(
+    building: tuple[SandboxSession, list[tuple[str, Record]]], events: list[Event]
+) -> None:
+    running, _ = building
+    for event in [*ANSWER_FILES, *events]:
+        await running.handle(event)
+    await running.settle()
+    assert await running.written_files() is None
+    await running.finish()
+
+
+async def test_the_files_are_not_known_after_a_failed_write(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = session
+    for event in ANSWER_FILES:
+        await running.handle(event)
+    await running.settle()
+    assert await running.written_files() == {"src/App.jsx": b"export default 1;\n"}
+    sandbox.quota_full = True
+    for event in [FileStart("src/big.js"), FileContent("src/big.js", "x"), FileEnd("src/big.js")]:
+        await running.handle(event)
+    await running.settle()
+    assert await running.written_files() is None
