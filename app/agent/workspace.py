@@ -11,6 +11,7 @@ unused, and one whose model picked another template trades it in.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -78,6 +79,18 @@ class _BrowserAhead:
     browser: RenderBrowser | None = None
 
 
+@dataclass(slots=True)
+class _CheckAhead:
+    """A render check started once a turn's files were final, beside the turn's build (the check
+    opens the dev server's app, not the build's output); it stands for the files as they were
+    then (the session's ``source_state``)."""
+
+    source_state: int
+    done: anyio.Event = field(default_factory=anyio.Event)
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    report: RenderReport | None = None
+
+
 class Workspace(Protocol):
     """A run's sandbox, acquired lazily."""
 
@@ -113,9 +126,12 @@ class Workspace(Protocol):
         ``None`` when there is no sandbox. Never raises for the check's own failures."""
         ...
 
-    async def warm_preview(self) -> None:
+    async def warm_preview(self, check_follows: bool = False) -> None:
         """Once the turn's files are final, have the dev server find what they import before a
-        page loads them (:mod:`sandbox.preview.module_warmup`); bounded, never raises."""
+        page loads them (:mod:`sandbox.preview.module_warmup`); bounded, never raises. With
+        ``check_follows`` (post-generation will check the render), the render check then starts
+        in the background, so that it runs beside the build; :meth:`check_render` takes its
+        report if no file changed since."""
         ...
 
     async def record_version(self, turn: int, note: str = "") -> None:
@@ -163,6 +179,7 @@ class SandboxWorkspace:
         self._early: _EarlyAcquire | None = None
         self._render_settings = RenderCheckSettings.from_env()
         self._ahead: _BrowserAhead | None = None
+        self._check_ahead: _CheckAhead | None = None
         self._tasks: TaskGroup | None = None
         self.sandbox_id: str | None = None
         self.dev_url: str | None = None
@@ -282,6 +299,7 @@ class SandboxWorkspace:
                     await self._manager.release(early.id)
             return None
         log = self._session.log
+        self._void_check_ahead()  # a check nobody took (the build failed): of no use now
         try:
             with anyio.move_on_after(CLOSE_LIMIT_SECONDS):
                 log = await (self._session.abandon() if abandon else self._session.finish())
@@ -299,7 +317,7 @@ class SandboxWorkspace:
         await self._manager.release(self.sandbox_id)
         return log
 
-    async def warm_preview(self) -> None:
+    async def warm_preview(self, check_follows: bool = False) -> None:
         """See :meth:`Workspace.warm_preview` (nothing without a sandbox)."""
         if self._session is None or self.sandbox_id is None:
             return
@@ -308,17 +326,53 @@ class SandboxWorkspace:
         except SandboxError:
             return  # the preview and the render check say what is wrong with it
         await warm_preview_of(self._manager, self.sandbox_id)
+        if check_follows and self._render_settings.enabled and self._tasks is not None:
+            self._void_check_ahead()
+            self._check_ahead = _CheckAhead(self._session.log.source_state)
+            self._tasks.start_soon(self._run_check_ahead, self._check_ahead)
+
+    async def _run_check_ahead(self, ahead: _CheckAhead) -> None:
+        try:
+            with ahead.scope:
+                ahead.report = await self._check_now()
+        finally:
+            ahead.done.set()
+
+    def _void_check_ahead(self) -> None:
+        ahead, self._check_ahead = self._check_ahead, None
+        if ahead is not None:
+            ahead.scope.cancel()
+
+    async def _take_check_ahead(self) -> RenderReport | None:
+        """The report of the check started ahead, if it checked the files there are now."""
+        ahead, self._check_ahead = self._check_ahead, None
+        if ahead is None or self._session is None:
+            return None
+        with contextlib.suppress(SandboxError):  # the check of these files says so
+            await self._session.settle()
+        void = ahead.source_state != self._session.log.source_state
+        if void:  # post-generation changed files since: they are checked again
+            ahead.scope.cancel()
+        await ahead.done.wait()  # (one browser at a time)
+        return None if void else ahead.report
 
     async def check_render(self) -> RenderReport | None:
         """The render check of the sandbox's dev server (:mod:`sandbox.preview.render_check`),
-        once the dev server answers; a dev server that does not is said as a skipped check."""
+        once the dev server answers; a dev server that does not is said as a skipped check.
+        A check started ahead on the same files (:meth:`warm_preview`) gives its report."""
         if self._session is None or self.sandbox_id is None:
             return None
-        settings = self._render_settings
-        if not settings.enabled:
+        if not self._render_settings.enabled:
             return RenderReport.skip(
                 RENDER_SKIP_DISABLED, "the render check is off (KILN_RENDER_CHECK=0)"
             )
+        return await self._take_check_ahead() or await self._check_now()
+
+    async def _check_now(self) -> RenderReport:
+        """Check the render now, in the browser started ahead when there is one."""
+        assert self._session is not None
+        assert self.sandbox_id is not None
+        settings = self._render_settings
         try:
             await self._session.settle()
             sandbox = await self._manager.wait_ready(self.sandbox_id)
