@@ -25,7 +25,7 @@ The session only talks to the outside world through :class:`SandboxPorts`, so th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 
 from parser.events import (
@@ -119,13 +119,19 @@ class SandboxSession:
         )
         self.writer = FileEventWriter(buffer, self.scheduler, template, ports.read_workspace)
         self.commands = CommandLine(
-            ports, template, self.reporter, self.scheduler, build_ahead=build_ahead
+            ports,
+            template,
+            self.reporter,
+            self.scheduler,
+            build_ahead=build_ahead,
+            read_file=self.read_file,
         )
         self.edits = EditPath(self.reporter)
         self._written: set[str] = set()  # paths this session wrote (the buffer has them)
         # Whether only this session's writes changed the project's files (no install, no
         # command but the template's build, no failed write, no rollback): see written_files.
         self._only_writes = True
+        self._base: Mapping[str, bytes] = {}  # the project's files as it opened (start_from)
         self._stack = NestedExits()
 
     async def __aenter__(self) -> SandboxSession:
@@ -201,6 +207,13 @@ class SandboxSession:
         await self.reporter.record("rollback", {"kept": kept, "rolled_back": self.log.rolled_back})
         return self.log
 
+    def start_from(self, files: Mapping[str, bytes]) -> None:
+        """The sandbox's project files as the session opens, when kiln knows them (the version
+        the sandbox is in step with): :meth:`read_file` serves them without an exec into the
+        sandbox (the edit's base, the build's ``package.json``) while only this session's
+        writes changed files."""
+        self._base = files
+
     async def written_files(self) -> dict[str, bytes] | None:
         """The files this session wrote whole, as the sandbox holds them (call after
         :meth:`settle`), if nothing else can have changed the project's files since it opened
@@ -225,6 +238,9 @@ class SandboxSession:
             buffered = await self.writer.read(path)
             if buffered is not None:
                 return buffered.decode(errors="replace")
+        known = self._base.get(path) if self._only_writes else None
+        if known is not None:
+            return known.decode(errors="replace")
         return await self.ports.read_workspace(path)
 
     async def _dispatch(self, event: Event) -> None:

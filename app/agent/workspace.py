@@ -242,6 +242,9 @@ class SandboxWorkspace:
             build_ahead=True,  # post-generation builds every run: start it once the files are in
         )
         self._session = await self._stack.enter_async_context(session)
+        known = self._project.in_step_files(sandbox.id) if self._project is not None else None
+        if known is not None:  # no exec into the sandbox for an edit's base, the build's manifest
+            self._session.start_from(known)
         # Unwound in reverse: the browser's start ends (task group) before it is discarded.
         self._stack.push_async_callback(self._discard_browser_ahead)
         self._tasks = await self._stack.enter_async_context(anyio.create_task_group())

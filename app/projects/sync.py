@@ -210,6 +210,12 @@ class ProjectSync:
             await on_record("version_unchanged", {})
         return version
 
+    def in_step_files(self, sandbox_id: str) -> Mapping[str, bytes] | None:
+        """The project files ``sandbox_id`` holds, when this sync knows them (it restored,
+        recorded or checked them: see :meth:`record`); ``None`` otherwise."""
+        in_step = self._in_step
+        return in_step.files if in_step is not None and in_step.sandbox == sandbox_id else None
+
     async def _read(self, container: Any, on_record: RecordSink) -> dict[str, bytes]:
         """The workspace's project files, read (lock files with public URLs only)."""
         snapshot = await read_workspace(container, self._max_bytes)

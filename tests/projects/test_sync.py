@@ -347,6 +347,8 @@ async def test_a_turn_that_only_wrote_files_is_recorded_without_reading_the_work
     projects: GitProjectStore,
 ) -> None:
     sync, container, _ = await in_step_sandbox(projects)
+    assert sync.in_step_files("s1") == PROJECT  # the session starts from them (no exec)
+    assert sync.in_step_files("s2") is None
     reads = len(container.client.api.scripts)  # the restore's listing
     container.files["src/App.jsx"] = b"edited\n"  # what the session wrote
     written = {"src/App.jsx": b"edited\n", "node_modules/x/index.js": b"never kept\n"}
@@ -379,6 +381,7 @@ async def test_known_files_give_way_to_a_read(projects: GitProjectStore, change:
         container.files["data.json"] = b"[]\n"
     sync, records = sync_on(projects, container, max_bytes=200), Records()
     await sync.restore_if_stale("s1", Records())
+    assert (sync.in_step_files("s1") is None) == (change == "app_wrote")
     if change == "new_version":  # a restore through the API, say
         projects.commit("chat1", {**PROJECT, "src/other.jsx": b"o\n"}, VersionInfo(note="x"))
     written = {"src/App.jsx": b"edited\n" * (40 if change == "over_cap" else 1)}

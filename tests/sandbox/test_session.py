@@ -53,6 +53,7 @@ class FakeSandbox:
         self.quota_full = False  # every write is refused as over the sandbox's disk quota
         self.resident = False  # the ports serve a resident builder
         self.builder_fails = False  # ... which is not there (the exec fails)
+        self.reads: list[str] = []  # the files read out of the sandbox, in order
 
     def put_archive(self, path: str, data: bytes) -> bool:
         if self.quota_full:
@@ -92,6 +93,7 @@ class FakeSandbox:
         return ExecResult(tuple(argv), code, output, False, False, oom_killed=code == 137)
 
     async def read(self, path: str) -> str | None:
+        self.reads.append(path)
         content = self.files.get(path)
         return None if content is None else content.decode()
 
@@ -922,3 +924,27 @@ async def test_the_files_are_not_known_after_a_failed_write(
         await running.handle(event)
     await running.settle()
     assert await running.written_files() is None
+
+
+async def test_the_files_the_session_starts_from_are_read_without_an_exec_while_only_it_wrote(
+    client: redis.asyncio.Redis, sandbox: FakeSandbox
+) -> None:
+    sandbox.resident = True
+    sandbox.files["package.json"] = TEMPLATE_PACKAGE_JSON
+    sandbox.files["src/main.jsx"] = b"import App from './App';\n"
+    edit = [
+        EditStart("src/main.jsx"),
+        EditBlock("src/main.jsx", "./App", "./App.jsx"),
+        EditEnd("src/main.jsx"),
+    ]
+    async with _opened(client, sandbox, build_ahead=True) as (running, _):
+        running.start_from({path: sandbox.files[path] for path in ("package.json", "src/main.jsx")})
+        for event in [*edit, SandboxEnd(), BUILD]:
+            await running.handle(event)
+        await running.finish()
+        assert sandbox.files["src/main.jsx"] == b"import App from './App.jsx';\n"
+        assert "build vite-react's builder" in sandbox.timeline  # package.json: the template's
+        assert sandbox.reads == []  # neither the edit's base nor the build's manifest: no exec
+        await running.handle(InstallContent(("zustand",), None))  # may rewrite any file
+        assert await running.read_file("package.json") is not None
+        assert sandbox.reads == ["package.json"]
