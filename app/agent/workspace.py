@@ -11,7 +11,6 @@ unused, and one whose model picked another template trades it in.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -20,6 +19,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from app.agent.context import ExistingProject, existing_project, guess_template
+from app.agent.render_ahead import RenderAhead
 from app.postgen.pipeline import EventTarget
 from app.postgen.template_workspace import read_template_workspace
 from app.projects.store import VersionInfo
@@ -27,11 +27,9 @@ from app.projects.sync import ProjectSync, warm_preview_of
 from sandbox import (
     DEFAULT_TEMPLATE,
     RENDER_SKIP_DISABLED,
-    RENDER_SKIP_FAILED,
     TEMPLATES,
     NestedExits,
     RecordSink,
-    RenderBrowser,
     RenderCheckSettings,
     RenderReport,
     Sandbox,
@@ -41,7 +39,6 @@ from sandbox import (
     SessionLog,
     get_template,
     manager_session,
-    run_render_check,
 )
 
 CLOSE_LIMIT_SECONDS = 600.0  # waiting for the last installs and flushes when a run ends
@@ -68,27 +65,6 @@ class _EarlyAcquire:
     template: str
     done: anyio.Event = field(default_factory=anyio.Event)
     sandbox: Sandbox | None = None
-
-
-@dataclass(slots=True)
-class _BrowserAhead:
-    """A render browser being started while the answer streams (its start is most of a check's
-    cost: :class:`sandbox.RenderBrowser`)."""
-
-    done: anyio.Event = field(default_factory=anyio.Event)
-    browser: RenderBrowser | None = None
-
-
-@dataclass(slots=True)
-class _CheckAhead:
-    """A render check started once a turn's files were final, beside the turn's build (the check
-    opens the dev server's app, not the build's output); it stands for the files as they were
-    then (the session's ``source_state``)."""
-
-    source_state: int
-    done: anyio.Event = field(default_factory=anyio.Event)
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    report: RenderReport | None = None
 
 
 class Workspace(Protocol):
@@ -177,10 +153,7 @@ class SandboxWorkspace:
         # record (the tar out of the sandbox costs ~0.1 s at the end of every run).
         self._recorded_state: int | None = None
         self._early: _EarlyAcquire | None = None
-        self._render_settings = RenderCheckSettings.from_env()
-        self._ahead: _BrowserAhead | None = None
-        self._check_ahead: _CheckAhead | None = None
-        self._tasks: TaskGroup | None = None
+        self._render = RenderAhead(manager, RenderCheckSettings.from_env())
         self.sandbox_id: str | None = None
         self.dev_url: str | None = None
 
@@ -246,49 +219,10 @@ class SandboxWorkspace:
         if known is not None:  # no exec into the sandbox for an edit's base, the build's manifest
             self._session.start_from(known)
         # Unwound in reverse: the browser's start ends (task group) before it is discarded.
-        self._stack.push_async_callback(self._discard_browser_ahead)
-        self._tasks = await self._stack.enter_async_context(anyio.create_task_group())
-        self._start_browser_ahead(sandbox)
+        self._stack.push_async_callback(self._render.discard_browser)
+        self._render.tasks = await self._stack.enter_async_context(anyio.create_task_group())
+        self._render.start_browser(sandbox)
         return self._session
-
-    def _start_browser_ahead(self, sandbox: Sandbox) -> None:
-        """Start the render check's browser now, in the background (nothing when it is off)."""
-        if self._render_settings.enabled and self._tasks is not None and self._ahead is None:
-            self._ahead = _BrowserAhead()
-            self._tasks.start_soon(self._browser_ahead, self._ahead, sandbox)
-
-    async def _browser_ahead(self, ahead: _BrowserAhead, sandbox: Sandbox) -> None:
-        # Shielded: a start cancelled mid-call would leave its container running, unknown to
-        # the discard at close (a stop during a run must leave nothing behind).
-        with anyio.CancelScope(shield=True):
-            await self._start_browser(ahead, sandbox)
-
-    async def _start_browser(self, ahead: _BrowserAhead, sandbox: Sandbox) -> None:
-        try:
-            ahead.browser = await RenderBrowser.start(
-                self._manager.client,
-                self._render_settings,
-                sandbox_container=sandbox.container_id,
-                dev_port=sandbox.dev_port,
-                instance=self._manager.settings.instance,
-            )
-        except SandboxError:
-            pass  # the check starts its own browser and says what failed there
-        finally:
-            ahead.done.set()
-
-    async def _take_browser_ahead(self) -> RenderBrowser | None:
-        ahead, self._ahead = self._ahead, None
-        if ahead is None:
-            return None
-        await ahead.done.wait()
-        return ahead.browser
-
-    async def _discard_browser_ahead(self) -> None:
-        with anyio.CancelScope(shield=True):
-            browser = await self._take_browser_ahead()
-            if browser is not None:
-                await browser.discard()
 
     async def close(self, *, abandon: bool = False) -> SessionLog | None:
         """Finish the session, wait for the dev server, release the sandbox for reuse.
@@ -302,7 +236,7 @@ class SandboxWorkspace:
                     await self._manager.release(early.id)
             return None
         log = self._session.log
-        self._void_check_ahead()  # a check nobody took (the build failed): of no use now
+        self._render.void_check()  # a check nobody took (the build failed): of no use now
         try:
             with anyio.move_on_after(CLOSE_LIMIT_SECONDS):
                 log = await (self._session.abandon() if abandon else self._session.finish())
@@ -329,35 +263,8 @@ class SandboxWorkspace:
         except SandboxError:
             return  # the preview and the render check say what is wrong with it
         await warm_preview_of(self._manager, self.sandbox_id)
-        if check_follows and self._render_settings.enabled and self._tasks is not None:
-            self._void_check_ahead()
-            self._check_ahead = _CheckAhead(self._session.log.source_state)
-            self._tasks.start_soon(self._run_check_ahead, self._check_ahead)
-
-    async def _run_check_ahead(self, ahead: _CheckAhead) -> None:
-        try:
-            with ahead.scope:
-                ahead.report = await self._check_now()
-        finally:
-            ahead.done.set()
-
-    def _void_check_ahead(self) -> None:
-        ahead, self._check_ahead = self._check_ahead, None
-        if ahead is not None:
-            ahead.scope.cancel()
-
-    async def _take_check_ahead(self) -> RenderReport | None:
-        """The report of the check started ahead, if it checked the files there are now."""
-        ahead, self._check_ahead = self._check_ahead, None
-        if ahead is None or self._session is None:
-            return None
-        with contextlib.suppress(SandboxError):  # the check of these files says so
-            await self._session.settle()
-        void = ahead.source_state != self._session.log.source_state
-        if void:  # post-generation changed files since: they are checked again
-            ahead.scope.cancel()
-        await ahead.done.wait()  # (one browser at a time)
-        return None if void else ahead.report
+        if check_follows:
+            self._render.start_check(self._session, self.sandbox_id)
 
     async def check_render(self) -> RenderReport | None:
         """The render check of the sandbox's dev server (:mod:`sandbox.preview.render_check`),
@@ -365,39 +272,11 @@ class SandboxWorkspace:
         A check started ahead on the same files (:meth:`warm_preview`) gives its report."""
         if self._session is None or self.sandbox_id is None:
             return None
-        if not self._render_settings.enabled:
+        if not self._render.settings.enabled:
             return RenderReport.skip(
                 RENDER_SKIP_DISABLED, "the render check is off (KILN_RENDER_CHECK=0)"
             )
-        return await self._take_check_ahead() or await self._check_now()
-
-    async def _check_now(self) -> RenderReport:
-        """Check the render now, in the browser started ahead when there is one."""
-        assert self._session is not None
-        assert self.sandbox_id is not None
-        settings = self._render_settings
-        try:
-            await self._session.settle()
-            sandbox = await self._manager.wait_ready(self.sandbox_id)
-        except SandboxError as exc:
-            return RenderReport.skip(RENDER_SKIP_FAILED, f"the dev server is not ready: {exc}")
-        browser = await self._take_browser_ahead()
-        if browser is not None and browser.sandbox_container != sandbox.container_id:
-            await browser.discard()  # its sandbox's container was replaced meanwhile
-            browser = None
-        if browser is not None:
-            report = await browser.check()
-        else:
-            report = await run_render_check(
-                self._manager.client,
-                settings,
-                sandbox_container=sandbox.container_id,
-                dev_port=sandbox.dev_port,
-                instance=self._manager.settings.instance,
-            )
-        if report.findings:  # a fix-up turn follows: its check's browser starts meanwhile
-            self._start_browser_ahead(sandbox)
-        return report
+        return await self._render.check(self._session, self.sandbox_id)
 
     async def record_version(self, turn: int, note: str = "") -> None:
         """Once the project's files are final (a build may still run: it changes none of
