@@ -97,17 +97,19 @@ class RenderAhead:
                 await browser.discard()
 
     def start_check(self, session: SandboxSession, sandbox_id: str) -> None:
-        """Start checking the files as they are now, in the background (a check started
-        before is void)."""
+        """Start checking the files as they are now (the caller settled them), in the
+        background (a check started before is void)."""
         if self.settings.enabled and self.tasks is not None:
             self.void_check()
             self._check = _CheckAhead(session.log.source_state)
-            self.tasks.start_soon(self._run_check, self._check, session, sandbox_id)
+            self.tasks.start_soon(self._run_check, self._check, sandbox_id)
 
-    async def _run_check(self, ahead: _CheckAhead, session: SandboxSession, sandbox: str) -> None:
+    async def _run_check(self, ahead: _CheckAhead, sandbox_id: str) -> None:
+        # Not settling again: that drops config files being written, and post-generation may
+        # write some meanwhile (its fixes void this check then).
         try:
             with ahead.scope:
-                ahead.report = await self.check_now(session, sandbox)
+                ahead.report = await self._check_settled(sandbox_id)
         finally:
             ahead.done.set()
 
@@ -138,6 +140,12 @@ class RenderAhead:
         server answers (one that does not is said as a skipped check)."""
         try:
             await session.settle()
+        except SandboxError as exc:
+            return RenderReport.skip(RENDER_SKIP_FAILED, f"the dev server is not ready: {exc}")
+        return await self._check_settled(sandbox_id)
+
+    async def _check_settled(self, sandbox_id: str) -> RenderReport:
+        try:
             sandbox = await self._manager.wait_ready(sandbox_id)
         except SandboxError as exc:
             return RenderReport.skip(RENDER_SKIP_FAILED, f"the dev server is not ready: {exc}")

@@ -232,7 +232,7 @@ class _Checks:
         self.started = 0
         self.gate: anyio.Event | None = None
 
-    async def __call__(self, session: object, sandbox_id: str) -> RenderReport:
+    async def __call__(self, sandbox_id: str) -> RenderReport:
         self.started += 1
         number = self.started
         if self.gate is not None:
@@ -260,7 +260,7 @@ async def test_the_render_check_starts_beside_the_build_and_counts_for_the_same_
     checks: _Checks, changed_since: int, checks_run: int
 ) -> None:
     workspace, session = _open_workspace(_Project())
-    workspace._render.check_now = checks  # type: ignore[method-assign]
+    workspace._render._check_settled = checks  # type: ignore[method-assign]
     checks.gate = anyio.Event()
     async with anyio.create_task_group() as tasks:
         workspace._render.tasks = tasks
@@ -276,7 +276,7 @@ async def test_the_render_check_starts_beside_the_build_and_counts_for_the_same_
 
 async def test_no_check_ahead_unless_post_generation_follows(checks: _Checks) -> None:
     workspace, _ = _open_workspace(_Project())
-    workspace._render.check_now = checks  # type: ignore[method-assign]
+    workspace._render._check_settled = checks  # type: ignore[method-assign]
     async with anyio.create_task_group() as tasks:
         workspace._render.tasks = tasks
         await workspace.warm_preview()
@@ -286,7 +286,7 @@ async def test_no_check_ahead_unless_post_generation_follows(checks: _Checks) ->
 
 async def test_a_check_ahead_nobody_took_is_stopped_when_the_run_ends(checks: _Checks) -> None:
     workspace, _ = _open_workspace(_Project())
-    workspace._render.check_now = checks  # type: ignore[method-assign]
+    workspace._render._check_settled = checks  # type: ignore[method-assign]
     checks.gate = anyio.Event()  # never set: the check would wait forever
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tasks:
