@@ -31,6 +31,10 @@ of the instance removed. The server runs with ``--no-build``: build the sandbox 
 (``kiln images build``).
 
     python bench/e2e.py [--samples 3] [--port 8630] [--instance bench-e2e-<random>]
+                        [--phases cold,warm|cold|warm] [--trace]
+
+``--trace`` prints every event of each follow-up run (of its output lines, Vite's ``built in``)
+with its arrival time.
 """
 
 from __future__ import annotations
@@ -153,6 +157,7 @@ class Sample:
     first_token: float | None = None
     turn_ended: bool = False
     status: str = "?"
+    trace: list[tuple[float, str, str]] = dataclasses.field(default_factory=list)
 
     def mark(self, name: str) -> None:
         """Record ``name`` now, unless it was recorded before."""
@@ -174,6 +179,7 @@ def note_event(
 ) -> bool:
     """Timestamp one event of the run; whether it was the last."""
     now = time.perf_counter()
+    sample.trace.append((now, kind, trace_detail(kind, data)))
     if kind in STREAM_TYPES and data.get("turn") == 1 and not sample.turn_ended:
         sample.first_token = sample.first_token or now
         sample.times["stream_end"] = now  # the latest so far; the turn's end freezes it
@@ -187,6 +193,18 @@ def note_event(
         sample.status = str(data.get("status"))
         return True
     return False
+
+
+def trace_detail(kind: str, data: dict[str, Any]) -> str:
+    """A few words of an event for ``--trace`` (a command's argv, a file's path, a status)."""
+    for key in ("argv", "path", "rule", "status", "number", "line"):
+        if key in data:
+            return f"{key}={str(data[key])[:60]}"
+    if kind == "postgen":
+        build = data.get("build") or {}
+        render = data.get("render") or {}
+        return f"build ok={build.get('ok')} render ok={render.get('ok')}"
+    return ""
 
 
 async def follow(
@@ -441,6 +459,8 @@ def report(phases: dict[str, list[Sample]], recording: Recording, loads: tuple[s
         print(f"{label:<40}" + "".join(f"{cell(s, ' s'):>9}{cell(x, 'x'):>9}" for s, x in cells))
     print()
     for phase, goal in (("warm", GOAL), ("warm follow-up", FOLLOW_UP_GOAL)):
+        if phase not in phases:
+            continue
         ratios = [
             finished / end
             for s in phases[phase]
@@ -450,6 +470,20 @@ def report(phases: dict[str, list[Sample]], recording: Recording, loads: tuple[s
         print(f"goal: run finished <= {goal}x stream end ({phase}): measured {measured}", end=" ")
         print("(median of run finished / stream end, both from the message)")
     print(f"load before: {loads[0]}\nload after:  {loads[1]}")
+
+
+def print_traces(phases: dict[str, list[Sample]]) -> None:
+    """``--trace``: every event of each follow-up run (of the output, Vite's ``built in``
+    line), in seconds after its message."""
+    for name, samples in phases.items():
+        if not name.endswith("follow-up"):
+            continue
+        for number, sample in enumerate(samples, 1):
+            posted = time.time() - (time.perf_counter() - sample.posted)  # wall clock
+            print(f"\n{name} #{number}: events, s after the message (posted at {posted:.3f})")
+            for when, kind, detail in sample.trace:
+                if kind != "output" or "built in" in detail:  # Vite's own build time
+                    print(f"  {when - sample.posted:7.3f}  {kind:<18} {detail}")
 
 
 def uptime() -> str:
@@ -463,10 +497,12 @@ async def bench(args: argparse.Namespace) -> None:
     before = uptime()
     with tempfile.TemporaryDirectory(prefix="kiln-bench-e2e-") as root:
         phases: dict[str, list[Sample]] = {}
-        for name, warm in (("cold", False), ("warm", True)):
+        for name in args.phases.split(","):
             phases[name], phases[f"{name} follow-up"] = await run_phase(
-                Path(root), args, recording, warm
+                Path(root), args, recording, name == "warm"
             )
+    if args.trace:
+        print_traces(phases)
     report(phases, recording, (before, uptime()))
 
 
@@ -475,6 +511,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=3, help="messages per phase")
     parser.add_argument("--port", type=int, default=8630, help="kiln serve's loopback port")
+    parser.add_argument(
+        "--phases",
+        default="cold,warm",
+        choices=("cold,warm", "cold", "warm"),
+        help="which servers to measure (default both, one after the other)",
+    )
+    parser.add_argument(
+        "--trace", action="store_true", help="print each follow-up run's events with times"
+    )
     parser.add_argument(
         "--instance", default=f"bench-e2e-{secrets.token_hex(3)}", help="KILN_INSTANCE"
     )

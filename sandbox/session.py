@@ -25,7 +25,7 @@ The session only talks to the outside world through :class:`SandboxPorts`, so th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 
 from parser.events import (
@@ -119,10 +119,19 @@ class SandboxSession:
         )
         self.writer = FileEventWriter(buffer, self.scheduler, template, ports.read_workspace)
         self.commands = CommandLine(
-            ports, template, self.reporter, self.scheduler, build_ahead=build_ahead
+            ports,
+            template,
+            self.reporter,
+            self.scheduler,
+            build_ahead=build_ahead,
+            read_file=self.read_file,
         )
         self.edits = EditPath(self.reporter)
         self._written: set[str] = set()  # paths this session wrote (the buffer has them)
+        # Whether only this session's writes changed the project's files (no install, no
+        # command but the template's build, no failed write, no rollback): see written_files.
+        self._only_writes = True
+        self._base: Mapping[str, bytes] = {}  # the project's files as it opened (start_from)
         self._stack = NestedExits()
 
     async def __aenter__(self) -> SandboxSession:
@@ -182,6 +191,7 @@ class SandboxSession:
         """A cancelled run: stop background installs and commands, flush the files the answer
         ended, and leave the one it was still writing as it was (never half of it); a
         ``rollback`` record says what was kept and what was rolled back."""
+        self._only_writes = False
         self.commands.abandon()
         self.edits.abandon()
         ended = set(self.writer.completed)
@@ -197,6 +207,29 @@ class SandboxSession:
         await self.reporter.record("rollback", {"kept": kept, "rolled_back": self.log.rolled_back})
         return self.log
 
+    def start_from(self, files: Mapping[str, bytes]) -> None:
+        """The sandbox's project files as the session opens, when kiln knows them (the version
+        the sandbox is in step with): :meth:`read_file` serves them without an exec into the
+        sandbox (the edit's base, the build's ``package.json``) while only this session's
+        writes changed files."""
+        self._base = files
+
+    async def written_files(self) -> dict[str, bytes] | None:
+        """The files this session wrote whole, as the sandbox holds them (call after
+        :meth:`settle`), if nothing else can have changed the project's files since it opened
+        (an install or a command may rewrite any of them; a failed write leaves the sandbox's
+        file as it was); ``None`` otherwise. A version can then be recorded from them without
+        reading the workspace (:meth:`app.projects.sync.ProjectSync.record`)."""
+        if not self._only_writes or self.writer.has_open_files:
+            return None
+        files: dict[str, bytes] = {}
+        for path in self.log.files:
+            content = await self.writer.read(path)
+            if content is None:
+                return None
+            files[path] = content
+        return files
+
     async def read_file(self, path: str) -> str | None:
         """``path`` as this run left it: the write buffer's content if the run wrote it (it
         may not be flushed yet), else the sandbox's file (``None`` if there is none). The
@@ -205,6 +238,9 @@ class SandboxSession:
             buffered = await self.writer.read(path)
             if buffered is not None:
                 return buffered.decode(errors="replace")
+        known = self._base.get(path) if self._only_writes else None
+        if known is not None:
+            return known.decode(errors="replace")
         return await self.ports.read_workspace(path)
 
     async def _dispatch(self, event: Event) -> None:
@@ -227,8 +263,10 @@ class SandboxSession:
             await self.commands.flushed()
             self.commands.queue_build_ahead()
         elif isinstance(event, InstallContent):
+            self._only_writes = False
             self.commands.queue_install(event.dependencies)
         elif isinstance(event, Command):
+            self._only_writes = self._only_writes and _asks_for_build(event)
             self.commands.queue([event.command, *event.args])
         elif isinstance(event, Error):
             await self.reporter.error(event.code, event.message, event.severity)
@@ -279,6 +317,7 @@ class SandboxSession:
         self.log.warnings.append(record)
         await self.reporter.record("warning", record)
         if notice.packages:
+            self._only_writes = False
             self.commands.queue_install(notice.packages)
 
     async def _push(self) -> None:
@@ -286,6 +325,7 @@ class SandboxSession:
         await self.writer.push()
 
     async def _write_failed(self, failed: FailedWrite) -> None:
+        self._only_writes = False
         if failed.path in self.log.files:
             self.log.files.remove(failed.path)
         if failed.code == DISK_QUOTA_EXCEEDED:

@@ -61,15 +61,18 @@ class CommandLine:
         scheduler: FlushScheduler,
         *,
         build_ahead: bool,
+        read_file: WorkspaceReader | None = None,
     ) -> None:
         """Run through ``ports``, report through ``reporter``; a command waits for
-        ``scheduler`` to have flushed the files before it."""
+        ``scheduler`` to have flushed the files before it; ``read_file`` reads a project file
+        as the run left it (the sandbox's, read through ``ports``, by default)."""
         self.ports = ports
         self.template = template
         self.reporter = reporter
         self.log = reporter.log
         self.scheduler = scheduler
         self._build_ahead = build_ahead
+        self._read_file = read_file or ports.read_workspace
         self._stack = NestedExits()
         self._tasks: TaskGroup | None = None
         self._installs_pending = 0
@@ -299,7 +302,7 @@ class CommandLine:
         When package.json still says the template's build, that runs without npm in front: by
         the template's resident builder where there is one, else as a new process."""
         try:
-            manifest = await self.ports.read_workspace("package.json")
+            manifest = await self._read_file("package.json")
         except SandboxError:
             manifest = None
         direct = direct_build(self.template, manifest)

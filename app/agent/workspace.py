@@ -19,6 +19,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from app.agent.context import ExistingProject, existing_project, guess_template
+from app.agent.render_ahead import RenderAhead
 from app.postgen.pipeline import EventTarget
 from app.postgen.template_workspace import read_template_workspace
 from app.projects.store import VersionInfo
@@ -26,11 +27,9 @@ from app.projects.sync import ProjectSync, warm_preview_of
 from sandbox import (
     DEFAULT_TEMPLATE,
     RENDER_SKIP_DISABLED,
-    RENDER_SKIP_FAILED,
     TEMPLATES,
     NestedExits,
     RecordSink,
-    RenderBrowser,
     RenderCheckSettings,
     RenderReport,
     Sandbox,
@@ -40,7 +39,6 @@ from sandbox import (
     SessionLog,
     get_template,
     manager_session,
-    run_render_check,
 )
 
 CLOSE_LIMIT_SECONDS = 600.0  # waiting for the last installs and flushes when a run ends
@@ -67,15 +65,6 @@ class _EarlyAcquire:
     template: str
     done: anyio.Event = field(default_factory=anyio.Event)
     sandbox: Sandbox | None = None
-
-
-@dataclass(slots=True)
-class _BrowserAhead:
-    """A render browser being started while the answer streams (its start is most of a check's
-    cost: :class:`sandbox.RenderBrowser`)."""
-
-    done: anyio.Event = field(default_factory=anyio.Event)
-    browser: RenderBrowser | None = None
 
 
 class Workspace(Protocol):
@@ -113,9 +102,12 @@ class Workspace(Protocol):
         ``None`` when there is no sandbox. Never raises for the check's own failures."""
         ...
 
-    async def warm_preview(self) -> None:
+    async def warm_preview(self, check_follows: bool = False) -> None:
         """Once the turn's files are final, have the dev server find what they import before a
-        page loads them (:mod:`sandbox.preview.module_warmup`); bounded, never raises."""
+        page loads them (:mod:`sandbox.preview.module_warmup`); bounded, never raises. With
+        ``check_follows`` (post-generation will check the render), the render check then starts
+        in the background, so that it runs beside the build; :meth:`check_render` takes its
+        report if no file changed since."""
         ...
 
     async def record_version(self, turn: int, note: str = "") -> None:
@@ -161,9 +153,7 @@ class SandboxWorkspace:
         # record (the tar out of the sandbox costs ~0.1 s at the end of every run).
         self._recorded_state: int | None = None
         self._early: _EarlyAcquire | None = None
-        self._render_settings = RenderCheckSettings.from_env()
-        self._ahead: _BrowserAhead | None = None
-        self._tasks: TaskGroup | None = None
+        self._render = RenderAhead(manager, RenderCheckSettings.from_env())
         self.sandbox_id: str | None = None
         self.dev_url: str | None = None
 
@@ -225,50 +215,14 @@ class SandboxWorkspace:
             build_ahead=True,  # post-generation builds every run: start it once the files are in
         )
         self._session = await self._stack.enter_async_context(session)
+        known = self._project.in_step_files(sandbox.id) if self._project is not None else None
+        if known is not None:  # no exec into the sandbox for an edit's base, the build's manifest
+            self._session.start_from(known)
         # Unwound in reverse: the browser's start ends (task group) before it is discarded.
-        self._stack.push_async_callback(self._discard_browser_ahead)
-        self._tasks = await self._stack.enter_async_context(anyio.create_task_group())
-        self._start_browser_ahead(sandbox)
+        self._stack.push_async_callback(self._render.discard_browser)
+        self._render.tasks = await self._stack.enter_async_context(anyio.create_task_group())
+        self._render.start_browser(sandbox)
         return self._session
-
-    def _start_browser_ahead(self, sandbox: Sandbox) -> None:
-        """Start the render check's browser now, in the background (nothing when it is off)."""
-        if self._render_settings.enabled and self._tasks is not None and self._ahead is None:
-            self._ahead = _BrowserAhead()
-            self._tasks.start_soon(self._browser_ahead, self._ahead, sandbox)
-
-    async def _browser_ahead(self, ahead: _BrowserAhead, sandbox: Sandbox) -> None:
-        # Shielded: a start cancelled mid-call would leave its container running, unknown to
-        # the discard at close (a stop during a run must leave nothing behind).
-        with anyio.CancelScope(shield=True):
-            await self._start_browser(ahead, sandbox)
-
-    async def _start_browser(self, ahead: _BrowserAhead, sandbox: Sandbox) -> None:
-        try:
-            ahead.browser = await RenderBrowser.start(
-                self._manager.client,
-                self._render_settings,
-                sandbox_container=sandbox.container_id,
-                dev_port=sandbox.dev_port,
-                instance=self._manager.settings.instance,
-            )
-        except SandboxError:
-            pass  # the check starts its own browser and says what failed there
-        finally:
-            ahead.done.set()
-
-    async def _take_browser_ahead(self) -> RenderBrowser | None:
-        ahead, self._ahead = self._ahead, None
-        if ahead is None:
-            return None
-        await ahead.done.wait()
-        return ahead.browser
-
-    async def _discard_browser_ahead(self) -> None:
-        with anyio.CancelScope(shield=True):
-            browser = await self._take_browser_ahead()
-            if browser is not None:
-                await browser.discard()
 
     async def close(self, *, abandon: bool = False) -> SessionLog | None:
         """Finish the session, wait for the dev server, release the sandbox for reuse.
@@ -282,6 +236,7 @@ class SandboxWorkspace:
                     await self._manager.release(early.id)
             return None
         log = self._session.log
+        self._render.void_check()  # a check nobody took (the build failed): of no use now
         try:
             with anyio.move_on_after(CLOSE_LIMIT_SECONDS):
                 log = await (self._session.abandon() if abandon else self._session.finish())
@@ -299,7 +254,7 @@ class SandboxWorkspace:
         await self._manager.release(self.sandbox_id)
         return log
 
-    async def warm_preview(self) -> None:
+    async def warm_preview(self, check_follows: bool = False) -> None:
         """See :meth:`Workspace.warm_preview` (nothing without a sandbox)."""
         if self._session is None or self.sandbox_id is None:
             return
@@ -308,39 +263,20 @@ class SandboxWorkspace:
         except SandboxError:
             return  # the preview and the render check say what is wrong with it
         await warm_preview_of(self._manager, self.sandbox_id)
+        if check_follows:
+            self._render.start_check(self._session, self.sandbox_id)
 
     async def check_render(self) -> RenderReport | None:
         """The render check of the sandbox's dev server (:mod:`sandbox.preview.render_check`),
-        once the dev server answers; a dev server that does not is said as a skipped check."""
+        once the dev server answers; a dev server that does not is said as a skipped check.
+        A check started ahead on the same files (:meth:`warm_preview`) gives its report."""
         if self._session is None or self.sandbox_id is None:
             return None
-        settings = self._render_settings
-        if not settings.enabled:
+        if not self._render.settings.enabled:
             return RenderReport.skip(
                 RENDER_SKIP_DISABLED, "the render check is off (KILN_RENDER_CHECK=0)"
             )
-        try:
-            await self._session.settle()
-            sandbox = await self._manager.wait_ready(self.sandbox_id)
-        except SandboxError as exc:
-            return RenderReport.skip(RENDER_SKIP_FAILED, f"the dev server is not ready: {exc}")
-        browser = await self._take_browser_ahead()
-        if browser is not None and browser.sandbox_container != sandbox.container_id:
-            await browser.discard()  # its sandbox's container was replaced meanwhile
-            browser = None
-        if browser is not None:
-            report = await browser.check()
-        else:
-            report = await run_render_check(
-                self._manager.client,
-                settings,
-                sandbox_container=sandbox.container_id,
-                dev_port=sandbox.dev_port,
-                instance=self._manager.settings.instance,
-            )
-        if report.findings:  # a fix-up turn follows: its check's browser starts meanwhile
-            self._start_browser_ahead(sandbox)
-        return report
+        return await self._render.check(self._session, self.sandbox_id)
 
     async def record_version(self, turn: int, note: str = "") -> None:
         """Once the project's files are final (a build may still run: it changes none of
@@ -384,6 +320,9 @@ class SandboxWorkspace:
         if self._project is None or self.sandbox_id is None or self._on_record is None:
             return
         info = VersionInfo(run=self._run, turn=turn, note=note)
-        state = self._session.log.source_state if self._session is not None else None
-        await self._project.record(self.sandbox_id, info, self._on_record)
+        session = self._session
+        state = session.log.source_state if session is not None else None
+        # What the session wrote, when that is all that changed: no read of the workspace.
+        written = await session.written_files() if session is not None else None
+        await self._project.record(self.sandbox_id, info, self._on_record, written=written)
         self._recorded_state = state

@@ -35,7 +35,7 @@ from anyio.lowlevel import RunVar
 from app.projects.errors import ProjectError
 from app.projects.git_remote import RemoteLimits
 from app.projects.lock_urls import public_locks
-from app.projects.rules import shown_name
+from app.projects.rules import is_source, safe_path, shown_name, unkeepable_name
 from app.projects.store import ProjectStore, Version, VersionInfo, VersionRef
 from app.projects.workspace_io import (
     DEFAULT_MAX_BYTES,
@@ -123,6 +123,19 @@ class ProjectAccess:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class InStep:
+    """``sandbox``'s project files are exactly ``files``, those of version ``version`` (an id)."""
+
+    sandbox: str
+    version: str
+    files: Mapping[str, bytes]
+
+    def holds(self, sandbox_id: str, version: Version) -> bool:
+        """Whether ``sandbox_id`` is in step with ``version``."""
+        return (self.sandbox, self.version) == (sandbox_id, version.id)
+
+
 class ProjectSync:
     """One chat's project store and sandbox, in step (see the module docstring)."""
 
@@ -142,6 +155,9 @@ class ProjectSync:
         self._containers, self._install = containers, install
         self._max_bytes = max_bytes
         self._told: set[tuple[str, str]] = set()  # files said not to be kept, and why
+        # A sandbox whose project files are a version's, as this sync last wrote, read or
+        # checked them (a record from known files builds on it).
+        self._in_step: InStep | None = None
 
     async def _container(self, sandbox_id: str) -> Any:
         if self._containers is None:
@@ -157,22 +173,35 @@ class ProjectSync:
         return versions[-1] if versions else None
 
     async def record(
-        self, sandbox_id: str, info: VersionInfo, on_record: RecordSink = _ignore
+        self,
+        sandbox_id: str,
+        info: VersionInfo,
+        on_record: RecordSink = _ignore,
+        *,
+        written: Mapping[str, bytes] | None = None,
     ) -> Version | None:
         """Commit what the sandbox's workspace holds as a version, if it changed; a project
-        over the size cap is reported (``project_too_large``), never raised."""
+        over the size cap is reported (``project_too_large``), never raised.
+
+        ``written``: the files kiln wrote into the sandbox since it was last in step with a
+        version, when nothing else can have changed its project files (a session that only
+        wrote files). If that version is still the latest, the new one is that version with
+        ``written`` on top, and the workspace is not read (its ``find`` and ``tar`` would take
+        the sandbox's one CPU from the build beside it); otherwise the workspace is read."""
         try:
             async with chat_turn(self.chat):
                 container = await self._container(sandbox_id)
-                snapshot = await read_workspace(container, self._max_bytes)
-                await self._say_skipped(snapshot.skipped, on_record)
-                files = public_locks(snapshot.files)
+                known = None if written is None else await self._known(sandbox_id, written)
+                files = await self._read(container, on_record) if known is None else known
                 version: Version | None = await self._in_thread(
                     self.store.commit, self.chat, files, info
                 )
                 if version is not None:
                     await write_workspace(container, {}, marker=version.id)
+                latest = version or await self.latest()  # unchanged: the latest's files
+                self._in_step = None if latest is None else InStep(sandbox_id, latest.id, files)
         except (ProjectError, SandboxError) as exc:
+            self._in_step = None
             await on_record("error", _error_record(exc))
             return None
         if version is not None:
@@ -180,6 +209,35 @@ class ProjectSync:
         else:  # the workspace holds what the latest version holds
             await on_record("version_unchanged", {})
         return version
+
+    def in_step_files(self, sandbox_id: str) -> Mapping[str, bytes] | None:
+        """The project files ``sandbox_id`` holds, when this sync knows them (it restored,
+        recorded or checked them: see :meth:`record`); ``None`` otherwise."""
+        in_step = self._in_step
+        return in_step.files if in_step is not None and in_step.sandbox == sandbox_id else None
+
+    async def _read(self, container: Any, on_record: RecordSink) -> dict[str, bytes]:
+        """The workspace's project files, read (lock files with public URLs only)."""
+        snapshot = await read_workspace(container, self._max_bytes)
+        await self._say_skipped(snapshot.skipped, on_record)
+        return public_locks(snapshot.files)
+
+    async def _known(
+        self, sandbox_id: str, written: Mapping[str, bytes]
+    ) -> dict[str, bytes] | None:
+        """The sandbox's project files from what this sync knows: the version it is in step
+        with, if that is the latest, with ``written`` on top; ``None`` when they must be read
+        (not in step, a name no version keeps, past the size cap: the read says why)."""
+        latest, in_step = await self.latest(), self._in_step
+        if latest is None or in_step is None or not in_step.holds(sandbox_id, latest):
+            return None
+        if any(safe_path(path) != path or unkeepable_name(path) for path in written):
+            return None
+        files = dict(in_step.files)
+        files.update((path, data) for path, data in written.items() if is_source(path))
+        if sum(len(data) for data in files.values()) > self._max_bytes:
+            return None
+        return public_locks(files)
 
     async def _say_skipped(self, skipped: Mapping[str, str], on_record: RecordSink) -> None:
         """Tell (once per file and reason) which project files no version can keep."""
@@ -211,21 +269,29 @@ class ProjectSync:
             return None
 
     async def _restore_latest(self, sandbox_id: str, on_record: RecordSink) -> Version | None:
+        self._in_step = None
         latest = await self.latest()
         if latest is None:
             return None
         container = await self._container(sandbox_id)
         snapshot = await read_workspace(container, self._max_bytes, whole=False)
-        if snapshot.marker == latest.id:
-            return None
         files = public_locks(await self._in_thread(self.store.files, self.chat, latest.number))
+        if snapshot.marker == latest.id:
+            # The marker says in step; the listing agrees (the same names and sizes) unless a
+            # change was left unrecorded (a project over the cap) or the app wrote files itself.
+            if snapshot.sizes == {path: len(data) for path, data in files.items()}:
+                self._in_step = InStep(sandbox_id, latest.id, files)
+            return None
         if snapshot.complete and snapshot.files == files:
             await write_workspace(container, {}, marker=latest.id)
+            self._in_step = InStep(sandbox_id, latest.id, files)
             return None
         start = {"phase": "started", "version": latest.number, "files": len(files)}
         await on_record("restore", start)
         await write_difference(container, snapshot, files, latest.id)
         installed = await self._install_if_changed(sandbox_id, snapshot, files, on_record)
+        if installed is None:  # an install may rewrite package.json and the lock file
+            self._in_step = InStep(sandbox_id, latest.id, files)
         done = {**start, "phase": "done", "installed": installed}
         await on_record("restore", done)
         return latest
@@ -262,8 +328,11 @@ class ProjectSync:
                 files = public_locks(stored)
                 container = await self._container(sandbox_id)
                 snapshot = await read_workspace(container, self._max_bytes, whole=False)
+                self._in_step = None
                 await write_difference(container, snapshot, files, version.id)
                 installed = await self._install_if_changed(sandbox_id, snapshot, files, on_record)
+                if installed is None:
+                    self._in_step = InStep(sandbox_id, version.id, files)
         return source, version, installed
 
 

@@ -72,6 +72,11 @@ class FileEventWriter:
         self._lock = anyio.Lock()  # one push (or start, or end) at a time, in order
         self.completed: list[str] = []  # paths written in full, in first-completion order
 
+    @property
+    def has_open_files(self) -> bool:
+        """Whether a file was started and not yet ended (the sandbox holds its old content)."""
+        return bool(self._open)
+
     async def start(self, path: str) -> None:
         """A file begins: reset its content (held back if it is a template config file)."""
         publish = not is_template_config(self.template, path)

@@ -122,15 +122,19 @@ class FakeWorkspace:
         project: ExistingProject | None = None,
         *,
         hold_commands: bool = False,
+        hold_commands_for_warmup: bool = False,
         version_kinds: tuple[str, ...] = (),
     ) -> None:
-        """``hold_commands``: the target's commands end only once a version was recorded;
+        """``hold_commands``: the target's commands end only once a version was recorded
+        (``hold_commands_for_warmup``: once the dev server was warmed up);
         ``version_kinds``: what each recording of a version tells, in order (as ProjectSync
         does: ``version`` or ``version_unchanged``); nothing once they are used up."""
         self._version_kinds = list(version_kinds)
         self.project = project
         self.version_recorded = anyio.Event()
         self._hold_commands = hold_commands
+        self._hold_commands_for_warmup = hold_commands_for_warmup
+        self.warmed = anyio.Event()
         self.sandbox_id: str | None = None
         self.dev_url: str | None = None
         self.target_: FakeTarget | None = None
@@ -143,10 +147,13 @@ class FakeWorkspace:
         self.render_checks = 0
         # The turn_end events emitted before each warm-up (a test's emit sets turn_ends_seen).
         self.warmups: list[int] = []
+        self.checks_follow: list[bool] = []  # each warm-up's check_follows
         self.turn_ends_seen = 0
 
-    async def warm_preview(self) -> None:
+    async def warm_preview(self, check_follows: bool = False) -> None:
         self.warmups.append(self.turn_ends_seen)
+        self.checks_follow.append(check_follows)
+        self.warmed.set()
 
     async def check_render(self) -> RenderReport | None:
         self.render_checks += 1
@@ -160,6 +167,8 @@ class FakeWorkspace:
             self.target_ = FakeTarget(on_record, self._exit_codes, files)
             if self._hold_commands:
                 self.target_.commands_held = self.version_recorded
+            if self._hold_commands_for_warmup:
+                self.target_.commands_held = self.warmed
             self.sandbox_id, self.dev_url = "fake1", "http://127.0.0.1:1/"
         return self.target_
 

@@ -394,6 +394,16 @@ async def test_the_dev_server_is_warmed_before_each_turn_end_releases_the_previe
     assert len(events.of_type("turn_end")) == 1
 
 
+async def test_the_warm_up_and_the_render_check_start_while_the_build_still_runs() -> None:
+    """After a short answer the build is what the run waits for: the dev server's warm-up and
+    the render check (which loads the dev server's app, not the build's output) go beside it."""
+    space = FakeWorkspace(hold_commands_for_warmup=True)  # the build ends once warmed up
+    with anyio.fail_after(10):
+        result = await run(RECORDINGS / "todo-vite-react.txt", workspace=space)
+    assert result.status == "completed"
+    assert space.checks_follow == [True]  # the turn wrote code: post-generation checks it
+
+
 class RequestsSeen(ReplayProvider):
     """The replay provider, keeping every request it was asked."""
 

@@ -14,7 +14,7 @@ import pytest
 
 from app.agent.workspace import SandboxWorkspace, likely_to_build
 from app.projects.store import VersionInfo
-from sandbox import SandboxUnavailable
+from sandbox import RenderReport, SandboxUnavailable
 
 pytestmark = pytest.mark.anyio
 
@@ -139,6 +139,9 @@ class _Session:
         self.settled += 1
         return self.log
 
+    async def written_files(self) -> None:
+        return None
+
     async def abandon(self) -> _Log:
         return self.log
 
@@ -147,7 +150,9 @@ class _Session:
 class _Project:
     notes: list[str] = field(default_factory=list)
 
-    async def record(self, sandbox_id: str, info: VersionInfo, on_record: object) -> None:
+    async def record(
+        self, sandbox_id: str, info: VersionInfo, on_record: object, *, written: object = None
+    ) -> None:
         self.notes.append(info.note)
 
 
@@ -218,3 +223,74 @@ async def test_a_version_is_recorded_only_if_the_files_may_have_changed() -> Non
     await workspace.record_version(1, "post-generation fixes")
     assert project.notes == ["", "post-generation fixes"]
     assert session.settled == 3  # each waited for the files to settle, never for the build
+
+
+class _Checks:
+    """Render checks that count themselves; each waits for ``gate`` when one is set."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.gate: anyio.Event | None = None
+
+    async def __call__(self, sandbox_id: str) -> RenderReport:
+        self.started += 1
+        number = self.started
+        if self.gate is not None:
+            await self.gate.wait()
+        return RenderReport(ok=True, seconds=number)
+
+
+@pytest.fixture
+def checks(monkeypatch: pytest.MonkeyPatch) -> _Checks:
+    async def no_warmup(manager: object, sandbox_id: str) -> None:
+        pass
+
+    monkeypatch.setattr("app.agent.workspace.warm_preview_of", no_warmup)
+    return _Checks()
+
+
+@pytest.mark.parametrize(
+    ("changed_since", "checks_run"),
+    [
+        pytest.param(0, 1, id="same-files-the-check-ahead-counts"),
+        pytest.param(1, 2, id="a-fix-written-since-checked-again"),
+    ],
+)
+async def test_the_render_check_starts_beside_the_build_and_counts_for_the_same_files(
+    checks: _Checks, changed_since: int, checks_run: int
+) -> None:
+    workspace, session = _open_workspace(_Project())
+    workspace._render._check_settled = checks  # type: ignore[method-assign]
+    checks.gate = anyio.Event()
+    async with anyio.create_task_group() as tasks:
+        workspace._render.tasks = tasks
+        await workspace.warm_preview(check_follows=True)  # returns with the check running
+        await anyio.wait_all_tasks_blocked()
+        assert checks.started == 1
+        session.log.source_state += changed_since
+        checks.gate.set()
+        report = await workspace.check_render()
+    assert report is not None
+    assert (checks.started, report.seconds) == (checks_run, checks_run)
+
+
+async def test_no_check_ahead_unless_post_generation_follows(checks: _Checks) -> None:
+    workspace, _ = _open_workspace(_Project())
+    workspace._render._check_settled = checks  # type: ignore[method-assign]
+    async with anyio.create_task_group() as tasks:
+        workspace._render.tasks = tasks
+        await workspace.warm_preview()
+        await anyio.wait_all_tasks_blocked()
+        assert checks.started == 0
+
+
+async def test_a_check_ahead_nobody_took_is_stopped_when_the_run_ends(checks: _Checks) -> None:
+    workspace, _ = _open_workspace(_Project())
+    workspace._render._check_settled = checks  # type: ignore[method-assign]
+    checks.gate = anyio.Event()  # never set: the check would wait forever
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tasks:
+            workspace._render.tasks = tasks
+            await workspace.warm_preview(check_follows=True)
+            await workspace.close()  # the build failed: no check_render came
+    assert checks.started == 1

@@ -330,3 +330,68 @@ async def test_an_old_version_with_kilns_address_is_restored_with_the_public_one
     else:
         await sync.restore_if_stale("s1")
     assert container.files["package-lock.json"] == PUBLIC_LOCK
+
+
+async def in_step_sandbox(projects: GitProjectStore) -> tuple[ProjectSync, FakeContainer, str]:
+    """A sandbox holding the latest version (marker and files), checked by a restore."""
+    latest = projects.commit("chat1", PROJECT, VersionInfo("run1", 1))
+    assert latest is not None
+    container = FakeContainer(PROJECT)
+    container.files[MARKER] = f"{latest.id}\n".encode()
+    sync = sync_on(projects, container)
+    assert await sync.restore_if_stale("s1", Records()) is None
+    return sync, container, latest.id
+
+
+async def test_a_turn_that_only_wrote_files_is_recorded_without_reading_the_workspace(
+    projects: GitProjectStore,
+) -> None:
+    sync, container, _ = await in_step_sandbox(projects)
+    assert sync.in_step_files("s1") == PROJECT  # the session starts from them (no exec)
+    assert sync.in_step_files("s2") is None
+    reads = len(container.client.api.scripts)  # the restore's listing
+    container.files["src/App.jsx"] = b"edited\n"  # what the session wrote
+    written = {"src/App.jsx": b"edited\n", "node_modules/x/index.js": b"never kept\n"}
+    version = await sync.record("s1", VersionInfo("run2", 1), written=written)
+    assert version is not None
+    assert projects.files("chat1", 2) == {**PROJECT, "src/App.jsx": b"edited\n"}
+    assert len(container.client.api.scripts) == reads  # no listing, no tar
+    assert container.marker() == version.id
+    container.files["src/new.jsx"] = b"new\n"  # the next turn builds on the version it recorded
+    later = await sync.record("s1", VersionInfo("run2", 2), written={"src/new.jsx": b"new\n"})
+    assert later is not None
+    assert projects.files("chat1", 3) == container.project()
+    assert len(container.client.api.scripts) == reads
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param("app_wrote", id="the-listing-disagrees-with-the-marker"),
+        pytest.param("new_version", id="another-version-came-meanwhile"),
+        pytest.param("over_cap", id="past-the-size-cap"),
+    ],
+)
+async def test_known_files_give_way_to_a_read(projects: GitProjectStore, change: str) -> None:
+    latest = projects.commit("chat1", PROJECT, VersionInfo("run1", 1))
+    assert latest is not None
+    container = FakeContainer(PROJECT)
+    container.files[MARKER] = f"{latest.id}\n".encode()
+    if change == "app_wrote":  # the app wrote a file of its own since the version
+        container.files["data.json"] = b"[]\n"
+    sync, records = sync_on(projects, container, max_bytes=200), Records()
+    await sync.restore_if_stale("s1", Records())
+    assert (sync.in_step_files("s1") is None) == (change == "app_wrote")
+    if change == "new_version":  # a restore through the API, say
+        projects.commit("chat1", {**PROJECT, "src/other.jsx": b"o\n"}, VersionInfo(note="x"))
+    written = {"src/App.jsx": b"edited\n" * (40 if change == "over_cap" else 1)}
+    container.files.update(written)
+    reads = len(container.client.api.scripts)
+    version = await sync.record("s1", VersionInfo("run2", 1), records, written=written)
+    assert len(container.client.api.scripts) > reads  # read, not assumed
+    if change == "over_cap":
+        assert version is None
+        assert records.seen[-1][1]["code"] == "project_too_large"
+    else:
+        assert version is not None
+        assert projects.files("chat1", version.number) == container.project()

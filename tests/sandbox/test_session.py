@@ -53,6 +53,7 @@ class FakeSandbox:
         self.quota_full = False  # every write is refused as over the sandbox's disk quota
         self.resident = False  # the ports serve a resident builder
         self.builder_fails = False  # ... which is not there (the exec fails)
+        self.reads: list[str] = []  # the files read out of the sandbox, in order
 
     def put_archive(self, path: str, data: bytes) -> bool:
         if self.quota_full:
@@ -92,6 +93,7 @@ class FakeSandbox:
         return ExecResult(tuple(argv), code, output, False, False, oom_killed=code == 137)
 
     async def read(self, path: str) -> str | None:
+        self.reads.append(path)
         content = self.files.get(path)
         return None if content is None else content.decode()
 
@@ -870,3 +872,79 @@ async def test_abandon_keeps_a_file_whose_end_redis_took_though_its_reply_was_cu
     assert log.files == ["src/main.jsx"]
     assert sandbox.files["src/main.jsx"] == b"import './index.css';\n"
     assert ("rollback", {"kept": ["src/main.jsx"], "rolled_back": []}) in records
+
+
+async def test_the_files_a_session_only_wrote_are_known_as_the_sandbox_holds_them(
+    building: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = building
+    sandbox.files["src/main.jsx"] = b"import App from './App';\n"
+    edit = [
+        EditStart("src/main.jsx"),
+        EditBlock("src/main.jsx", "./App", "./App.jsx"),
+        EditEnd("src/main.jsx"),
+    ]
+    for event in [*ANSWER_FILES[:-1], *edit, SandboxEnd(), BUILD]:
+        await running.handle(event)
+    await running.settle()
+    written = await running.written_files()
+    assert written == {path: sandbox.files[path] for path in ("src/App.jsx", "src/main.jsx")}
+    await running.finish()
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        pytest.param([InstallContent(("zustand",), None)], id="an-install"),
+        pytest.param([Command("npx", ["prettier", "--write", "src"])], id="another-command"),
+        pytest.param([FileStart("src/open.js"), FileContent("src/open.js", "x")], id="open-file"),
+    ],
+)
+async def test_the_files_are_not_known_when_something_else_may_have_changed_them(
+    building: tuple[SandboxSession, list[tuple[str, Record]]], events: list[Event]
+) -> None:
+    running, _ = building
+    for event in [*ANSWER_FILES, *events]:
+        await running.handle(event)
+    await running.settle()
+    assert await running.written_files() is None
+    await running.finish()
+
+
+async def test_the_files_are_not_known_after_a_failed_write(
+    session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
+) -> None:
+    running, _ = session
+    for event in ANSWER_FILES:
+        await running.handle(event)
+    await running.settle()
+    assert await running.written_files() == {"src/App.jsx": b"export default 1;\n"}
+    sandbox.quota_full = True
+    for event in [FileStart("src/big.js"), FileContent("src/big.js", "x"), FileEnd("src/big.js")]:
+        await running.handle(event)
+    await running.settle()
+    assert await running.written_files() is None
+
+
+async def test_the_files_the_session_starts_from_are_read_without_an_exec_while_only_it_wrote(
+    client: redis.asyncio.Redis, sandbox: FakeSandbox
+) -> None:
+    sandbox.resident = True
+    sandbox.files["package.json"] = TEMPLATE_PACKAGE_JSON
+    sandbox.files["src/main.jsx"] = b"import App from './App';\n"
+    edit = [
+        EditStart("src/main.jsx"),
+        EditBlock("src/main.jsx", "./App", "./App.jsx"),
+        EditEnd("src/main.jsx"),
+    ]
+    async with _opened(client, sandbox, build_ahead=True) as (running, _):
+        running.start_from({path: sandbox.files[path] for path in ("package.json", "src/main.jsx")})
+        for event in [*edit, SandboxEnd(), BUILD]:
+            await running.handle(event)
+        await running.finish()
+        assert sandbox.files["src/main.jsx"] == b"import App from './App.jsx';\n"
+        assert "build vite-react's builder" in sandbox.timeline  # package.json: the template's
+        assert sandbox.reads == []  # neither the edit's base nor the build's manifest: no exec
+        await running.handle(InstallContent(("zustand",), None))  # may rewrite any file
+        assert await running.read_file("package.json") is not None
+        assert sandbox.reads == ["package.json"]
