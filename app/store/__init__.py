@@ -40,6 +40,7 @@ from app.store.models import (
     new_id,
 )
 from app.store.publications import Publication, PublicationTables
+from app.store.publish_jobs import PublishJob, PublishJobTables
 from app.store.remotes import ChatRemote, RemoteTables
 from app.store.run_events import RunEventTables
 from app.store.runs import RunTables
@@ -59,6 +60,7 @@ __all__ = [
     "ChatRemote",
     "Message",
     "Publication",
+    "PublishJob",
     "Run",
     "Store",
     "StoreConflict",
@@ -106,7 +108,14 @@ def inspect_database(location: Path | str, pool_size: int = DEFAULT_POOL_SIZE) -
 
 
 class Store(
-    UserTables, ChatTables, RunTables, RunEventTables, RemoteTables, PublicationTables, AppEnvTables
+    UserTables,
+    ChatTables,
+    RunTables,
+    RunEventTables,
+    RemoteTables,
+    PublicationTables,
+    PublishJobTables,
+    AppEnvTables,
 ):
     """Every table of the service behind plain methods (listed in the service contract)."""
 
