@@ -149,7 +149,9 @@ def build_app(
     api = Starlette(
         routes=routes,
         exception_handlers=dict(EXCEPTION_HANDLERS),
-        lifespan=publications.with_publish_jobs(lifespan, publish_jobs) if publish_jobs else lifespan,
+        lifespan=publications.with_publish_jobs(lifespan, publish_jobs)
+        if publish_jobs
+        else lifespan,
     )
     api.state.services = found
     api.state.projects = projects

@@ -111,7 +111,9 @@ class PublishJobs:
         self._tasks: anyio.abc.TaskGroup | None = None
         self._changed: dict[str, anyio.Event] = {}  # per chat: wakes its followers
 
-    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
         """Run the submitted jobs and collect stored builds every interval, until cancelled
         (a stopping server: its jobs end as interrupted)."""
         async with anyio.create_task_group() as tasks:
@@ -169,7 +171,11 @@ class PublishJobs:
 
     async def _run(self, job: PublishJob) -> None:
         """Publish the job's version; its row ends live or failed in words, whatever happens."""
-        ended = (FAILED, PublishInterrupted.code, INTERRUPTED.format(version=job.version))
+        ended: tuple[str, str | None, str | None] = (
+            FAILED,
+            PublishInterrupted.code,
+            INTERRUPTED.format(version=job.version),
+        )
         try:
             with anyio.move_on_after(self.job_seconds) as limit:
                 await self.publisher.publish(

@@ -101,7 +101,8 @@ class PublishJobTables:
         """Move a running job to ``stage``."""
         with self._db.transaction() as db:
             db.execute(
-                "UPDATE publish_jobs SET stage = ?, updated = ? WHERE id = ? AND active IS NOT NULL",
+                "UPDATE publish_jobs SET stage = ?, updated = ?"
+                " WHERE id = ? AND active IS NOT NULL",
                 (stage, time.time(), job_id),
             )
 
@@ -134,8 +135,7 @@ class PublishJobTables:
         """When the user's jobs started at or after ``since`` began, oldest first (the publish
         rate limit counts them)."""
         rows = self._db.query(
-            "SELECT created FROM publish_jobs WHERE user_id = ? AND created >= ?"
-            " ORDER BY created",
+            "SELECT created FROM publish_jobs WHERE user_id = ? AND created >= ? ORDER BY created",
             (user_id, since),
         )
         return [float(row["created"]) for row in rows]
