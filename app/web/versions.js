@@ -255,7 +255,10 @@ export class VersionsPanel {
       this.renderPublication();
       this.follow();
     } catch (exc) {
-      if (chatId === this.chatId) status.textContent = exc.message;
+      if (chatId !== this.chatId) return;
+      // Another tab (or host) is publishing this chat: show that job's progress too.
+      if (exc.code === "publish_in_progress") await this.load();
+      status.textContent = exc.message;
     }
   }
 
