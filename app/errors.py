@@ -45,6 +45,9 @@
     │   ├── PublishBuildFailed [publish_build_failed]  the production build failed
     │   ├── PublishTooLarge [publish_too_large]  the build's output over the size cap
     │   ├── PublishTimeout [publish_timeout]  the build took longer than it may
+    │   ├── PublishBusy [publish_in_progress]  the chat has a publish running already
+    │   ├── PublishRateLimited [publish_rate_limited]  over KILN_PUBLISH_PER_HOUR; ``retry_after``
+    │   ├── PublishInterrupted [publish_interrupted]  the server running the publish stopped
     │   └── NotPublished [not_published]    the chat has no live link
     └── ApiError                            app.api.errors: an HTTP status and its own code
 

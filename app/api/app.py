@@ -59,7 +59,7 @@ from app.api.published_apps import PublishedApps
 from app.api.services import ApiServices, ApiSettings, HealthCheck
 from app.api.stream_limits import StreamLimits
 from app.projects.sync import ProjectAccess
-from app.publish.publisher import Publisher
+from app.publish.jobs import PublishJobs
 from sandbox import HmrHold, PreviewErrorIngest, PreviewErrorStream, PreviewProxy
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
@@ -104,7 +104,7 @@ def build_app(
     stopping: anyio.Event | None = None,
     preview_hold: Callable[[str], HmrHold] | None = None,
     preview_errors: PreviewErrorStream | None = None,
-    publisher: Publisher | None = None,
+    publish_jobs: PublishJobs | None = None,
 ) -> ASGIApp:
     """The whole ASGI app (see the module docstring).
 
@@ -115,8 +115,9 @@ def build_app(
     preview's hot updates while a run writes (:mod:`sandbox.preview.hmr_hold`). With
     ``preview_errors``, preview pages get the error reporter and what they report is kept
     there (``GET /api/sandboxes/{id}/preview-errors``, :mod:`app.api.preview_errors`).
-    ``publisher`` publishes versions (:mod:`app.api.publications`) and its builds are served
-    at their own hosts (:mod:`app.api.published_apps`); without it those routes answer 503.
+    ``publish_jobs`` publish versions in the background (:mod:`app.api.publications`; they run
+    beside ``lifespan``) and their builds are served at their own hosts
+    (:mod:`app.api.published_apps`); without them those routes answer 503.
     """
     api_settings = settings or ApiSettings()
     found = ApiServices(
@@ -148,12 +149,14 @@ def build_app(
     api = Starlette(
         routes=routes,
         exception_handlers=dict(EXCEPTION_HANDLERS),
-        lifespan=lifespan,
+        lifespan=publications.with_publish_jobs(lifespan, publish_jobs)
+        if publish_jobs
+        else lifespan,
     )
     api.state.services = found
     api.state.projects = projects
     api.state.preview_errors = preview_errors
-    api.state.publisher = publisher
+    api.state.publish_jobs = publish_jobs
     proxy = PreviewProxy(
         sandbox_resolver(sandbox_manager),
         public_host=api_settings.public_host,
@@ -164,7 +167,8 @@ def build_app(
         reports=PreviewErrorIngest(preview_errors) if preview_errors is not None else None,
     )
     gate: ASGIApp = CanonicalHost(PreviewGate(proxy, found), found.settings)
-    if publisher is not None:
+    if publish_jobs is not None:
+        publisher = publish_jobs.publisher
         domain = publisher.settings.domain(api_settings.public_host)
         gate = PublishedApps(gate, publisher.rows, publisher.storage, domain)
     return RequestContext(FramingHeaders(gate, found.settings))

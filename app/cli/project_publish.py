@@ -105,7 +105,9 @@ async def _publish(
     manager = await SandboxManager.open(cli_sandbox_settings(data_dir, env))
     try:
         publisher = _publisher(settings, env, store, manager)
-        return await publisher.publish(chat, ref, owner="cli", on_output=_to_stderr)
+        publication = await publisher.publish(chat, ref, owner="cli", on_output=_to_stderr)
+        await publisher.collect()  # a serving process collects on its own; a data dir may have none
+        return publication
     finally:
         await manager.aclose()
 
@@ -119,11 +121,17 @@ def run_unpublish(args: argparse.Namespace) -> int:
     settings, env = service_settings(args.data_dir)
     store = Store(settings.database_path, settings.secret_key)
     try:
-        publication = anyio.run(_publisher(settings, env, store, None).unpublish, args.chat)
+        publication = anyio.run(_unpublish, _publisher(settings, env, store, None), args.chat)
     finally:
         store.close()
     print(f"{link(publication, settings, env)} no longer serves the app")
     return EXIT_OK
+
+
+async def _unpublish(publisher: Publisher, chat: str) -> Publication:
+    publication = await publisher.unpublish(chat)
+    await publisher.collect()
+    return publication
 
 
 def _publisher(

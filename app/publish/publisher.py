@@ -5,17 +5,20 @@ no part) are built (:func:`app.publish.build.build_version`), every file stored 
 the build as a manifest (:mod:`app.publish.storage`), and only then the chat's link is moved to
 the new manifest: one ``UPDATE`` of its publication row. A failed build leaves the link as it
 was. :meth:`Publisher.unpublish` sets the row's manifest to nothing: the next request is a 404.
+The API runs a publish as a background job (:mod:`app.publish.jobs`), which tells its stages
+(:data:`BUILDING`, :data:`STORING`) through ``on_stage``.
 
-After either, stored builds no link serves are collected (:meth:`Publisher.collect`), except
-those younger than ``KILN_PUBLISH_GC_GRACE``: a publish in flight stored its build, but has not
-moved its link yet. A collection that fails is logged; the publish stands.
+Stored builds no link serves are collected (:meth:`Publisher.collect`) in the background, every
+``KILN_PUBLISH_GC_INTERVAL`` (:mod:`app.publish.jobs`), never on a publish's path, except those
+younger than ``KILN_PUBLISH_GC_GRACE``: a publish in flight stored its build, but has not moved
+its link yet. A collection that fails is logged and tried again at the next interval.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 import anyio.to_thread
@@ -61,6 +64,15 @@ async def _ignore(line: str) -> None:
     """The default output sink."""
 
 
+async def _no_stage(stage: str) -> None:
+    """The default stage sink."""
+
+
+StageSink = Callable[[str], Awaitable[None]]
+BUILDING = "building"  # the version's production build (a sandbox's install and build)
+STORING = "storing"  # its files stored, then the link moved
+
+
 class Publisher:
     """Publishing of chats' versions (module docstring)."""
 
@@ -83,9 +95,17 @@ class Publisher:
         self.limits = BuildLimits(settings.max_bytes, settings.build_seconds, project_max_bytes)
 
     async def publish(
-        self, chat: str, ref: VersionRef, *, owner: str = "", on_output: OutputSink = _ignore
+        self,
+        chat: str,
+        ref: VersionRef,
+        *,
+        owner: str = "",
+        on_output: OutputSink = _ignore,
+        on_stage: StageSink = _no_stage,
     ) -> Publication:
-        """Build version ``ref`` of ``chat`` and move the chat's link to it; the publication."""
+        """Build version ``ref`` of ``chat`` and move the chat's link to it; the publication.
+        ``on_stage`` hears :data:`BUILDING`, then :data:`STORING`."""
+        await on_stage(BUILDING)
         version = await _in_thread(self.projects.version, chat, ref)
         stored = await _in_thread(self.projects.files, chat, version.number)
         variables = await _in_thread(build_environment, self.app_env, chat) if self.app_env else {}
@@ -97,10 +117,10 @@ class Publisher:
             on_output=on_output,
             variables=variables,
         )
+        await on_stage(STORING)
         manifest = await _in_thread(self._store, built, chat, version.number)
         await _in_thread(self.rows.reserve_slug, chat)
         await _in_thread(self.rows.set_publication, chat, manifest, version.number)
-        await self.collect()
         return await self.state(chat)
 
     async def unpublish(self, chat: str) -> Publication:
@@ -110,7 +130,6 @@ class Publisher:
         if found is None or not found.live:
             raise NotPublished(f"chat {chat!r} is not published")
         await _in_thread(self.rows.set_publication, chat, None, None)
-        await self.collect()
         return await self.state(chat)
 
     async def state(self, chat: str) -> Publication:

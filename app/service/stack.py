@@ -41,6 +41,7 @@ from app.projects.app_env import app_env_lookup
 from app.projects.git_remote import RemoteLimits
 from app.projects.store import ProjectStore
 from app.projects.sync import ProjectAccess, manager_installer
+from app.publish.jobs import PublishJobs
 from app.publish.publisher import Publisher
 from app.publish.settings import PublishSettings
 from app.publish.storage import LocalBuildStorage
@@ -217,5 +218,5 @@ def build_app_for(stack: ServiceStack, stopping: anyio.Event) -> ASGIApp:
         stopping=stopping,
         preview_hold=redis_hold(stack.redis),
         preview_errors=PreviewErrorStream(stack.redis, ErrorStreamSettings.from_env(read)),
-        publisher=stack.publisher(read.env),
+        publish_jobs=PublishJobs(stack.publisher(read.env), stack.store),
     )

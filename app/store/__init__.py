@@ -41,6 +41,7 @@ from app.store.models import (
     new_id,
 )
 from app.store.publications import Publication, PublicationTables
+from app.store.publish_jobs import PublishJob, PublishJobTables
 from app.store.remotes import ChatRemote, RemoteTables
 from app.store.run_events import RunEventTables
 from app.store.runs import RunTables
@@ -60,6 +61,7 @@ __all__ = [
     "ChatRemote",
     "Message",
     "Publication",
+    "PublishJob",
     "Run",
     "Store",
     "StoreConflict",
@@ -127,6 +129,7 @@ class Store(
     RunEventTables,
     RemoteTables,
     PublicationTables,
+    PublishJobTables,
     AppEnvTables,
     DeploymentTables,
 ):

@@ -155,6 +155,28 @@ CREATE TABLE deployment (
 )
 """
 
+# Publish jobs (issue 27's hardening): a publish runs in the background and its progress is
+# read from here by any host. ``active`` is the chat's id while the job runs and NULL once it
+# ended: UNIQUE (NULLs never clash, on SQLite and Postgres alike), so a chat has one running
+# publish at a time. ``code``/``message``: a failure in words. The user's rows of the last hour
+# are the publish rate limit's count.
+MIGRATION_7 = """
+CREATE TABLE publish_jobs (
+    id TEXT PRIMARY KEY,
+    chat_id TEXT NOT NULL REFERENCES chats(id) ON DELETE CASCADE,
+    user_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    stage TEXT NOT NULL,
+    active TEXT UNIQUE,
+    code TEXT,
+    message TEXT,
+    created REAL NOT NULL,
+    updated REAL NOT NULL
+);
+CREATE INDEX publish_jobs_chat ON publish_jobs(chat_id, created);
+CREATE INDEX publish_jobs_user ON publish_jobs(user_id, created)
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     MIGRATION_1,
     MIGRATION_2,
@@ -162,4 +184,5 @@ MIGRATIONS: tuple[str, ...] = (
     MIGRATION_4,
     MIGRATION_5,
     MIGRATION_6,
+    MIGRATION_7,
 )

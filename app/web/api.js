@@ -153,9 +153,17 @@ export const postTextEdit = (chatId, edit) => request("POST", `/api/chats/${enc(
 /** The URL of a version's zip (`latest` works as the version). */
 export const archiveUrl = (chatId, version) => `${versionsPath(chatId)}/${enc(version)}/archive`;
 
-/** Build version `version` and serve it at the chat's public link: `{publication}`. */
-export const publishVersion = (chatId, version) =>
-  request("POST", `${versionsPath(chatId)}/${enc(version)}/publish`);
+/** Start publishing version `version` at the chat's public link, in the background: `{job}`
+ * (`{id, version, stage, active, code, message}`; 409 while one runs, 429 past the hour's limit). */
+export const publishVersion = async (chatId, version) =>
+  (await request("POST", `${versionsPath(chatId)}/${enc(version)}/publish`)).job;
+
+/** The chat's newest publish job, or null. */
+export const getPublishJob = async (chatId) =>
+  (await request("GET", `/api/chats/${enc(chatId)}/publish-job`)).job;
+
+/** The SSE URL of the chat's newest publish job (`publish_job` events until it ended). */
+export const publishJobEventsUrl = (chatId) => `/api/chats/${enc(chatId)}/publish-job/events`;
 
 const publicationPath = (chatId) => `/api/chats/${enc(chatId)}/publication`;
 

@@ -2,13 +2,24 @@
 // diff, a restore button, a publish button and a zip download. Restoring records a new version
 // (history only grows) and writes it into the chat's sandbox; the page then refreshes its files
 // and preview. Publishing builds a version and serves it at the chat's public link, shown above
-// the list with the version it serves, a copy button and Unpublish.
+// the list with the version it serves, a copy button and Unpublish. A publish is a job on the
+// server: its progress (from the job's own event stream) shows above the link, and a reload
+// picks a running job up again.
 
 import {
-  archiveUrl, getPublication, listVersions, publishVersion, restoreVersion, unpublish, versionDiff,
+  archiveUrl, getPublication, getPublishJob, listVersions, publishJobEventsUrl, publishVersion,
+  restoreVersion, unpublish, versionDiff,
 } from "./api.js";
+import { describeCode, presentable } from "./errors.js";
 
 const STATUS_WORDS = { A: "added", M: "changed", D: "removed" };
+const STAGE_WORDS = {
+  queued: "waiting to start",
+  building: "building it for production (installing packages, running the build)…",
+  storing: "storing the build and moving the link…",
+  live: "published.",
+  failed: "failed.",
+};
 
 export class VersionsPanel {
   /**
@@ -21,13 +32,16 @@ export class VersionsPanel {
     this.chatId = null;
     this.versions = [];
     this.publication = null; // {slug, url, published, version}, or null: never published
-    this.publishing = false;
+    this.job = null; // the chat's newest publish job {id, version, stage, active, code, message}
+    this.jobEvents = null; // the EventSource following a running job
   }
 
   reset(chatId = null) {
+    this.stopFollowing();
     this.chatId = chatId;
     this.versions = [];
     this.publication = null;
+    this.job = null;
     this.els.publication.replaceChildren();
     this.els.list.replaceChildren();
     this.els.count.textContent = "";
@@ -42,11 +56,15 @@ export class VersionsPanel {
     const chatId = this.chatId;
     if (!chatId) return [];
     try {
-      const [versions, publication] = await Promise.all([listVersions(chatId), getPublication(chatId)]);
+      const [versions, publication, job] = await Promise.all([
+        listVersions(chatId), getPublication(chatId), getPublishJob(chatId),
+      ]);
       if (chatId !== this.chatId) return [];
       this.versions = versions;
       this.publication = publication;
+      this.job = job;
       this.render();
+      if (job && job.active) this.follow();
       return versions;
     } catch (exc) {
       if (chatId === this.chatId) this.els.status.textContent = exc.message;
@@ -79,9 +97,10 @@ export class VersionsPanel {
     }
     const head = document.createElement("div");
     head.className = "publication-state";
+    const progress = this.jobProgress();
     if (!live) {
       head.textContent = "Not published. Publish a version to get a public link anyone can open.";
-      box.replaceChildren(head);
+      box.replaceChildren(head, ...progress);
       return;
     }
     head.textContent = `Published: version ${live.version}`;
@@ -97,7 +116,66 @@ export class VersionsPanel {
       this.button("Copy link", "Copy the public link", () => this.copyLink(live.url)),
       this.button("Unpublish", "Unpublish the app", () => this.unpublish()),
     );
-    box.replaceChildren(head, link, actions);
+    box.replaceChildren(head, link, actions, ...progress);
+  }
+
+  /** The newest publish job's progress, or its failure in words (nothing once it is live). */
+  jobProgress() {
+    const job = this.job;
+    if (!job || (!job.active && job.stage !== "failed")) return [];
+    const line = document.createElement("div");
+    line.className = "publish-progress";
+    line.dataset.stage = job.stage;
+    line.setAttribute("role", "status");
+    const step = `Publishing version ${job.version}: ${STAGE_WORDS[job.stage] || job.stage}`;
+    if (job.stage !== "failed") {
+      line.textContent = step;
+      return [line];
+    }
+    const title = describeCode(job.code) || "The app could not be published";
+    const detail = presentable(job.message) ? job.message.trim() : "";
+    const previous = this.publication && this.publication.published
+      ? ` The link still serves version ${this.publication.version}.` : "";
+    line.textContent = `${title} (version ${job.version}).${previous}`;
+    if (!detail) return [line];
+    const words = document.createElement("pre");
+    words.className = "publish-failure";
+    words.textContent = detail;
+    return [line, words];
+  }
+
+  /** Follow the chat's running publish job until it ends (its own event stream). */
+  follow() {
+    this.stopFollowing();
+    const chatId = this.chatId;
+    const source = new EventSource(publishJobEventsUrl(chatId));
+    this.jobEvents = source;
+    source.addEventListener("publish_job", (message) => {
+      if (source !== this.jobEvents) return;
+      const { job } = JSON.parse(message.data);
+      this.job = job;
+      if (!job.active) this.stopFollowing();
+      if (job.stage === "live") this.published(chatId, job);
+      else this.renderPublication();
+    });
+  }
+
+  stopFollowing() {
+    if (this.jobEvents) this.jobEvents.close();
+    this.jobEvents = null;
+  }
+
+  /** A job went live: the link serves its version now. */
+  async published(chatId, job) {
+    try {
+      const publication = await getPublication(chatId);
+      if (chatId !== this.chatId) return;
+      this.publication = publication;
+      this.render();
+      this.els.status.textContent = `Version ${job.version} is published.`;
+    } catch (exc) {
+      if (chatId === this.chatId) this.els.status.textContent = exc.message;
+    }
   }
 
   row(version) {
@@ -165,22 +243,22 @@ export class VersionsPanel {
     }
   }
 
+  /** Start publishing `version` on the server; its progress follows from the job's events. */
   async publish(version) {
     const { status } = this.els;
-    if (this.publishing) return;
-    this.publishing = true;
     const chatId = this.chatId;
-    status.textContent = `Publishing version ${version.version}: building it for production…`;
     try {
-      const data = await publishVersion(chatId, version.version);
+      const job = await publishVersion(chatId, version.version);
       if (chatId !== this.chatId) return;
-      this.publication = data.publication;
-      this.render();
-      status.textContent = `Version ${version.version} is published.`;
+      this.job = job;
+      status.textContent = `Publishing version ${version.version}: it goes on if you close this page.`;
+      this.renderPublication();
+      this.follow();
     } catch (exc) {
-      if (chatId === this.chatId) status.textContent = exc.message;
-    } finally {
-      this.publishing = false;
+      if (chatId !== this.chatId) return;
+      // Another tab (or host) is publishing this chat: show that job's progress too.
+      if (exc.code === "publish_in_progress") await this.load();
+      status.textContent = exc.message;
     }
   }
 

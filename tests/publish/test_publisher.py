@@ -57,10 +57,18 @@ def served_bytes(setup: Setup) -> bytes | None:
 async def test_publishing_again_moves_the_link_and_collects_the_old_build(setup: Setup) -> None:
     first = await setup.publisher.publish(setup.chat, 1)
     assert served_bytes(setup) == b"one"
-    second = await setup.publisher.publish(setup.chat, "latest")
+    stages: list[str] = []
+
+    async def hear(stage: str) -> None:
+        stages.append(stage)
+
+    second = await setup.publisher.publish(setup.chat, "latest", on_stage=hear)
+    assert stages == ["building", "storing"]
     assert (second.slug, second.version) == (first.slug, 2)
     assert served_bytes(setup) == b"two"
     assert first.manifest is not None
+    assert setup.storage.manifest(first.manifest) is not None  # collected later, not on the path
+    await setup.publisher.collect()
     assert setup.storage.manifest(first.manifest) is None  # no link serves it: collected
     assert setup.storage.blob(first.manifest) is None
 
@@ -70,6 +78,7 @@ async def test_unpublishing_keeps_the_slug_and_a_second_one_is_refused(setup: Se
     down = await setup.publisher.unpublish(setup.chat)
     assert (down.slug, down.live) == (published.slug, False)
     assert served_bytes(setup) is None
+    await setup.publisher.collect()
     assert list(setup.storage.manifests.iterdir()) == []  # nothing served: all collected
     with pytest.raises(NotPublished):
         await setup.publisher.unpublish(setup.chat)
@@ -100,4 +109,5 @@ async def test_a_failing_collection_is_logged_and_the_publish_stands(
     )
     published = await patient.publish(setup.chat, 2)
     assert published.live
+    assert await patient.collect() is None
     assert "collecting published builds failed" in caplog.text
