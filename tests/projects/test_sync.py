@@ -305,7 +305,7 @@ LOCKED = {
 async def test_no_install_when_node_modules_already_holds_what_the_lock_asks(
     projects: GitProjectStore, installed_react: str, installs_expected: list[str]
 ) -> None:
-    renamed = {"name": "my-app", **LOCKED["packageJSON"]}  # package.json differs from the template's
+    renamed = {"name": "my-app", **LOCKED["packageJSON"]}  # not the template's package.json
     version = {
         "package.json": json.dumps(renamed).encode(),
         "package-lock.json": json.dumps(LOCKED["lock"]).encode(),
