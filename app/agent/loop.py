@@ -102,7 +102,7 @@ class AgentRun:
                 await self._prepare_edit(state, tasks)  # before a resume acquires the sandbox
                 await self._resume_files(state)
                 if likely_to_build(state.request, has_project=self._mode is Mode.EDIT):
-                    self._workspace.acquire_early(tasks, self._on_record)  # while it thinks
+                    self._workspace.acquire_early(tasks)  # while the provider thinks
                 await self._loop(state)
             finally:
                 # Closed here, in the scope that opened the session (task groups must be left

@@ -6,12 +6,12 @@ The loop only needs :class:`~app.postgen.pipeline.EventTarget` (``handle(event)`
 chat's sandbox the first time an event needs one. A run that will likely write code starts
 acquiring it when the run starts (:meth:`SandboxWorkspace.acquire_early`), while the provider
 thinks, so its first file does not wait for a container; an answer that needed none releases it
-unused, and one whose model picked another template trades it in. Given the run's record sink,
-the early sandbox is also told (``sandbox_ready``) and restored to the chat's latest version at
-once (a sandbox that was reaped or parked: kiln issue 24), so the restore and its install run
-while the provider thinks instead of after the answer's first file; a run closed before its
-first event cancels that restore (the next one does it again: the version marker is written
-last).
+unused, and one whose model picked another template trades it in. Given the run's record sink
+(an edit's, whose chat has a project), the early sandbox is also told (``sandbox_ready``) and
+restored to the chat's latest version at once (a sandbox that was reaped or parked: issue
+24), so the restore and its install run while the provider thinks instead of after the
+answer's first file; a run closed before its first event cancels that restore (the next one
+does it again: the version marker is written last).
 """
 
 from __future__ import annotations
