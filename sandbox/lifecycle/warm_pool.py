@@ -7,10 +7,11 @@ every ``touch_interval`` seconds, a template's target is decided again: the pool
 background, one sandbox at a time per template and at most ``refills`` at once in all (a burst
 must not start many containers at once on a small host), and a surplus is given up oldest first.
 Failures are retried with a growing delay (a missing image must not spin). A refill waits until
-``refill_pause`` seconds have passed since the last take: the sandbox just handed out is being
-restored (files, ``npm install``, Vite pre-bundling) and a container starting beside it on a
-small host slows that restore, which a person is waiting for, while nobody waits for the refill
-(kiln issue 24). The pool also touches
+``refill_pause`` seconds have passed since the last take, and longer while ``busy()`` says an
+install is running (at most ``longest_pause`` after the take): the sandbox just handed out is
+being restored (files, ``npm install``, Vite pre-bundling) and a container starting beside it
+on a small host slows that restore, which a person is waiting for, while nobody waits for the
+refill (kiln issue 24). The pool also touches
 its sandboxes regularly, so the reaper's idle TTL only catches the pool of a process that died.
 
 The pool knows nothing about Docker: it is given functions to provision, check, touch and discard
@@ -34,6 +35,7 @@ from sandbox.lifecycle.pool_sizing import PoolFacts, PoolTarget, pool_target, re
 log = logging.getLogger(__name__)
 S = TypeVar("S")
 UNLIMITED = 1_000_000  # the free slots of a pool told nothing about the host's capacity
+BUSY_POLL_SECONDS = 0.25  # how often a paused refill asks whether the installs are done
 
 
 async def _unlimited() -> int:
@@ -61,6 +63,8 @@ class WarmPool(Generic[S]):
         retry_delay: float = 2.0,
         max_retry_delay: float = 60.0,
         refill_pause: float = 0.0,
+        longest_pause: float = 0.0,
+        busy: Callable[[], bool] = lambda: False,
     ) -> None:
         self.minimum, self.maximum = bounds
         self.templates = tuple(templates)
@@ -73,7 +77,7 @@ class WarmPool(Generic[S]):
         self._on_target = on_target  # told every decision (template, ready, target): a report
         self._touch_interval = touch_interval
         self._retry_delay, self._max_retry_delay = retry_delay, max_retry_delay
-        self._refill_pause = refill_pause
+        self._refill_pause, self._longest_pause, self._busy = refill_pause, longest_pause, busy
         # The event loop's time at the last take, any template (not ``clock``, which decides
         # demand and which tests hold still).
         self._taken_at: float | None = None
@@ -178,13 +182,17 @@ class WarmPool(Generic[S]):
                 await self._wakeups[template].wait()
 
     async def _pause_after_take(self) -> None:
-        """Wait until ``refill_pause`` seconds have passed since the last take (see the module
-        docstring); a take meanwhile starts the pause again."""
+        """Wait until ``refill_pause`` seconds have passed since the last take, then while an
+        install runs until ``longest_pause`` has (see the module docstring); a take meanwhile
+        starts the pause again."""
         while self._taken_at is not None:
-            left = self._taken_at + self._refill_pause - anyio.current_time()
-            if left <= 0:
+            since = anyio.current_time() - self._taken_at
+            if since < self._refill_pause:
+                await anyio.sleep(self._refill_pause - since)
+            elif since < self._longest_pause and self._busy():
+                await anyio.sleep(BUSY_POLL_SECONDS)
+            else:
                 return
-            await anyio.sleep(left)
 
     async def _grow(self, template: str, limiter: anyio.CapacityLimiter, delay: float) -> bool:
         """Provision one sandbox into the pool; after a failure wait ``delay`` and say so."""

@@ -74,6 +74,8 @@ def make_pool(
     free_slots: Callable[[], Awaitable[int]] | None = None,
     on_target: Callable[[str, int, PoolTarget], Awaitable[None]] | None = None,
     refill_pause: float = 0.0,
+    longest_pause: float = 0.0,
+    busy: Callable[[], bool] = lambda: False,
 ) -> WarmPool[str]:
     return WarmPool(
         bounds=(size, size if maximum is None else maximum),
@@ -91,6 +93,8 @@ def make_pool(
         free_slots=free_slots or ample,
         on_target=on_target,
         refill_pause=refill_pause,
+        longest_pause=longest_pause,
+        busy=busy,
     )
 
 
@@ -283,6 +287,23 @@ async def test_a_refill_waits_for_the_pause_after_a_take(engine: FakeEngine, clo
         assert await pool.take("vanilla") is not None
         await anyio.wait_all_tasks_blocked()
         assert len(engine.created) == 2  # the taken sandbox's restore has the host to itself
+        await until(lambda: pool.available("vanilla") == 1)
+        group.cancel_scope.cancel()
+    assert len(engine.created) == 3
+
+
+async def test_a_refill_waits_while_an_install_runs_after_a_take(
+    engine: FakeEngine, clock: Clock
+) -> None:
+    installing = [True]
+    pool = make_pool(engine, clock=clock, longest_pause=60.0, busy=lambda: installing[0])
+    async with anyio.create_task_group() as group:
+        group.start_soon(pool.run)
+        await until(lambda: pool.available("vanilla") == pool.available("vite-react") == 1)
+        assert await pool.take("vanilla") is not None
+        await anyio.wait_all_tasks_blocked()
+        assert len(engine.created) == 2  # the taken sandbox's install runs
+        installing[0] = False
         await until(lambda: pool.available("vanilla") == 1)
         group.cancel_scope.cancel()
     assert len(engine.created) == 3
