@@ -456,8 +456,8 @@ class SlowStart:
                 return
             with conn:
                 self.connections += 1
+                conn.recv(65536)  # read first: closing on unread bytes would reset (not refuse)
                 if self.connections > self.refused:
-                    conn.recv(65536)
                     head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(page)}\r\n"
                     conn.sendall(head.encode() + b"Connection: close\r\n\r\n" + page)
 
