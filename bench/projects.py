@@ -15,9 +15,13 @@ each split into acquire / write / install / preview. And the cost of recording a
 **200-file project**: the sandbox read as a tar plus the git commit, for the first version (200
 added), a typical turn (5 files changed) and a turn that changed nothing (no commit).
 
+Then **message -> restored preview through the real API** (``bench/api_restore.py``: a real
+``kiln serve``, a message to a chat whose sandbox was reaped or parked, until the preview
+serves the latest version), warm and cold, each figure with the load average beside it.
+
 Runs in its own kiln instance with an embedded Redis, removes every Docker object it made.
 
-    python bench/projects.py [--trials 3] [--files 200]
+    python bench/projects.py [--trials 3] [--files 200] [--api-only] [--port 8650]
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from app.projects.store import VersionInfo
 from app.projects.sync import ProjectSync, manager_installer
 from app.projects.workspace_io import write_workspace
 from app.service.embedded_redis import EmbeddedRedis
+from bench.api_restore import api_bench
 from parser import StreamParser
 from parser.events import FileContent, FileStart
 from sandbox import SandboxManager, SandboxSettings, connect, sandbox_disk, sweep_instance
@@ -209,8 +214,11 @@ def report(name: str, results: list[Restore]) -> None:
 async def bench(args: argparse.Namespace) -> None:
     """The whole benchmark in a temporary folder and its own kiln instance."""
     instance = f"bench-projects-{secrets.token_hex(3)}"
+    args.instance = instance
     with tempfile.TemporaryDirectory(prefix="kiln-projects-bench-") as folder:
-        await bench_in(Path(folder), instance, args)
+        if not args.api_only:
+            await bench_in(Path(folder), instance, args)
+        await api_bench(Path(folder), args)
 
 
 async def bench_in(root: Path, instance: str, args: argparse.Namespace) -> None:
@@ -273,6 +281,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=3, help="restores per phase (3)")
     parser.add_argument("--files", type=int, default=200, help="files of the commit project (200)")
+    parser.add_argument("--api-only", action="store_true", help="only message -> preview (API)")
+    parser.add_argument(
+        "--api-phases", default="warm,cold", help="API phases to run: warm, cold or both"
+    )
+    parser.add_argument("--port", type=int, default=8650, help="the API phases' kiln serve port")
     anyio.run(bench, parser.parse_args())
 
 

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 
 from app.agent.budgets import BudgetTracker, trim_history
 from app.agent.cancel_watch import CancelWatch
@@ -98,7 +99,7 @@ class AgentRun:
             tasks.start_soon(self._watch.watch)
             try:
                 await self._say_images_ignored(checkpoint)
-                await self._prepare_edit(state)  # before a resume acquires the sandbox
+                await self._prepare_edit(state, tasks)  # before a resume acquires the sandbox
                 await self._resume_files(state)
                 if likely_to_build(state.request, has_project=self._mode is Mode.EDIT):
                     self._workspace.acquire_early(tasks)  # while the provider thinks
@@ -138,15 +139,18 @@ class AgentRun:
             target = await self._workspace.target(self._on_record)
             await write_files(target, state.files)
 
-    async def _prepare_edit(self, state: Checkpoint) -> None:
+    async def _prepare_edit(self, state: Checkpoint, tasks: TaskGroup) -> None:
         """A message to a chat whose project has files is an edit: the model is shown the
-        project's map and the files most likely concerned (a ``context`` event says which)."""
+        project's map and the files most likely concerned (a ``context`` event says which).
+        Its sandbox is acquired (and restored) as soon as the project's template is known,
+        while the context is chosen."""
         if self._mode is not Mode.GENERATE:
             return
         project = await self._workspace.existing_project()
         if project is None:
             return
         self._mode, self._template = Mode.EDIT, project.template
+        self._workspace.acquire_early(tasks, self._on_record)  # an edit always builds
         edits = await ProjectEdits.select(
             project,
             state.request,

@@ -6,7 +6,12 @@ The loop only needs :class:`~app.postgen.pipeline.EventTarget` (``handle(event)`
 chat's sandbox the first time an event needs one. A run that will likely write code starts
 acquiring it when the run starts (:meth:`SandboxWorkspace.acquire_early`), while the provider
 thinks, so its first file does not wait for a container; an answer that needed none releases it
-unused, and one whose model picked another template trades it in.
+unused, and one whose model picked another template trades it in. Given the run's record sink
+(an edit's, whose chat has a project), the early sandbox is also told (``sandbox_ready``) and
+restored to the chat's latest version at once (a sandbox that was reaped or parked: issue
+24), so the restore and its install run while the provider thinks instead of after the
+answer's first file; a run closed before its first event cancels that restore (the next one
+does it again: the version marker is written last).
 """
 
 from __future__ import annotations
@@ -65,6 +70,8 @@ class _EarlyAcquire:
     template: str
     done: anyio.Event = field(default_factory=anyio.Event)
     sandbox: Sandbox | None = None
+    ready: bool = False  # told and restored already (the run's record sink was given)
+    restoring: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
 
 class Workspace(Protocol):
@@ -87,9 +94,10 @@ class Workspace(Protocol):
         exists yet."""
         ...
 
-    def acquire_early(self, tasks: TaskGroup) -> None:
+    def acquire_early(self, tasks: TaskGroup, on_record: RecordSink | None = None) -> None:
         """Start acquiring the sandbox for the template known now in ``tasks``, before an event
-        needs it (a failure is left for :meth:`target` to meet and report)."""
+        needs it (a failure is left for :meth:`target` to meet and report); with ``on_record``
+        it is also told and restored to the chat's latest version at once."""
         ...
 
     async def close(self, *, abandon: bool = False) -> SessionLog | None:
@@ -167,46 +175,61 @@ class SandboxWorkspace:
         if not self._explicit and self._session is None and name in TEMPLATES:
             self._template = get_template(name)
 
-    def acquire_early(self, tasks: TaskGroup) -> None:
+    def acquire_early(self, tasks: TaskGroup, on_record: RecordSink | None = None) -> None:
         """Acquire the sandbox for the current template in ``tasks`` (see the module docstring);
-        recorded at once, so a :meth:`close` right after still releases what it gets."""
+        recorded at once, so a :meth:`close` right after still releases what it gets; with
+        ``on_record`` the sandbox is made ready (:meth:`_make_ready`) as soon as it is there."""
         if self._early is not None or self._session is not None:
             return
         self._early = _EarlyAcquire(self._template.name)
-        tasks.start_soon(self._acquire_early, self._early)
+        tasks.start_soon(self._acquire_early, self._early, on_record)
 
-    async def _acquire_early(self, early: _EarlyAcquire) -> None:
+    async def _acquire_early(self, early: _EarlyAcquire, on_record: RecordSink | None) -> None:
         try:
             early.sandbox = await self._manager.acquire(self._chat, self._owner, early.template)
+            if on_record is not None:
+                with early.restoring:  # cancelled by a close before the first event
+                    await self._make_ready(early.sandbox, on_record)
+                    early.ready = True
         except SandboxError:
             pass  # target() acquires again and reports the failure where it matters
         finally:
             early.done.set()
 
-    async def _take_early(self) -> Sandbox | None:
-        """The early sandbox if it is of the template wanted now; a wrong one is released."""
+    async def _make_ready(self, sandbox: Sandbox, on_record: RecordSink) -> None:
+        """Tell the client the sandbox (at once, not only at the end: it can show the live
+        preview meanwhile) and give a new one the chat's latest version."""
+        await on_record("sandbox_ready", {"sandbox_id": sandbox.id})
+        if self._project is not None:
+            await self._project.restore_if_stale(sandbox.id, on_record)
+
+    async def _take_early(self) -> _EarlyAcquire | None:
+        """The early acquire if it got a sandbox of the template wanted now; a wrong one is
+        released."""
         early, self._early = self._early, None
         if early is None:
             return None
         await early.done.wait()
-        if early.sandbox is not None and early.template != self._template.name:
+        if early.sandbox is None:
+            return None
+        if early.template != self._template.name:
             await self._manager.release(early.sandbox.id)
             return None
-        return early.sandbox
+        return early
 
     async def target(self, on_record: RecordSink) -> EventTarget:
         """Acquire the chat's sandbox and open a session on it (once)."""
         if self._session is not None:
             return self._session
-        sandbox = await self._take_early() or await self._manager.acquire(
-            self._chat, self._owner, self._template.name
-        )
+        early = await self._take_early()
+        if early is not None and early.sandbox is not None:
+            sandbox = early.sandbox
+        else:
+            sandbox = await self._manager.acquire(self._chat, self._owner, self._template.name)
         self.sandbox_id = sandbox.id
-        # Told at once (not only at the end) so a client can show the live preview meanwhile.
-        await on_record("sandbox_ready", {"sandbox_id": sandbox.id})
         self._on_record = on_record
-        if self._project is not None:  # a new sandbox gets the project before any event
-            await self._project.restore_if_stale(sandbox.id, on_record)
+        if early is None or not early.ready:  # a new sandbox gets the project before any event
+            await self._make_ready(sandbox, on_record)
         session = manager_session(
             self._manager,
             sandbox.id,
@@ -230,10 +253,12 @@ class SandboxWorkspace:
         ``abandon`` (a cancelled run) stops background installs and only flushes the files.
         """
         if self._session is None or self.sandbox_id is None:
+            if self._early is not None:
+                self._early.restoring.cancel()  # nobody waits for it now
             with anyio.CancelScope(shield=True):  # an early sandbox nobody used goes back
                 early = await self._take_early()
-                if early is not None:
-                    await self._manager.release(early.id)
+                if early is not None and early.sandbox is not None:
+                    await self._manager.release(early.sandbox.id)
             return None
         log = self._session.log
         self._render.void_check()  # a check nobody took (the build failed): of no use now

@@ -6,7 +6,9 @@ ends) and :meth:`ProjectSync.restore_if_stale` right after it acquired the chat'
 before the run's first event is handled: a sandbox that does not hold the latest version (a
 new one, after the old was reaped or removed) gets it written, then ``npm install`` through the
 sandbox's install queue (through kiln's npm proxy) when ``package.json`` differs from what the
-fresh sandbox had. Progress is reported as records (``restore``, ``version``) the user sees;
+fresh sandbox had and its ``node_modules`` does not already hold what the version's lock asks
+for (:mod:`app.projects.installed_match`: a pooled sandbox of the template often does).
+Progress is reported as records (``restore``, ``version``) the user sees;
 a project file no version can keep (a symlink, a name that is not UTF-8) is told once per run
 as a ``warning`` (``file_not_kept``), never dropped in silence. Lock files are recorded and
 restored with public ``resolved`` URLs only (:mod:`app.projects.lock_urls`): a version from
@@ -34,12 +36,14 @@ from anyio.lowlevel import RunVar
 
 from app.projects.errors import ProjectError
 from app.projects.git_remote import RemoteLimits
+from app.projects.installed_match import install_changes_nothing
 from app.projects.lock_urls import public_locks
 from app.projects.rules import is_source, safe_path, shown_name, unkeepable_name
 from app.projects.store import ProjectStore, Version, VersionInfo, VersionRef
 from app.projects.workspace_io import (
     DEFAULT_MAX_BYTES,
     Snapshot,
+    read_installed_record,
     read_workspace,
     write_workspace,
 )
@@ -289,7 +293,9 @@ class ProjectSync:
         start = {"phase": "started", "version": latest.number, "files": len(files)}
         await on_record("restore", start)
         await write_difference(container, snapshot, files, latest.id)
-        installed = await self._install_if_changed(sandbox_id, snapshot, files, on_record)
+        installed = await self._install_if_changed(
+            container, sandbox_id, snapshot, files, on_record
+        )
         if installed is None:  # an install may rewrite package.json and the lock file
             self._in_step = InStep(sandbox_id, latest.id, files)
         done = {**start, "phase": "done", "installed": installed}
@@ -298,20 +304,26 @@ class ProjectSync:
 
     async def _install_if_changed(
         self,
+        container: Any,
         sandbox_id: str,
         snapshot: Snapshot,
         files: Mapping[str, bytes],
         on_record: RecordSink,
     ) -> bool | None:
         """Install the dependencies if ``package.json`` changed (or the workspace was too large
-        to read it); ``None``: nothing to do."""
+        to read it) and ``node_modules`` does not already hold what the version's lock asks
+        for (:mod:`app.projects.installed_match`); ``None``: nothing to do."""
         if self._install is None:
             return None
         if snapshot.complete:
             changed = snapshot.files.get(PACKAGE_JSON) != files.get(PACKAGE_JSON)
         else:
             changed = PACKAGE_JSON in files or PACKAGE_JSON in snapshot.sizes
-        return await self._install(sandbox_id, on_record) if changed else None
+        if not changed:
+            return None
+        if install_changes_nothing(files, await read_installed_record(container)):
+            return None  # the template's (or the volume's) packages are the version's
+        return await self._install(sandbox_id, on_record)
 
     async def restore(
         self, sandbox_id: str | None, ref: VersionRef, on_record: RecordSink = _ignore
@@ -330,7 +342,9 @@ class ProjectSync:
                 snapshot = await read_workspace(container, self._max_bytes, whole=False)
                 self._in_step = None
                 await write_difference(container, snapshot, files, version.id)
-                installed = await self._install_if_changed(sandbox_id, snapshot, files, on_record)
+                installed = await self._install_if_changed(
+                    container, sandbox_id, snapshot, files, on_record
+                )
                 if installed is None:
                     self._in_step = InStep(sandbox_id, version.id, files)
         return source, version, installed

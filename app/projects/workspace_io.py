@@ -38,6 +38,7 @@ from typing import IO, Any
 import anyio.to_thread
 
 from app.projects.errors import ProjectError, ProjectTooLarge
+from app.projects.installed_match import INSTALLED_RECORD
 from app.projects.rules import (
     IGNORED_DIRS,
     IGNORED_FILES,
@@ -138,6 +139,20 @@ async def _bounded(container: Any, argv: list[str], max_bytes: int) -> bytes:
     if out.exit_code != 0 and not out.stdout:
         raise ProjectError(f"cannot read the workspace of {container.name!r}: {out.stderr!r}")
     return out.stdout
+
+
+async def read_installed_record(container: Any) -> bytes | None:
+    """npm's record of what the workspace's ``node_modules`` holds (its hidden lock file,
+    :mod:`app.projects.installed_match`); ``None`` when it is missing, unreadable or over
+    :data:`LISTING_MAX_BYTES`."""
+    argv = ["cat", f"{WORKSPACE}/{INSTALLED_RECORD}"]
+    try:
+        out = await read_stdout(
+            container.client, container.id, argv, max_bytes=LISTING_MAX_BYTES, timeout=READ_SECONDS
+        )
+    except SandboxError:
+        return None
+    return None if out.over_cap or out.exit_code != 0 else out.stdout
 
 
 def parse_listing(listing: bytes) -> tuple[str | None, dict[str, int]]:

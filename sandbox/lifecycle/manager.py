@@ -92,6 +92,10 @@ from sandbox.settings import SandboxSettings
 
 __all__ = ["AppEnvLookup", "Sandbox", "SandboxManager"]
 log = logging.getLogger(__name__)
+# After a take, the pool's refill waits this long, and while installs run up to the longest:
+# the restore of the sandbox just handed out (npm install, Vite's pre-bundling) is what a person
+# waits for (kiln issue 24).
+POOL_REFILL_PAUSE_SECONDS, POOL_REFILL_LONGEST_PAUSE_SECONDS = 3.0, 30.0
 # A chat's app environment, by chat id (the app's store: set as ``SandboxManager.app_env``).
 AppEnvLookup = Callable[[str], Awaitable[AppEnvironment]]
 NO_APP_ENV = AppEnvironment()
@@ -135,6 +139,9 @@ class SandboxManager:
             refills=settings.warm_pool_refills,
             clock=clock,
             on_target=self._report_pool,
+            refill_pause=POOL_REFILL_PAUSE_SECONDS,
+            longest_pause=POOL_REFILL_LONGEST_PAUSE_SECONDS,
+            busy=self.operations.installing,
         )
 
     @property

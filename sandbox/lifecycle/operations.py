@@ -66,6 +66,10 @@ class SandboxOperations:
             self._queues[sandbox_id] = queue
         return queue
 
+    def installing(self) -> bool:
+        """Whether an install is queued or running in any sandbox of this process."""
+        return not all(queue.idle for queue in self._queues.values())
+
     def forget(self, sandbox_id: str) -> None:
         """Drop the sandbox's install queue (the sandbox is gone)."""
         self._queues.pop(sandbox_id, None)

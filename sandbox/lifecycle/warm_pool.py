@@ -6,7 +6,12 @@
 every ``touch_interval`` seconds, a template's target is decided again: the pool refills in the
 background, one sandbox at a time per template and at most ``refills`` at once in all (a burst
 must not start many containers at once on a small host), and a surplus is given up oldest first.
-Failures are retried with a growing delay (a missing image must not spin). The pool also touches
+Failures are retried with a growing delay (a missing image must not spin). A refill waits until
+``refill_pause`` seconds have passed since the last take, and longer while ``busy()`` says an
+install is running (at most ``longest_pause`` after the take): the sandbox just handed out is
+being restored (files, ``npm install``, Vite pre-bundling) and a container starting beside it
+on a small host slows that restore, which a person is waiting for, while nobody waits for the
+refill (kiln issue 24). The pool also touches
 its sandboxes regularly, so the reaper's idle TTL only catches the pool of a process that died.
 
 The pool knows nothing about Docker: it is given functions to provision, check, touch and discard
@@ -30,6 +35,7 @@ from sandbox.lifecycle.pool_sizing import PoolFacts, PoolTarget, pool_target, re
 log = logging.getLogger(__name__)
 S = TypeVar("S")
 UNLIMITED = 1_000_000  # the free slots of a pool told nothing about the host's capacity
+BUSY_POLL_SECONDS = 0.25  # how often a paused refill asks whether the installs are done
 
 
 async def _unlimited() -> int:
@@ -56,6 +62,9 @@ class WarmPool(Generic[S]):
         on_target: Callable[[str, int, PoolTarget], Awaitable[None]] | None = None,
         retry_delay: float = 2.0,
         max_retry_delay: float = 60.0,
+        refill_pause: float = 0.0,
+        longest_pause: float = 0.0,
+        busy: Callable[[], bool] = lambda: False,
     ) -> None:
         self.minimum, self.maximum = bounds
         self.templates = tuple(templates)
@@ -68,6 +77,10 @@ class WarmPool(Generic[S]):
         self._on_target = on_target  # told every decision (template, ready, target): a report
         self._touch_interval = touch_interval
         self._retry_delay, self._max_retry_delay = retry_delay, max_retry_delay
+        self._refill_pause, self._longest_pause, self._busy = refill_pause, longest_pause, busy
+        # The event loop's time at the last take, any template (not ``clock``, which decides
+        # demand and which tests hold still).
+        self._taken_at: float | None = None
         self._ready: dict[str, deque[S]] = {name: deque() for name in self.templates}
         self._demand: dict[str, list[float]] = {name: [] for name in self.templates}
         self._wakeups: dict[str, anyio.Event] = {name: anyio.Event() for name in self.templates}
@@ -91,6 +104,7 @@ class WarmPool(Generic[S]):
             return None
         if demand:
             self._demand[template].append(self._clock())
+            self._taken_at = anyio.current_time()
         self._wakeups[template].set()
         while ready:
             sandbox = ready.popleft()  # the oldest; popped before any await: no one else gets it
@@ -157,6 +171,7 @@ class WarmPool(Generic[S]):
             size = (await self.target(template)).size
             await self._shrink(template, size)
             if self.available(template) < size:
+                await self._pause_after_take()
                 if await self._grow(template, limiter, delay):
                     delay = self._retry_delay
                 else:
@@ -165,6 +180,19 @@ class WarmPool(Generic[S]):
             await self._touch_all(template)
             with anyio.move_on_after(self._touch_interval):
                 await self._wakeups[template].wait()
+
+    async def _pause_after_take(self) -> None:
+        """Wait until ``refill_pause`` seconds have passed since the last take, then while an
+        install runs until ``longest_pause`` has (see the module docstring); a take meanwhile
+        starts the pause again."""
+        while self._taken_at is not None:
+            since = anyio.current_time() - self._taken_at
+            if since < self._refill_pause:
+                await anyio.sleep(self._refill_pause - since)
+            elif since < self._longest_pause and self._busy():
+                await anyio.sleep(BUSY_POLL_SECONDS)
+            else:
+                return
 
     async def _grow(self, template: str, limiter: anyio.CapacityLimiter, delay: float) -> bool:
         """Provision one sandbox into the pool; after a failure wait ``delay`` and say so."""

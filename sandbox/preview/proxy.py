@@ -8,7 +8,10 @@ URL is looked up with the injected ``resolve`` callable, and the request is forw
   server does not accept connections yet, or sends no response headers within
   ``headers_timeout``, a page navigation gets a small page (503, ``Retry-After``) that refreshes
   itself, never a bare 502 nor a wait for the read timeout; other refusals of a navigation are a
-  page in words too (JSON is for scripts: ``Sec-Fetch-Mode`` other than ``navigate``).
+  page in words too (JSON is for scripts: ``Sec-Fetch-Mode`` other than ``navigate``). A page
+  navigation first waits up to ``starting_wait`` for a dev server that refuses connections (one
+  starting, or starting over), asking again every :data:`STARTING_POLL_SECONDS`: the frame shows
+  the app at its first good response, not at the starting page's next refresh (kiln issue 24).
 - WebSocket (Vite's HMR, subprotocol ``vite-hmr``) through a ``websockets`` client, pumping
   frames both ways until either side closes.
 
@@ -62,6 +65,11 @@ DEFAULT_TIMEOUT = httpx.Timeout(connect=3.0, read=120.0, write=60.0, pool=10.0)
 # How long a browser waits for the dev server's response headers before it gets the retrying
 # "starting" page (a navigation) or a 504 (anything else); ``read`` still bounds a body's gaps.
 DEFAULT_HEADERS_TIMEOUT = 15.0
+# How long a page navigation waits for a dev server that refuses connections, asking this often.
+DEFAULT_STARTING_WAIT = 10.0
+STARTING_POLL_SECONDS = 0.1
+# What a dev server starting (or starting over) answers a connection with.
+STARTING_ERRORS = (httpx.ConnectError, httpx.RemoteProtocolError)
 # Refusals worth retrying: a navigation gets the self-refreshing page for these.
 RETRYABLE_STATUSES = frozenset({503, 504})
 # Idle connections expire before Node's 5 s keep-alive timeout closes them under a request.
@@ -169,13 +177,15 @@ class PreviewProxy:
         headers_timeout: float = DEFAULT_HEADERS_TIMEOUT,
         hold: Callable[[str], HmrHold] | None = None,
         reports: PreviewErrorIngest | None = None,
+        starting_wait: float = DEFAULT_STARTING_WAIT,
     ) -> None:
         """Previews are ``<id>.preview.<public_host>``; ``app`` serves every other host;
         ``client`` defaults to one the proxy owns; ``headers_timeout`` bounds the wait for the
         dev server's response headers (seconds); ``hold`` gives a sandbox's
         :class:`~sandbox.preview.hmr_hold.HmrHold` (hot updates held while a run writes);
         with ``reports``, pages get the error reporter and their reports are stored
-        (:mod:`sandbox.preview.reporter_injection`, :mod:`sandbox.preview.error_ingest`)."""
+        (:mod:`sandbox.preview.reporter_injection`, :mod:`sandbox.preview.error_ingest`);
+        ``starting_wait``: how long a page navigation waits for a dev server that is not up."""
         if not headers_timeout > 0:
             raise ValueError(f"headers_timeout must be positive, got {headers_timeout!r}")
         self.resolve = resolve
@@ -184,6 +194,7 @@ class PreviewProxy:
         self.app = app
         self.timeout = timeout
         self.headers_timeout = headers_timeout
+        self.starting_wait = starting_wait
         self.private_cookies = frozenset(private_cookies)
         self.hold = hold
         self.reports = reports
@@ -292,10 +303,7 @@ class PreviewProxy:
             content=request_body(receive) if has_body else None,
         )
         try:
-            # Bounded: a dev server holding a request (or replies lost on the way) must not
-            # hold the browser for the read timeout; cancelling drops that connection.
-            with anyio.fail_after(self.headers_timeout):
-                response = await self.client.send(request, stream=True)
+            response = await self._send_when_up(request, scope, has_body)
         except ClientDisconnect:  # the browser left while sending its body
             return
         except httpx.TransportError as exc:
@@ -316,6 +324,24 @@ class PreviewProxy:
             )
         finally:
             await response.aclose()
+
+    async def _send_when_up(
+        self, request: httpx.Request, scope: Scope, has_body: bool
+    ) -> httpx.Response:
+        """The dev server's response headers, each try bounded by ``headers_timeout`` (a dev
+        server holding a request must not hold the browser for the read timeout; cancelling
+        drops that connection); a page navigation is sent again while the dev server refuses
+        connections, until ``starting_wait`` has passed (see the module docstring)."""
+        again = not has_body and scope["method"] == "GET" and is_navigation(scope)
+        deadline = anyio.current_time() + (self.starting_wait if again else 0.0)
+        while True:
+            try:
+                with anyio.fail_after(self.headers_timeout):
+                    return await self.client.send(request, stream=True)
+            except STARTING_ERRORS:
+                if anyio.current_time() + STARTING_POLL_SECONDS > deadline:
+                    raise
+            await anyio.sleep(STARTING_POLL_SECONDS)
 
     async def _forward_websocket(
         self, scope: Scope, receive: Receive, send: Send, base_url: str, sandbox_id: str

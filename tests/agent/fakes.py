@@ -175,7 +175,7 @@ class FakeWorkspace:
     def prefer_template(self, name: str) -> None:
         self.preferred = name
 
-    def acquire_early(self, tasks: TaskGroup) -> None:
+    def acquire_early(self, tasks: TaskGroup, on_record: RecordSink | None = None) -> None:
         self.acquired_early = True
 
     async def close(self, *, abandon: bool = False) -> SessionLog | None:

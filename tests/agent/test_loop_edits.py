@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from anyio.abc import TaskGroup
 
 from app.agent.checkpoint import Checkpoint
 from app.agent.context import ExistingProject
@@ -19,6 +20,7 @@ from app.providers.replay import ReplayProvider
 from parser import StreamParser
 from parser.assemble import FileAssembler
 from prompts.compose import load_text
+from sandbox.session_log import RecordSink
 from tests.agent.fakes import Collector, FakeTools, FakeWorkspace
 
 pytestmark = pytest.mark.anyio
@@ -179,3 +181,21 @@ async def test_an_edit_run_resumed_after_a_refused_turn_ends_the_same() -> None:
     assert events.of_type("context")[0]["mode"] == "edit"
     assert space.target_ is not None
     assert space.target_.files == whole_space.target_.files
+
+
+async def test_an_edit_acquires_and_restores_its_sandbox_before_choosing_the_context() -> None:
+    events = Collector()
+    contexts_then: list[int] = []
+    sinks: list[object] = []
+
+    class Watched(FakeWorkspace):
+        def acquire_early(self, tasks: TaskGroup, on_record: RecordSink | None = None) -> None:
+            contexts_then.append(len(events.of_type("context")))
+            sinks.append(on_record)
+            super().acquire_early(tasks, on_record)
+
+    await run("rename-heading.jsonl", Watched(project=counter_project()), events)
+    # First as soon as the project's template is known, with the run's record sink (the early
+    # sandbox is told and restored); the run's own early acquire after it finds it under way.
+    assert contexts_then[0] == 0
+    assert sinks[0] is not None

@@ -94,7 +94,9 @@ async def test_the_early_sandbox_is_taken_when_the_template_still_matches() -> N
         workspace.acquire_early(tasks)  # once per run
     taken = await workspace._take_early()
     assert taken is not None
-    assert taken.id == "sb-vite-react"
+    assert taken.sandbox is not None
+    assert taken.sandbox.id == "sb-vite-react"
+    assert not taken.ready  # no record sink given: target() tells and restores
     assert manager.calls == ["acquire vite-react"]
 
 
@@ -116,6 +118,69 @@ async def test_a_failed_early_acquire_is_left_for_the_real_one_to_report() -> No
     assert await workspace._take_early() is None
     assert await workspace.close() is None
     assert manager.calls == ["acquire vite-react"]
+
+
+@dataclass
+class _RestoringProject:
+    """A chat's project whose restore says so, optionally held open until ``gate`` is set."""
+
+    gate: anyio.Event | None = None
+    restored: list[str] = field(default_factory=list)
+    cancelled: bool = False
+
+    async def restore_if_stale(self, sandbox_id: str, on_record: object) -> None:
+        try:
+            if self.gate is not None:
+                await self.gate.wait()
+        except anyio.get_cancelled_exc_class():
+            self.cancelled = True
+            raise
+        self.restored.append(sandbox_id)
+        await on_record("restore", {"phase": "done"})  # type: ignore[operator]
+
+
+def _restoring_workspace(manager: _Manager, project: _RestoringProject) -> SandboxWorkspace:
+    return SandboxWorkspace(
+        manager,  # type: ignore[arg-type]
+        None,
+        chat="c1",
+        owner="u1",
+        project=project,  # type: ignore[arg-type]
+    )
+
+
+async def test_an_early_sandbox_is_told_and_restored_while_the_provider_thinks() -> None:
+    records: list[tuple[str, object]] = []
+
+    async def on_record(kind: str, record: object) -> None:
+        records.append((kind, record))
+
+    project = _RestoringProject()
+    workspace = _restoring_workspace(_Manager(), project)
+    async with anyio.create_task_group() as tasks:
+        workspace.acquire_early(tasks, on_record)
+    # No event of the answer asked for the sandbox yet: the version is in already.
+    assert project.restored == ["sb-vite-react"]
+    assert records == [
+        ("sandbox_ready", {"sandbox_id": "sb-vite-react"}),
+        ("restore", {"phase": "done"}),
+    ]
+    taken = await workspace._take_early()
+    assert taken is not None
+    assert taken.ready  # target() neither tells nor restores again
+
+
+async def test_a_close_before_the_first_event_cancels_the_early_restore() -> None:
+    manager, project = _Manager(), _RestoringProject(gate=anyio.Event())
+    workspace = _restoring_workspace(manager, project)
+    async with anyio.create_task_group() as tasks:
+        workspace.acquire_early(tasks, _ignore)
+        await anyio.wait_all_tasks_blocked()  # the restore waits (an npm install, say)
+        with anyio.fail_after(10):
+            assert await workspace.close() is None
+    assert project.cancelled
+    assert project.restored == []
+    assert manager.calls == ["acquire vite-react", "release sb-vite-react"]
 
 
 @dataclass

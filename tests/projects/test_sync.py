@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from app.projects.git_store import GitProjectStore
+from app.projects.installed_match import INSTALLED_RECORD
 from app.projects.rules import is_source
 from app.projects.store import VersionInfo
 from app.projects.sync import ProjectSync
@@ -48,13 +49,17 @@ class FakeApi:
 
     def exec_create(self, container_id: str, argv: list[str], **options: Any) -> dict[str, str]:
         exec_id = f"exec{len(self.scripts)}"
-        self.scripts[exec_id] = argv[argv.index("-c") + 1]
+        reads_record = argv[-1] == f"/workspace/{INSTALLED_RECORD}"
+        self.scripts[exec_id] = INSTALLED_RECORD if reads_record else argv[argv.index("-c") + 1]
         return {"Id": exec_id}
 
     def exec_start(self, exec_id: str, socket: bool = False) -> Any:
         script = self.scripts[exec_id]
-        stdout = self.container.listing() if script == LISTING_SCRIPT else self.container.tar()
-        assert script in (LISTING_SCRIPT, ARCHIVE_SCRIPT), script
+        assert script in (LISTING_SCRIPT, ARCHIVE_SCRIPT, INSTALLED_RECORD), script
+        if script == INSTALLED_RECORD:
+            stdout = self.container.files.get(INSTALLED_RECORD, b"")
+        else:
+            stdout = self.container.listing() if script == LISTING_SCRIPT else self.container.tar()
         response = SimpleNamespace(
             raw=SimpleNamespace(_fp=SimpleNamespace(fp=io.BytesIO(framed(stdout)))),
             close=lambda: None,
@@ -62,7 +67,8 @@ class FakeApi:
         return SimpleNamespace(_response=response)
 
     def exec_inspect(self, exec_id: str) -> dict[str, int]:
-        return {"ExitCode": 0}
+        missing = self.scripts[exec_id] == INSTALLED_RECORD and not self.container.installed()
+        return {"ExitCode": 1 if missing else 0}
 
 
 class FakeContainer:
@@ -119,6 +125,9 @@ class FakeContainer:
         return {
             p: c for p, c in self.files.items() if not p.startswith(("node_modules/", ".kiln/"))
         }
+
+    def installed(self) -> bool:
+        return INSTALLED_RECORD in self.files
 
     def marker(self) -> str:
         return self.files[MARKER].decode().strip()
@@ -271,6 +280,46 @@ async def test_no_install_when_package_json_is_the_same(projects: GitProjectStor
     assert await sync.restore_if_stale("s1", records) is not None
     assert installs.sandboxes == []
     assert records.seen[-1][1]["installed"] is None
+
+
+LOCKED = {
+    "packageJSON": {"dependencies": {"react": "^18"}},
+    "lock": {
+        "lockfileVersion": 3,
+        "packages": {
+            "": {"dependencies": {"react": "^18"}},
+            "node_modules/react": {"version": "18.3.1", "integrity": "sha512-r"},
+        },
+    },
+    "record": {"packages": {"node_modules/react": {"version": "18.3.1", "integrity": "sha512-r"}}},
+}
+
+
+@pytest.mark.parametrize(
+    ("installed_react", "installs_expected"),
+    [
+        pytest.param("18.3.1", [], id="node_modules-holds-the-lock"),
+        pytest.param("18.2.0", ["s1"], id="another-version-installed"),
+    ],
+)
+async def test_no_install_when_node_modules_already_holds_what_the_lock_asks(
+    projects: GitProjectStore, installed_react: str, installs_expected: list[str]
+) -> None:
+    renamed = {"name": "my-app", **LOCKED["packageJSON"]}  # not the template's package.json
+    version = {
+        "package.json": json.dumps(renamed).encode(),
+        "package-lock.json": json.dumps(LOCKED["lock"]).encode(),
+        "src/App.jsx": b"app\n",
+    }
+    projects.commit("chat1", version, VersionInfo("run1", 1))
+    record = json.loads(json.dumps(LOCKED["record"]))
+    record["packages"]["node_modules/react"]["version"] = installed_react
+    container = FakeContainer({**TEMPLATE, INSTALLED_RECORD: json.dumps(record).encode()})
+    installs, records = Installs(), Records()
+    assert await sync_on(projects, container, install=installs).restore_if_stale("s1", records)
+    assert installs.sandboxes == installs_expected
+    assert records.seen[-1][1]["installed"] == (True if installs_expected else None)
+    assert container.files["package.json"] == version["package.json"]
 
 
 async def test_a_chat_without_a_project_restores_nothing(projects: GitProjectStore) -> None:

@@ -65,3 +65,15 @@ def test_each_sandbox_has_one_install_queue_until_it_is_forgotten() -> None:
     assert operations.install_queue("s2") is not first
     operations.forget("s1")
     assert operations.install_queue("s1") is not first
+
+
+def test_installing_says_whether_any_sandbox_has_an_install_queued_or_running() -> None:
+    operations = _operations(Containers())
+    assert not operations.installing()
+    operations.install_queue("s1")
+    busy = operations.install_queue("s2")
+    assert not operations.installing()  # queues, but nothing in them
+    busy._enter()  # what run_npm and install do around their work
+    assert operations.installing()
+    busy._leave()
+    assert not operations.installing()

@@ -73,6 +73,9 @@ def make_pool(
     refills: int = 1,
     free_slots: Callable[[], Awaitable[int]] | None = None,
     on_target: Callable[[str, int, PoolTarget], Awaitable[None]] | None = None,
+    refill_pause: float = 0.0,
+    longest_pause: float = 0.0,
+    busy: Callable[[], bool] = lambda: False,
 ) -> WarmPool[str]:
     return WarmPool(
         bounds=(size, size if maximum is None else maximum),
@@ -89,6 +92,9 @@ def make_pool(
         max_retry_delay=0.02,
         free_slots=free_slots or ample,
         on_target=on_target,
+        refill_pause=refill_pause,
+        longest_pause=longest_pause,
+        busy=busy,
     )
 
 
@@ -271,6 +277,36 @@ async def test_refills_start_at_most_refills_sandboxes_at_once(
         await until(lambda: pool.available("vanilla") == pool.available("vite-react") == 3)
         group.cancel_scope.cancel()
     assert engine.most_starting == 1
+
+
+async def test_a_refill_waits_for_the_pause_after_a_take(engine: FakeEngine, clock: Clock) -> None:
+    pool = make_pool(engine, size=1, clock=clock, refill_pause=0.5)
+    async with anyio.create_task_group() as group:
+        group.start_soon(pool.run)
+        await until(lambda: pool.available("vanilla") == pool.available("vite-react") == 1)
+        assert await pool.take("vanilla") is not None
+        await anyio.wait_all_tasks_blocked()
+        assert len(engine.created) == 2  # the taken sandbox's restore has the host to itself
+        await until(lambda: pool.available("vanilla") == 1)
+        group.cancel_scope.cancel()
+    assert len(engine.created) == 3
+
+
+async def test_a_refill_waits_while_an_install_runs_after_a_take(
+    engine: FakeEngine, clock: Clock
+) -> None:
+    installing = [True]
+    pool = make_pool(engine, clock=clock, longest_pause=60.0, busy=lambda: installing[0])
+    async with anyio.create_task_group() as group:
+        group.start_soon(pool.run)
+        await until(lambda: pool.available("vanilla") == pool.available("vite-react") == 1)
+        assert await pool.take("vanilla") is not None
+        await anyio.wait_all_tasks_blocked()
+        assert len(engine.created) == 2  # the taken sandbox's install runs
+        installing[0] = False
+        await until(lambda: pool.available("vanilla") == 1)
+        group.cancel_scope.cancel()
+    assert len(engine.created) == 3
 
 
 async def test_take_never_waits_for_a_refill(engine: FakeEngine, clock: Clock) -> None:

@@ -419,7 +419,8 @@ async def test_authorize_denied_is_403(upstream: UvicornThread, serve_proxy: Ser
 @pytest.mark.anyio
 async def test_starting_page_until_dev_server_is_up(serve_proxy: ServeProxy) -> None:
     sock = loopback_socket()  # bound, not listening: connections are refused
-    proxy = serve_proxy({"abc": f"http://127.0.0.1:{sock.getsockname()[1]}"})
+    routes = {"abc": f"http://127.0.0.1:{sock.getsockname()[1]}"}
+    proxy = serve_proxy(routes, starting_wait=0.3)  # the page after the navigation's wait
     async with browser(proxy) as client:
         starting = await client.get("/")
         as_json = await client.get("/src/main.jsx", headers={"accept": "*/*"})
@@ -433,6 +434,51 @@ async def test_starting_page_until_dev_server_is_up(serve_proxy: ServeProxy) -> 
     assert as_json.json()["error"]["code"] == "preview_starting"
     assert ready.status_code == 200
     assert '<div id="root">' in ready.text
+
+
+class SlowStart:
+    """A dev server starting over: it closes the first ``refused`` connections unanswered
+    (what httpx calls a protocol error), then answers every request with the app's page."""
+
+    def __init__(self, refused: int) -> None:
+        self.refused, self.connections = refused, 0
+        self.sock = loopback_socket()
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        page = b'<!doctype html><div id="root"></div>'
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:  # closed: the test is over
+                return
+            with conn:
+                self.connections += 1
+                conn.recv(65536)  # read first: closing on unread bytes would reset (not refuse)
+                if self.connections > self.refused:
+                    head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(page)}\r\n"
+                    conn.sendall(head.encode() + b"Connection: close\r\n\r\n" + page)
+
+
+@pytest.mark.anyio
+async def test_a_page_load_waits_for_the_dev_server_s_first_good_response(
+    serve_proxy: ServeProxy,
+) -> None:
+    upstream = SlowStart(refused=3)
+    try:
+        proxy = serve_proxy({"abc": upstream.url})
+        async with browser(proxy) as client:
+            page = await client.get("/", headers=NAVIGATE)
+            upstream.refused = upstream.connections + 1  # starting over again
+            script = await client.get("/src/main.jsx", headers=FETCH)
+    finally:
+        upstream.sock.close()
+    assert page.status_code == 200  # not the starting page and its 2 s refresh
+    assert '<div id="root">' in page.text
+    assert upstream.connections >= 4
+    assert script.status_code == 503  # a script is told at once: only page loads wait
 
 
 HEADERS_TIMEOUT = 0.5
