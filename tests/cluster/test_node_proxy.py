@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 
+import anyio
 import docker
 import pytest
 
@@ -192,3 +193,61 @@ async def test_a_sandbox_reaches_its_own_nodes_proxy_and_nothing_of_another_node
     for host, to_port in ((other, port), (other, "2377"), (f"{swarm_nodes.subnet}.1", hub_port)):
         code, said = first.exec("node", "-e", CONNECT_TO, host, to_port)
         assert (code, said.split()[0]) == (3, "error"), (host, to_port, said)
+
+
+async def place_on(manager: docker.DockerClient, settings: SandboxSettings, node_id: str) -> OnNode:
+    """One sandbox on the swarm node ``node_id``, with that node's proxy ensured."""
+    sandbox_id = secrets.token_hex(6)
+    kwargs = sandbox_service_kwargs(
+        settings,
+        TEMPLATE,
+        sandbox_id,
+        network=settings.network,
+        created=time.time(),
+        constraints=[f"node.id=={node_id}"],
+    )
+    service_id = await create_sandbox_service(manager, kwargs)
+    placement = await wait_for_placement(manager, service_id, PLACEMENT_TIMEOUT)
+    node = node_engine(placement)
+    return OnNode(sandbox_id, placement, node, await ensure_node_proxy(node, settings))
+
+
+async def remove_placed(manager: docker.DockerClient, sandbox: OnNode) -> None:
+    """Remove the sandbox's service and workspace volume; close its node client."""
+    await remove_sandbox_service(manager, sandbox.placement.service_id)
+    await remove_workspace_volume(sandbox.node, volume_name(sandbox.sandbox_id))
+    sandbox.node.close()
+
+
+def has_network(node: docker.DockerClient, name: str) -> bool:
+    """Whether the node has instantiated the swarm network ``name`` (it drops it when its
+    last task on it is gone)."""
+    return any(n["Name"] == name for n in node.api.networks())
+
+
+async def test_a_nodes_proxy_serves_again_when_its_bridge_comes_back(
+    placed: list[OnNode], swarm_nodes: Cluster, settings: SandboxSettings
+) -> None:
+    """The third node: its first sandbox starts the proxy; with the sandbox gone the node drops
+    its bridge (and the proxy's address); the next sandbox there finds the same proxy serving."""
+    with closing(swarm_nodes.manager.client()) as manager:
+        taken = {sandbox.placement.node_id for sandbox in placed}
+        third = next(str(n.id) for n in manager.nodes.list() if n.id not in taken)
+        first = await place_on(manager, settings, third)
+        proxy_id = first.node.containers.get(proxy_container_name(settings.instance)).id
+        engine = first.placement.engine_url
+        await remove_placed(manager, first)
+        with closing(docker.DockerClient(base_url=engine)) as node:
+            deadline = time.monotonic() + PLACEMENT_TIMEOUT
+            while has_network(node, settings.network) and time.monotonic() < deadline:
+                await anyio.sleep(0.2)
+            assert not has_network(node, settings.network)
+        again = await place_on(manager, settings, third)
+        try:
+            assert again.registry == settings.sandbox_registry
+            proxy = again.node.containers.get(proxy_container_name(settings.instance))
+            assert proxy.id == proxy_id  # adopted, not started again
+            gateway, port = subnet_gateway(SUBNET), str(settings.npm_proxy_port)
+            assert again.exec("node", "-e", CONNECT_TO, gateway, port) == (0, "connected")
+        finally:
+            await remove_placed(manager, again)
