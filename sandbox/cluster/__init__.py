@@ -8,7 +8,9 @@
   archives), the node-side limits, removal;
 - :mod:`sandbox.cluster.node_checks`: each node requirement checked on a running sandbox;
 - :mod:`sandbox.cluster.capacity`: each node's room for sandboxes, as the scheduler sees it;
-- :mod:`sandbox.cluster.node_images`: the nodes lacking kiln's images (or their build).
+- :mod:`sandbox.cluster.node_images`: the nodes lacking kiln's images (or their build);
+- :mod:`sandbox.cluster.image_distribution`: kiln's images copied onto every node lacking them;
+- :mod:`sandbox.cluster.node_proxy`: the npm proxy on every node, each sandbox's only way out.
 
 ``docs/cluster.md`` describes the deployment these serve.
 """

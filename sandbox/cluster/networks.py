@@ -9,6 +9,11 @@ So the swarm-scoped network is a *bridge* instead, made in two steps:
 2. on the manager, ``<name>`` with ``--scope swarm --internal --config-from <name>-config``:
    each task gets the bridge of ITS node, with no route off it (no egress, no other node).
 
+A node instantiates the bridge only while a task of the network runs there (and removes it
+after), picking the subnet itself unless step 1 fixed one: kiln fixes it (``subnet``), so every
+node's bridge has the same gateway, where that node's npm proxy listens, and a sandbox's
+registry address is known before the swarm places it.
+
 A node added later needs step 1 before a sandbox lands on it (:func:`ensure_node_config`).
 The Docker SDK has no ``ConfigOnly`` / ``ConfigFrom`` arguments, so both are posted as the Engine
 API's own JSON (:func:`create_network`).
@@ -16,6 +21,7 @@ API's own JSON (:func:`create_network`).
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 from typing import Any
 
@@ -47,25 +53,38 @@ async def create_network(client: docker.DockerClient, payload: dict[str, Any]) -
         return await call(_post_network, client, payload)
 
 
-async def ensure_node_config(node: docker.DockerClient, name: str, instance: str) -> str:
-    """Step 1 on one node's engine (module docstring)."""
-    return await create_network(
-        node,
-        {
-            "Name": config_network_name(name),
-            "ConfigOnly": True,
-            "Options": {ICC_OPTION: "false", BRIDGE_NAME_OPTION: bridge_interface(name)},
-            "Labels": shared_labels(instance),
-        },
-    )
+def subnet_gateway(subnet: str) -> str:
+    """The gateway of ``subnet`` on every node: its first address (where the node's npm proxy
+    listens, :mod:`sandbox.cluster.node_proxy`)."""
+    return str(ipaddress.ip_network(subnet)[1])
+
+
+async def ensure_node_config(
+    node: docker.DockerClient, name: str, instance: str, subnet: str | None = None
+) -> str:
+    """Step 1 on one node's engine (module docstring); ``subnet`` (the same on every node)
+    fixes the bridge's addresses, else each node picks its own when a sandbox first needs it."""
+    payload: dict[str, Any] = {
+        "Name": config_network_name(name),
+        "ConfigOnly": True,
+        "Options": {ICC_OPTION: "false", BRIDGE_NAME_OPTION: bridge_interface(name)},
+        "Labels": shared_labels(instance),
+    }
+    if subnet is not None:
+        payload["IPAM"] = {"Config": [{"Subnet": subnet, "Gateway": subnet_gateway(subnet)}]}
+    return await create_network(node, payload)
 
 
 async def ensure_isolated_network(
-    manager: docker.DockerClient, nodes: Sequence[docker.DockerClient], name: str, instance: str
+    manager: docker.DockerClient,
+    nodes: Sequence[docker.DockerClient],
+    name: str,
+    instance: str,
+    subnet: str | None = None,
 ) -> str:
     """The swarm's sandbox network ``name`` (module docstring), made on first use; its ID."""
     for node in nodes:
-        await ensure_node_config(node, name, instance)
+        await ensure_node_config(node, name, instance, subnet)
     return await create_network(
         manager,
         {

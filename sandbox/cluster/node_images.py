@@ -9,7 +9,7 @@ them (for ``kiln doctor`` and for constraining placement), asked of each node's 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import closing
 
 import docker
@@ -26,11 +26,16 @@ def _image_id(client: docker.DockerClient, image: str) -> str | None:
         return None
 
 
+def image_ids(engine: str, images: Sequence[str]) -> dict[str, str | None]:
+    """``image -> its ID`` on the engine at ``engine`` (``None``: it has none); blocking."""
+    with closing(docker.DockerClient(base_url=engine, timeout=CLIENT_TIMEOUT_SECONDS)) as client:
+        return {image: _image_id(client, image) for image in images}
+
+
 def _lacking(engine: str, images: Mapping[str, str]) -> list[str]:
     """The images (of ``image -> expected ID``) the engine at ``engine`` lacks or has
     another build of, each with what it has."""
-    with closing(docker.DockerClient(base_url=engine, timeout=CLIENT_TIMEOUT_SECONDS)) as client:
-        found = {image: _image_id(client, image) for image in images}
+    found = image_ids(engine, list(images))
     return [
         f"{image} ({'missing' if found[image] is None else found[image]})"
         for image, expected in images.items()

@@ -154,6 +154,19 @@ async def ensure_proxy(client: docker.DockerClient, settings: SandboxSettings) -
     cache volume stays, unless the upstream registry changed (what one registry served is not
     another's to serve).
     """
+    addresses, started = await ensure_proxy_container(client, settings)
+    if started:
+        await wait_listening(addresses[0], settings.npm_proxy_port, READY_TIMEOUT_SECONDS)
+    return registry_url(addresses[0], settings.npm_proxy_port)
+
+
+async def ensure_proxy_container(
+    client: docker.DockerClient, settings: SandboxSettings
+) -> tuple[list[str], bool]:
+    """The proxy container of :func:`ensure_proxy`, started or adopted on ``client``'s engine,
+    without waiting for it to listen (a swarm node's proxy is not reachable from kiln's host:
+    :mod:`sandbox.cluster.node_proxy` waits on the node); the gateway addresses it listens on,
+    and whether it was started now."""
     network = await call(client.networks.get, settings.network)
     addresses = gateways(network.attrs)
     if not addresses:
@@ -161,13 +174,13 @@ async def ensure_proxy(client: docker.DockerClient, settings: SandboxSettings) -
     listen = listen_addresses(addresses, settings.npm_proxy_port)
     current = await _current(client, settings.instance)
     wanted = proxy_environment(settings, listen)
-    if current is None or not _serves(current, wanted, await _image_id(client)):
-        if current is not None:
-            other_upstream = f"{UPSTREAM_ENV}={wanted[UPSTREAM_ENV]}" not in _env(current)
-            await remove_proxy(client, settings.instance, with_cache=other_upstream)
-        await _run(client, settings, listen)
-        await wait_listening(addresses[0], settings.npm_proxy_port, READY_TIMEOUT_SECONDS)
-    return registry_url(addresses[0], settings.npm_proxy_port)
+    if current is not None and _serves(current, wanted, await _image_id(client)):
+        return addresses, False
+    if current is not None:
+        other_upstream = f"{UPSTREAM_ENV}={wanted[UPSTREAM_ENV]}" not in _env(current)
+        await remove_proxy(client, settings.instance, with_cache=other_upstream)
+    await _run(client, settings, listen)
+    return addresses, True
 
 
 async def wait_listening(host: str, port: int, timeout: float) -> None:
