@@ -64,7 +64,7 @@ TEST_PROCESSES ?= 3
 IN_PROCESSES := -n $(TEST_PROCESSES) --dist loadgroup --no-loadscope-reorder
 
 test: lint
-	@KILN_PARSER=$(PARSER_IN_TESTS) $(PY) -m pytest $(IN_PROCESSES); rc=$$?; \
+	@KILN_PARSER=$(PARSER_IN_TESTS) $(PY) -m pytest $(IN_PROCESSES) --durations=25; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; rc=1; fi; \
 	echo "tests/parser again with the pure-Python parser (KILN_PARSER=python)"; \
 	KILN_PARSER=python $(PY) -m pytest -q $(PARSER_TESTS); rc2=$$?; \

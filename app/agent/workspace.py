@@ -267,8 +267,9 @@ class SandboxWorkspace:
                 log = await (self._session.abandon() if abandon else self._session.finish())
         finally:
             await self._stack.aclose()
-            # A failed run (or one whose worker is shutting down) still records what it wrote.
-            if log.source_state != self._recorded_state:
+            # A failed run (or one whose worker is shutting down) still records what it wrote;
+            # a cancelled one only what it kept (all rolled back: nothing of the answer is left).
+            if log.source_state != self._recorded_state and (not abandon or _kept_any(log)):
                 with anyio.CancelScope(shield=True):
                     await self._record(self._turn, "cancelled" if abandon else "run ended")
         try:
@@ -351,3 +352,8 @@ class SandboxWorkspace:
         written = await session.written_files() if session is not None else None
         await self._project.record(self.sandbox_id, info, self._on_record, written=written)
         self._recorded_state = state
+
+
+def _kept_any(log: SessionLog) -> bool:
+    """Whether a cancelled session kept any file it wrote (not all of them rolled back)."""
+    return any(path not in log.rolled_back for path in log.files)

@@ -187,6 +187,8 @@ async def test_a_close_before_the_first_event_cancels_the_early_restore() -> Non
 class _Log:
     source_state: int = 0
     errors: list[dict[str, str]] = field(default_factory=list)
+    files: list[str] = field(default_factory=lambda: ["src/App.jsx"])
+    rolled_back: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -268,6 +270,17 @@ async def test_a_close_records_a_version_only_when_something_was_handled_since_t
     session.log.source_state += handled_after_the_turn
     await workspace.close(abandon=abandon)
     assert project.notes == [note for note in notes if note is not None]
+
+
+async def test_a_cancel_that_rolled_back_every_file_it_wrote_records_nothing() -> None:
+    """Cancelled while writing its first file: nothing of the answer is left, so no version
+    (in a new chat it would be the bare template, a version of nothing asked for)."""
+    project = _Project()
+    workspace, session = _open_workspace(project)
+    session.log.source_state = 2  # the install asked for, the file started
+    session.log.rolled_back = ["src/App.jsx"]
+    await workspace.close(abandon=True)
+    assert project.notes == []
 
 
 async def test_a_close_records_what_a_run_wrote_when_no_version_was_recorded_yet() -> None:

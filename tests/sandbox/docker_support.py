@@ -121,12 +121,16 @@ def sweep_disk(instance: str) -> None:
 def sweep(client: docker.DockerClient, instance: str, redis_url: str) -> None:
     """Remove every object of ``instance`` and its registry keys, without kiln's code."""
     filters = {"label": [LABEL, f"kiln.instance={instance}"]}
+    # Each may be going already (kiln's own clean-up finishing as the test ends): gone is swept.
     for container in client.containers.list(all=True, filters=filters):
-        container.remove(force=True)
+        with contextlib.suppress(docker.errors.NotFound):
+            container.remove(force=True)
     for network in client.networks.list(filters=filters):
-        network.remove()
+        with contextlib.suppress(docker.errors.NotFound):
+            network.remove()
     for volume in client.volumes.list(filters=filters):
-        volume.remove(force=True)
+        with contextlib.suppress(docker.errors.NotFound):
+            volume.remove(force=True)
     sweep_disk(instance)
     store = redis.Redis.from_url(redis_url)
     try:

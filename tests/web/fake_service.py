@@ -248,6 +248,7 @@ def build_app(service: FakeService) -> ASGIApp:
         Route("/api/chats/{id}/messages", partial(_post, service), methods=["POST"]),
         Route("/api/chats/{id}/versions", partial(_versions, service)),
         Route("/api/chats/{id}/publication", partial(_none_yet, service, {"publication": None})),
+        Route("/api/chats/{id}/publish-job", partial(_none_yet, service, {"job": None})),
         Route("/api/chats/{id}/remote", partial(_none_yet, service, {"remote": None})),
         Route(
             "/api/chats/{id}/env", partial(_none_yet, service, {"variables": [], "limits": LIMITS})
