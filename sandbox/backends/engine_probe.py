@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import docker
 
 from sandbox.docker_boundary import call
@@ -25,6 +26,7 @@ class EngineProbe:
         """A probe of the engine ``client`` talks to (its client is made on the first ping)."""
         self._client = client
         self._probe: Any = None  # a docker.DockerClient with a short timeout
+        self._making = anyio.Lock()
 
     async def ping(self) -> None:
         """Raise ``DockerUnavailable`` unless the engine answers within
@@ -32,9 +34,11 @@ class EngineProbe:
         if self._probe is None:
             # The main client's API version: no version request of its own to hang on.
             version = self._client.api.api_version
-            self._probe = await call(
-                docker.DockerClient.from_env, timeout=PING_TIMEOUT_SECONDS, version=version
-            )
+            async with self._making:  # two first pings at once must not make two clients
+                if self._probe is None:
+                    self._probe = await call(
+                        docker.DockerClient.from_env, timeout=PING_TIMEOUT_SECONDS, version=version
+                    )
         await call(self._probe.ping)
 
     async def aclose(self) -> None:
