@@ -5,9 +5,8 @@ a real build through the job: tests/web/test_publish.py.)"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -19,32 +18,12 @@ from app.publish.publisher import Publisher
 from app.publish.settings import PublishSettings
 from app.publish.storage import LocalBuildStorage, Manifest
 from app.store import Store
+from tests.api.test_publications import GatedSandboxes
 from tests.waiting import until
 
 pytestmark = pytest.mark.anyio
 
 VITE = {"package.json": b'{"devDependencies": {"vite": "5.4.0"}}', "index.html": b"<p>"}
-
-
-class StuckSandboxes:
-    """A build's sandboxes whose first one never starts: the job stays at ``building``."""
-
-    async def provision(
-        self, template: str, *, owner: str = "", chat: str = "", state: str = "in_use"
-    ) -> Any:
-        await anyio.sleep_forever()
-
-    async def container_for(self, sandbox_id: str) -> Any:
-        raise AssertionError("no sandbox was started")
-
-    def install_queue(self, sandbox_id: str) -> Any:
-        raise AssertionError("no sandbox was started")
-
-    async def run_command(self, sandbox_id: str, argv: Sequence[str], on_output: Any = None) -> Any:
-        raise AssertionError("no sandbox was started")
-
-    async def destroy(self, sandbox_id: str) -> None:
-        raise AssertionError("no sandbox was started")
 
 
 @pytest.fixture
@@ -58,7 +37,12 @@ def jobs_of(store: Store, tmp_path: Path, settings: PublishSettings) -> tuple[Pu
     projects = GitProjectStore(tmp_path / "projects")
     storage = LocalBuildStorage(tmp_path / "published")
     publisher = Publisher(
-        projects, store, storage, StuckSandboxes(), settings, project_max_bytes=2**20
+        projects,
+        store,
+        storage,
+        GatedSandboxes(),  # its gate never opens: the job stays at ``building``
+        settings,
+        project_max_bytes=2**20,
     )
     chat = store.create_chat(store.create_user("ann").id, "site").id
     projects.commit(chat, VITE, VersionInfo("r1", 1))
