@@ -47,10 +47,10 @@ async def end_run(
         )
     )
     if ended:
+        await release_slot(admission, run)  # before ``run_finished``: see RunExecution._finish
         await persist_and_publish(
             store, client, run.id, [run_finished_event(status, stop_reason, error)]
         )
-        await release_slot(admission, run)
     return ended
 
 

@@ -335,13 +335,15 @@ class RunExecution:
         )
         if finished and self._sandbox_id:
             await anyio.to_thread.run_sync(store.set_chat_sandbox, run.chat_id, self._sandbox_id)
+        # The slot is free before ``run_finished`` is out: a client that sends the next
+        # message on seeing it must not be told the chat still has an active run.
+        await release_slot(self._ctx.admission, run)
         if finished:
             await self._release_preview()  # also after a cancel or a failure
             assert self._writer is not None
             await self._writer.emit(
                 run_finished_event(outcome.status, outcome.stop_reason, outcome.error)
             )
-        await release_slot(self._ctx.admission, run)
 
     def _final_fields(self, outcome: Outcome) -> dict[str, Any]:
         result = outcome.result

@@ -201,10 +201,10 @@ class Worker:
         ended = await anyio.to_thread.run_sync(
             lambda: store.finish_run(run.id, FAILED, "error", worker=self.name, error=error)
         )
+        await release_slot(self._ctx.admission, run)  # before ``run_finished`` is out
         if ended:
             event = run_finished_event(FAILED, "error", error)
             await persist_and_publish(store, self._ctx.redis, run.id, [event])
-        await release_slot(self._ctx.admission, run)
 
     async def _reap_forever(self) -> None:
         while True:

@@ -29,6 +29,25 @@ async def test_only_the_first_of_two_enders_writes_run_finished(
     assert await admission.active_runs() == set()
 
 
+async def test_the_slot_is_released_before_run_finished_is_written(
+    settings: ServiceSettings, store: Store, client: redis.asyncio.Redis
+) -> None:
+    events_at_release: list[int] = []
+
+    class Recording(Admission):
+        async def release(self, run_id: str, user_id: str, chat_id: str) -> None:
+            events_at_release.append(len(store.events_after(run_id)))
+            await super().release(run_id, user_id, chat_id)
+
+    admission = Recording(client, settings)
+    user, chat = new_chat(store)
+    run = store.create_run(chat.id, user.id, None, None, None)
+    await admission.admit(run.id, user.id, chat.id)
+    assert await end_run(store, client, admission, run, "cancelled", "cancelled")
+    assert events_at_release == [0]
+    assert len(store.events_after(run.id)) == 1
+
+
 async def test_a_missing_run_finished_is_written_once(
     store: Store, client: redis.asyncio.Redis
 ) -> None:

@@ -26,6 +26,7 @@ from app.errors import ConfigError
 from app.event_types import BY_NAME
 from app.projects.app_env import app_env_lookup
 from app.providers import Message as PromptMessage
+from app.runs.admission import Admission
 from app.runs.errors import QueueUnavailable
 from app.runs.execution import ProviderFactory, ResolvedProvider, WorkspaceFactory
 from app.runs.failures import SENTENCES
@@ -169,6 +170,31 @@ async def test_a_run_completes_with_its_reply_and_events_in_order(
     assert chat is not None
     assert chat.sandbox_id == "fake1"
     assert await service.admission.active_runs() == set()
+
+
+async def test_the_slot_is_free_before_run_finished_is_out(
+    settings: ServiceSettings,
+    store: Store,
+    client: redis.asyncio.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A client that sends the next message on seeing ``run_finished`` (two hosts' test) was
+    # refused: "this chat has 1 active run(s)", the slot was released after the event.
+    seen_at_release: list[list[str]] = []
+    release = Admission.release
+
+    async def recording_release(self: Admission, run_id: str, user_id: str, chat_id: str) -> None:
+        seen_at_release.append([event["type"] for _seq, event in store.events_after(run_id)])
+        await release(self, run_id, user_id, chat_id)
+
+    monkeypatch.setattr(Admission, "release", recording_release)
+    service, workspaces = RunService(store, client, settings), MemoryWorkspaces()
+    async with running_workers(settings, store, client, workspaces, replay_factory()):
+        run = await submit(service, store)
+        await events_until_finished(store, client, run.id)
+        await queue_drained(client)
+    assert seen_at_release, "the slot was never released"
+    assert "run_finished" not in seen_at_release[0]
 
 
 async def test_a_follow_up_in_a_demo_chat_replays_from_the_first_turn(
