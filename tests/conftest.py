@@ -74,6 +74,41 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank.get(group_of(item.nodeid), len(rank)))
 
 
+class GroupTimes:
+    """Seconds spent per group and per xdist process (setup, call and teardown), printed after
+    the run: what to move or cut when CI nears its 30 minutes (``--durations`` names tests,
+    not the groups a process runs whole)."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, float] = {}
+        self.processes: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Add a phase's duration to its group and process."""
+        group = group_of(report.nodeid)
+        self.groups[group] = self.groups.get(group, 0.0) + report.duration
+        node = getattr(report, "node", None)
+        process = getattr(getattr(node, "gateway", None), "id", "main")
+        self.processes[process] = self.processes.get(process, 0.0) + report.duration
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        """The longest groups and each process's busy seconds."""
+        if len(self.groups) < 2:
+            return
+        terminalreporter.section("seconds per group (the 20 longest) and per process")
+        longest = sorted(self.groups.items(), key=lambda item: -item[1])[:20]
+        for group, seconds in longest:
+            terminalreporter.write_line(f"{seconds:8.1f}s  {group}")
+        busy = ", ".join(f"{name} {sec:.0f}s" for name, sec in sorted(self.processes.items()))
+        terminalreporter.write_line(f"busy: {busy}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Collect :class:`GroupTimes` in the process that reports (xdist's controller)."""
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(GroupTimes(), "kiln-group-times")
+
+
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     """Async tests run on asyncio (the service's loop); trio is not a target."""
