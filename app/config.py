@@ -30,6 +30,9 @@
 - ``KILN_PROJECTS_DIR`` (``<data dir>/projects``): where the chats' projects are kept; hosts
   of one deployment point it at one shared volume (docs/architecture.md "Projects on several
   hosts").
+- ``KILN_PUBLISHED_DIR`` (``<data dir>/published``): where published apps' builds are kept;
+  hosts of one deployment point it at the shared volume too, so a link made through one host
+  is served by every host.
 
 **The secret key.** ``KILN_SECRET_KEY`` (any string of at least 16 characters) is the root of
 the Fernet key that encrypts users' provider keys at rest. When it is unset, a random key is
@@ -89,6 +92,7 @@ class ServiceSettings:
     max_event_streams_per_user: int = 20
     stop_limit_seconds: float = 15.0
     projects_root: Path | None = None  # KILN_PROJECTS_DIR; unset: in the data dir
+    published_root: Path | None = None  # KILN_PUBLISHED_DIR; unset: in the data dir
 
     @property
     def database_path(self) -> Path:
@@ -108,7 +112,7 @@ class ServiceSettings:
     @property
     def published_dir(self) -> Path:
         """Where published apps' builds are kept (app.publish.storage)."""
-        return self.data_dir / "published"
+        return self.published_root or self.data_dir / "published"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServiceSettings:
@@ -158,6 +162,7 @@ class ServiceSettings:
                 "KILN_STOP_LIMIT", cls.stop_limit_seconds, low=5.0, high=600.0, low_open=False
             ),
             projects_root=read.optional_path("KILN_PROJECTS_DIR"),
+            published_root=read.optional_path("KILN_PUBLISHED_DIR"),
         )
 
 

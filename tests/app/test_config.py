@@ -170,6 +170,23 @@ def test_the_projects_are_in_the_data_dir_unless_a_folder_is_set(
     assert ServiceSettings.from_env(env).projects_dir == tmp_path / expected
 
 
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        pytest.param(None, "data/published", id="unset-in-the-data-dir"),
+        pytest.param(" ", "data/published", id="blank-in-the-data-dir"),
+        pytest.param("/mnt/shared/published", "/mnt/shared/published", id="set"),
+    ],
+)
+def test_published_builds_are_in_the_data_dir_unless_a_folder_is_set(
+    tmp_path: Path, given: str | None, expected: str
+) -> None:
+    env = {"KILN_DATA_DIR": str(tmp_path / "data"), "KILN_SECRET_KEY": "s" * 32}
+    if given is not None:
+        env["KILN_PUBLISHED_DIR"] = given
+    assert ServiceSettings.from_env(env).published_dir == tmp_path / expected
+
+
 def test_the_store_is_sqlite_in_the_data_dir_unless_a_database_url_is_set(tmp_path: Path) -> None:
     embedded = ServiceSettings.from_env({"KILN_DATA_DIR": str(tmp_path)})
     assert embedded.database_location == tmp_path / "kiln.db"

@@ -139,6 +139,7 @@ def _merged_config(env: dict[str, str], folder: Path) -> subprocess.CompletedPro
 def test_the_default_keeps_projects_in_the_data_volume() -> None:
     for name in ("api", "worker"):
         assert "KILN_PROJECTS_DIR" not in _services()[name]["environment"]
+        assert "KILN_PUBLISHED_DIR" not in _services()[name]["environment"]
 
 
 def test_every_host_mounts_the_shared_projects_and_reaches_one_redis(tmp_path: Path) -> None:
@@ -148,6 +149,7 @@ def test_every_host_mounts_the_shared_projects_and_reaches_one_redis(tmp_path: P
     for name in ("api", "worker"):
         environment, volumes = services[name]["environment"], services[name]["volumes"]
         assert environment["KILN_PROJECTS_DIR"] == "/var/lib/kiln-projects"
+        assert environment["KILN_PUBLISHED_DIR"] == "/var/lib/kiln-projects/published"
         assert environment["REDIS_URL"] == "redis://10.0.0.1:6380/0"
         assert environment["KILN_DATABASE_URL"] == SHARED["KILN_DATABASE_URL"]
         assert "/mnt/kiln-projects:/var/lib/kiln-projects:rw" in volumes
