@@ -25,11 +25,31 @@ pytest_plugins = ["tests.end_to_end"]
 
 # `make test` runs the suite in pytest-xdist processes (`-n 3 --dist loadgroup`). Every test
 # has a group, and a group runs whole in one process: a module is its own group (its served
-# kiln, its module fixtures are built once), tests/web is one (its session's browser, served kiln
-# and demo run are built once). The groups known to be long go first (the rest keeps pytest's
-# order), so that no long one starts last while the other process idles. Every process has its
-# own Redis, kiln instances and temporary folders (see tests/sandbox/conftest.py).
+# kiln, its module fixtures are built once), and the tests/web modules that use the package's
+# served kiln (`kiln`, `kiln_page`, `demo_chat`) are one group, so that kiln and its demo run
+# are built once. The web modules below use only a stand-in service or none: each is a group of
+# its own, free to run in another process (a process that runs one starts its own browser, a
+# second or two). A new web module not listed joins the served kiln's group: slower, never wrong.
+# The groups known to be long go first (the rest keeps pytest's order), so that no long one
+# starts last while the other processes idle. Every process has its own Redis, kiln instances
+# and temporary folders (see tests/sandbox/conftest.py).
 ONE_GROUP_FOLDERS = ("tests/web/",)
+WEB_MODULES_WITHOUT_THE_SERVED_KILN = frozenset(
+    f"tests/web/test_{name}.py"
+    for name in (
+        "api",
+        "cards",
+        "chat_scroll",
+        "composer",
+        "errors",
+        "layout",
+        "page_problems",
+        "preview_attack",
+        "preview_reporter",
+        "select_script",
+        "stream_resume",
+    )
+)
 LONG_GROUPS = (  # the longest, measured (--durations) on the 2-core box: 3 to 8 minutes each
     "tests/web",
     "tests/app/test_clean_stop.py",
@@ -49,6 +69,8 @@ LONG_GROUPS = (  # the longest, measured (--durations) on the 2-core box: 3 to 8
 def group_of(nodeid: str) -> str:
     """The xdist group of a test: its folder when the folder is one group, else its file."""
     path = nodeid.split("::", 1)[0]
+    if path in WEB_MODULES_WITHOUT_THE_SERVED_KILN:
+        return path
     folder = next((f for f in ONE_GROUP_FOLDERS if path.startswith(f)), None)
     return folder.rstrip("/") if folder else path
 
