@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import re
 import statistics
@@ -49,6 +48,7 @@ from bench.e2e import (
     stop_serve,
     wait_for_pool,
 )
+from bench.run_events import run_events
 from sandbox import call, connect
 from sandbox.lifecycle.registry import SandboxRegistry
 from tests.sandbox.docker_support import sweep
@@ -154,17 +154,12 @@ async def message(api: httpx.AsyncClient, chat: str, model: str) -> Trial:
     run_id = posted.json()["run_id"]
     async with anyio.create_task_group() as tasks:
         with anyio.fail_after(RUN_LIMIT_SECONDS):
-            async with api.stream("GET", f"/api/runs/{run_id}/events") as response:
-                kind = ""
-                async for line in response.aiter_lines():
-                    if line.startswith("event: "):
-                        kind = line.removeprefix("event: ")
-                    elif line.startswith("data: "):
-                        sandbox = note(trial, kind, json.loads(line.removeprefix("data: ")))
-                        if kind == "sandbox_ready" and sandbox:
-                            tasks.start_soon(watch_preview, api, sandbox, trial)
-                        if kind == "run_finished":
-                            break
+            async for kind, data in run_events(api, run_id):
+                sandbox = note(trial, kind, data)
+                if kind == "sandbox_ready" and sandbox:
+                    tasks.start_soon(watch_preview, api, sandbox, trial)
+                if kind == "run_finished":
+                    break
         tasks.cancel_scope.deadline = anyio.current_time() + RUN_LIMIT_SECONDS
     return trial
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import re
 import secrets
@@ -67,6 +66,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.providers.replay import BUILTIN_DEMOS
 from app.service.embedded_redis import EmbeddedRedis
 from app.tokens import count_tokens
+from bench.run_events import run_events
 from parser import StreamParser
 from parser.events import EVENT_TYPES, FileContent, FileStart
 from sandbox import get_template, probe_preview
@@ -211,16 +211,9 @@ async def follow(
     api: httpx.AsyncClient, run_id: str, sample: Sample, on_sandbox: Callable[[str], None]
 ) -> None:
     """Read the run's event stream (SSE) to its terminal event."""
-    async with api.stream("GET", f"/api/runs/{run_id}/events") as response:
-        response.raise_for_status()
-        kind = ""
-        async for line in response.aiter_lines():
-            if line.startswith("event: "):
-                kind = line.removeprefix("event: ")
-            elif line.startswith("data: ") and note_event(
-                sample, kind, json.loads(line.removeprefix("data: ")), on_sandbox
-            ):
-                return
+    async for kind, data in run_events(api, run_id):
+        if note_event(sample, kind, data, on_sandbox):
+            return
 
 
 async def watch_first_file(

@@ -19,7 +19,6 @@ before and after. Build the images first (``kiln images build``: the servers run
 from __future__ import annotations
 
 import argparse
-import json
 import secrets
 import statistics
 import sys
@@ -50,6 +49,7 @@ from bench.e2e import (
     uptime,
     wait_for_pool,
 )
+from bench.run_events import run_events
 from sandbox.preview.render_check import RENDER_ROLE, RENDER_ROLE_LABEL
 from tests.sandbox.docker_support import sweep
 
@@ -105,16 +105,10 @@ async def one_sample(api: httpx.AsyncClient) -> tuple[Sample, float | None]:
     body = created.json()
     render: dict[str, Any] | None = None
     with anyio.fail_after(RUN_LIMIT_SECONDS):
-        async with api.stream("GET", f"/api/runs/{body['run_id']}/events") as response:
-            kind = ""
-            async for line in response.aiter_lines():
-                if line.startswith("event: "):
-                    kind = line.removeprefix("event: ")
-                elif line.startswith("data: "):
-                    data = json.loads(line.removeprefix("data: "))
-                    render = data.get("render") if kind == "postgen" else render
-                    if note_event(sample, kind, data, lambda _: None):
-                        break
+        async for kind, data in run_events(api, body["run_id"]):
+            render = data.get("render") if kind == "postgen" else render
+            if note_event(sample, kind, data, lambda _: None):
+                break
     (await api.delete(f"/api/chats/{body['chat']['id']}")).raise_for_status()
     seconds = render.get("seconds") if render and not render.get("skipped") else None
     return sample, seconds
