@@ -1,8 +1,9 @@
 """Publishing as a background job, one per chat at a time, within a per-user hourly limit.
 
-:meth:`PublishJobs.submit` checks the version, the user's limit (``KILN_PUBLISH_PER_HOUR``: the
-jobs the user started in the last hour, failed ones too) and the chat's running job (the store
-refuses a second: :class:`~app.publish.errors.PublishBusy`), writes the job's row and starts
+:meth:`PublishJobs.submit` checks the version, then the store, in one transaction, the user's
+limit (``KILN_PUBLISH_PER_HOUR``: the jobs the user started in the last hour, failed ones too;
+:class:`~app.publish.errors.PublishRateLimited`) and the chat's running job (a second is
+refused: :class:`~app.publish.errors.PublishBusy`), writes the job's row and starts
 :meth:`Publisher.publish <app.publish.publisher.Publisher.publish>` in :meth:`PublishJobs.run`'s
 task group; the request answers at once. The job's row moves through :data:`STAGES`::
 
@@ -46,7 +47,7 @@ from app.publish.errors import (
     PublishTimeout,
 )
 from app.publish.publisher import BUILDING, STORING, Publisher
-from app.store.publish_jobs import PublishJob
+from app.store.publish_jobs import PublishJob, StartWindow
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -65,9 +66,16 @@ class JobRows(Protocol):
     """What jobs need of the store (:class:`app.store.publish_jobs.PublishJobTables`)."""
 
     def start_publish_job(
-        self, job_id: str, chat_id: str, user_id: str, version: int, stage: str
-    ) -> PublishJob | None:
-        """A new running job; None when the chat has one."""
+        self,
+        job_id: str,
+        chat_id: str,
+        user_id: str,
+        version: int,
+        stage: str,
+        window: StartWindow | None = None,
+    ) -> PublishJob | list[float] | None:
+        """A new running job; None when the chat has one; the user's starts in ``window``
+        when they are its most."""
         ...
 
     def publish_job(self, job_id: str) -> PublishJob | None:
@@ -92,10 +100,6 @@ class JobRows(Protocol):
         self, chat_id: str, updated_before: float, stage: str, code: str, message: str
     ) -> int:
         """End the chat's job that has not moved since ``updated_before``."""
-        ...
-
-    def publish_jobs_started_since(self, user_id: str, since: float) -> list[float]:
-        """When the user's jobs since ``since`` started, oldest first."""
         ...
 
 
@@ -133,11 +137,13 @@ class PublishJobs:
             raise PublishError("this server is not running publish jobs now; try again shortly")
         version = await _in_thread(self.publisher.projects.version, chat, ref)
         await self._end_stale(chat)
-        await self._check_rate(owner)
-        job_id = secrets.token_hex(8)
+        job_id, now, limit = secrets.token_hex(8), time.time(), self.publisher.settings.per_hour
+        window = StartWindow(now - HOUR_SECONDS, limit)
         job = await _in_thread(
-            self.rows.start_publish_job, job_id, chat, owner, version.number, QUEUED
+            self.rows.start_publish_job, job_id, chat, owner, version.number, QUEUED, window
         )
+        if isinstance(job, list):
+            raise _rate_limited(job, limit, now)
         if job is None:
             running = await _in_thread(self.rows.latest_publish_job, chat)
             which = f"version {running.version}" if running else "a version"
@@ -218,21 +224,6 @@ class PublishJobs:
         code = PublishInterrupted.code
         await _in_thread(self.rows.end_stale_publish_jobs, chat, before, FAILED, code, words)
 
-    async def _check_rate(self, owner: str) -> None:
-        """:class:`PublishRateLimited` when ``owner`` started the hour's publishes already."""
-        limit = self.publisher.settings.per_hour
-        now = time.time()
-        started = await _in_thread(self.rows.publish_jobs_started_since, owner, now - HOUR_SECONDS)
-        if len(started) < limit:
-            return
-        # Once the oldest of the newest ``limit`` leaves the hour, one more fits.
-        retry_after = max(1, math.ceil(started[-limit] + HOUR_SECONDS - now))
-        raise PublishRateLimited(
-            f"{len(started)} publishes started in the last hour and at most {limit} may "
-            f"(KILN_PUBLISH_PER_HOUR); the next may start in {_duration(retry_after)}",
-            retry_after,
-        )
-
     def _wake(self, chat: str) -> None:
         changed = self._changed.pop(chat, None)
         if changed is not None:
@@ -248,3 +239,14 @@ def _duration(seconds: int) -> str:
 
 async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
     return await anyio.to_thread.run_sync(functools.partial(fn, *args))
+
+
+def _rate_limited(started: list[float], limit: int, now: float) -> PublishRateLimited:
+    """The refusal of a user who started ``started`` (oldest first) in the last hour."""
+    # Once the oldest of the newest ``limit`` leaves the hour, one more fits.
+    retry_after = max(1, math.ceil(started[-limit] + HOUR_SECONDS - now))
+    return PublishRateLimited(
+        f"{len(started)} publishes started in the last hour and at most {limit} may "
+        f"(KILN_PUBLISH_PER_HOUR); the next may start in {_duration(retry_after)}",
+        retry_after,
+    )

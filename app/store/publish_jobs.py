@@ -63,18 +63,40 @@ def publish_job_from_row(row: Mapping[str, Any]) -> PublishJob:
     )
 
 
+@dataclass(frozen=True)
+class StartWindow:
+    """At most ``most`` jobs of one user may have started since ``since`` (a time)."""
+
+    since: float
+    most: int
+
+
 class PublishJobTables:
     """The ``publish_jobs`` table."""
 
     _db: Database
 
     def start_publish_job(
-        self, job_id: str, chat_id: str, user_id: str, version: int, stage: str
-    ) -> PublishJob | None:
-        """A new running job at ``stage``; None when the chat has a running one already."""
+        self,
+        job_id: str,
+        chat_id: str,
+        user_id: str,
+        version: int,
+        stage: str,
+        window: StartWindow | None = None,
+    ) -> PublishJob | list[float] | None:
+        """A new running job at ``stage``; None when the chat has a running one already; with
+        a ``window``, when the user's jobs started in it (oldest first) if they are its
+        ``most`` already. The count and the insert are one transaction under the user's row
+        lock, so two requests at once cannot both take the window's last start."""
         now = time.time()
         try:
             with self._db.transaction() as db:
+                if window is not None:
+                    self._db.lock_row(db, "users", user_id)
+                    started = self.publish_jobs_started_since(user_id, window.since)
+                    if len(started) >= window.most:
+                        return started
                 db.execute(
                     "INSERT INTO publish_jobs (id, chat_id, user_id, version, stage, active,"
                     " created, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

@@ -4,8 +4,10 @@ a dead job ended, the user's jobs of the hour; on SQLite and Postgres."""
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from app.store import Store
+from app.store.publish_jobs import StartWindow
 
 
 def chat_of(store: Store, name: str = "ann") -> tuple[str, str]:
@@ -59,3 +61,32 @@ def test_the_jobs_a_user_started_since(store: Store) -> None:
     assert started == sorted(started)
     assert store.publish_jobs_started_since(user, time.time() + 1) == []
     assert store.publish_jobs_started_since("someone-else", 0) == []
+
+
+def test_a_full_window_refuses_with_the_starts_in_it(store: Store) -> None:
+    user, chat = chat_of(store)
+    window = StartWindow(time.time() - 1, 2)
+    for number in range(2):
+        assert store.start_publish_job(f"j{number}", chat, user, 1, "queued", window) is not None
+        store.end_publish_job(f"j{number}", "failed", "publish_failed", "no")
+    refused = store.start_publish_job("j9", chat, user, 1, "queued", window)
+    assert isinstance(refused, list)
+    assert len(refused) == 2
+    assert store.publish_job("j9") is None
+
+
+def test_starts_at_once_never_pass_the_window(store: Store) -> None:
+    # Ten requests of one user at the same instant, on ten chats, against a limit of three:
+    # counted and inserted apart, several passed the last start.
+    user = store.create_user("eve").id
+    chats = [store.create_chat(user, f"site {n}").id for n in range(10)]
+    window = StartWindow(time.time() - 1, 3)
+
+    def start(number: int) -> object:
+        return store.start_publish_job(f"j{number}", chats[number], user, 1, "queued", window)
+
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        outcomes = list(pool.map(start, range(10)))
+    started = [outcome for outcome in outcomes if not isinstance(outcome, list)]
+    assert len(started) == 3, outcomes
+    assert len(store.publish_jobs_started_since(user, 0)) == 3
