@@ -27,13 +27,14 @@ pytest_plugins = ["tests.end_to_end"]
 # has a group, and a group runs whole in one process: a module is its own group (its served
 # kiln, its module fixtures are built once), and the tests/web modules that use the package's
 # served kiln (`kiln`, `kiln_page`, `demo_chat`) are one group, so that kiln and its demo run
-# are built once. The web modules below use only a stand-in service or none: each is a group of
+# are built once; tests/cluster is one group too (its session's swarm nodes, made and loaded
+# with images once). The web modules below use only a stand-in service or none: each is a group of
 # its own, free to run in another process (a process that runs one starts its own browser, a
 # second or two). A new web module not listed joins the served kiln's group: slower, never wrong.
 # The groups known to be long go first (the rest keeps pytest's order), so that no long one
 # starts last while the other processes idle. Every process has its own Redis, kiln instances
 # and temporary folders (see tests/sandbox/conftest.py).
-ONE_GROUP_FOLDERS = ("tests/web/",)
+ONE_GROUP_FOLDERS = ("tests/web/", "tests/cluster/")  # tests/cluster: its swarm nodes once
 WEB_MODULES_WITHOUT_THE_SERVED_KILN = frozenset(
     f"tests/web/test_{name}.py"
     for name in (
@@ -52,6 +53,7 @@ WEB_MODULES_WITHOUT_THE_SERVED_KILN = frozenset(
 )
 LONG_GROUPS = (  # the longest, measured (--durations) on the 2-core box: 3 to 8 minutes each
     "tests/web",
+    "tests/cluster",
     "tests/app/test_clean_stop.py",
     "tests/service/test_docker_outage.py",
     "tests/sandbox/images/test_resident_builder.py",

@@ -34,6 +34,7 @@ def test_a_web_module_on_its_own_asks_for_no_served_kiln(module: str) -> None:
         pytest.param("tests/web/test_preview.py::test_x", "tests/web", id="served-kiln"),
         pytest.param("tests/web/test_cards.py::test_x", "tests/web/test_cards.py", id="alone"),
         pytest.param("tests/runs/test_queue.py::test_x", "tests/runs/test_queue.py", id="module"),
+        pytest.param("tests/cluster/test_nodes.py::test_x", "tests/cluster", id="cluster"),
     ],
 )
 def test_the_group_of_a_test(nodeid: str, group: str) -> None:
