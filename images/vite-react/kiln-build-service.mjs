@@ -34,10 +34,6 @@ const WARM_LIMIT_MS = 120000 // a warm-up nobody waits for must not hold the que
 // in a 1-CPU sandbox: warm-up ~1.8 s, warm build ~1.1 s, cold build ~1.9 s).
 const PREEMPT_MS = 1000
 const HEAP_MB = 512 // a builder past this dies (a request then builds without it), not the sandbox
-// A young generation this large halves the builder's garbage collections: a build's CPU time
-// fell 12 % with it (template app, median of 7 builds each: 970 -> 852 ms; 792 -> 723 ms with
-// the Rollup cache). 32 MiB more at most, while a build runs.
-const SEMI_SPACE_MB = 32
 
 function requestedOp(line) {
   try {
@@ -71,7 +67,7 @@ export function startBuildService({ workspace, fingerprint, say }) {
     const child = fork(BUILDER, [], {
       cwd: workspace,
       detached: true, // its own process group: it ends with its esbuild service
-      execArgv: [`--max-old-space-size=${HEAP_MB}`, `--max-semi-space-size=${SEMI_SPACE_MB}`],
+      execArgv: [`--max-old-space-size=${HEAP_MB}`],
       stdio: ['ignore', 'ignore', 'ignore', 'ipc'],
     })
     const started = { child, packages: fingerprint(), warm: false }

@@ -27,7 +27,11 @@ export async function cachedRollup(rollup, options) {
 
 /** Vite's imports of Rollup go through cachedRollup() from now on (call before importing Vite). */
 export function useRollupCache() {
-  register(new URL('./kiln-rollup-hooks.mjs', import.meta.url))
+  try {
+    register(new URL('./kiln-rollup-hooks.mjs', import.meta.url))
+  } catch {
+    // a Node without module hooks (before 20.6): every build is a full one, as before
+  }
 }
 
 /** A plugin for each build: which cached modules must be transformed again (Vite's output says
