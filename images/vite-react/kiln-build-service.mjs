@@ -9,7 +9,9 @@
 //   and the client, which checks whose listener it reached, builds as a new process.
 //
 // - {op: 'warm'} is answered at once; a builder is started (if none runs for the installed
-//   packages) and builds once into memory, so the next build finds it warm.
+//   packages) and builds once into memory, so the next build finds it warm and its Rollup cache
+//   full (kiln-rollup-cache.mjs). A builder warm already (it warmed up or built) does nothing:
+//   its cache holds every dependency, and the app's own modules are transformed at each build.
 // - {op: 'build'} waits for its turn, then streams the build's output and {exit}; one that
 //   comes early in a warm-up (PREEMPT_MS) stops it and builds on a new builder instead.
 // - The installed packages changed since a builder started (kiln installed one): that builder

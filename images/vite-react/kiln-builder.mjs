@@ -4,10 +4,12 @@
 // warm). Forked by kiln-build-service.mjs, which says when it builds; plain Node, no dependencies.
 //
 // Each build calls Vite's own build() with what `vite build` passes it, so it reads the config,
-// the sources and .env files afresh: what changes between builds is only that the process is
-// not new. The environment is put back before each build, with the app's own (Vite sets
-// NODE_ENV and VITE_USER_NODE_ENV once, a new process would start without them). Installed packages are what a warm process
-// cannot see change: the service starts a new builder when they did.
+// the sources and .env files afresh: what changes between builds is that the process is not
+// new and that Rollup starts from the last build's cache (kiln-rollup-cache.mjs: the
+// dependencies are not transformed again). The environment is put back before each build,
+// with the app's own (Vite sets NODE_ENV and VITE_USER_NODE_ENV once, a new process would
+// start without them). Installed packages are what a warm process cannot see change: the
+// service starts a new builder, with an empty cache, when they did.
 //
 // Messages from the service: {op: 'build'} (output like `vite build`'s) or {op: 'warm'} (a silent
 // build into memory, to warm up). To the service: {out}/{err} (the build's output, in order) and
@@ -17,6 +19,7 @@ import { setPriority } from 'node:os'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { appEnvironment } from './kiln-app-env.mjs'
+import { cacheRule, useRollupCache } from './kiln-rollup-cache.mjs'
 
 const WORKSPACE = process.env.KILN_WORKSPACE || '/workspace'
 const VITE = path.join(WORKSPACE, 'node_modules/vite/dist/node/index.js')
@@ -56,11 +59,12 @@ function captureOutput() {
 async function build(vite, op) {
   restoreEnvironment()
   if (op === 'warm') {
-    await vite.build({ logLevel: 'silent', build: { write: false } }).catch(() => {})
+    const silent = { logLevel: 'silent', plugins: [cacheRule()], build: { write: false } }
+    await vite.build(silent).catch(() => {})
     return 0
   }
   try {
-    await vite.build({ build: {} }) // what `vite build` without options passes
+    await vite.build({ plugins: [cacheRule()], build: {} }) // as `vite build` without options
     return 0
   } catch (error) {
     // `vite build` prints this and exits with 1.
@@ -70,6 +74,7 @@ async function build(vite, op) {
 }
 
 captureOutput()
+useRollupCache()
 // Listening before anything is awaited: a request sent while Vite loads is queued, not lost.
 // Without Vite there is nothing to keep warm: the service sees the exit and the client builds
 // as a new process, which says what is wrong.

@@ -8,7 +8,9 @@
   (one per sandbox and process, in order), with the npm proxy made sure of before each one and
   a short Docker outage ridden out (``npm install`` may run twice: it is idempotent).
 - Commands are checked by the command policy (:mod:`sandbox.execution.commands`) and wait for
-  the installs before them; so does a template's resident builder, kiln's own program.
+  the installs before them; so does a template's resident builder, kiln's own program. A
+  warm-up the builder would ignore (it is warm for the same packages) is not sent
+  (:mod:`sandbox.execution.builder_warmth`).
 - An install's or command's failure that a full disk explains says so
   (:func:`~sandbox.execution.quota_verdict.with_quota_verdict`).
 - Files are listed and read as the sandbox user (:mod:`sandbox.execution.workspace_files`).
@@ -25,6 +27,7 @@ from sandbox.containers.labels import volume_name
 from sandbox.docker_boundary import call
 from sandbox.execution import commands, workspace_files
 from sandbox.execution.app_env import AppEnvironment
+from sandbox.execution.builder_warmth import BuilderWarmth
 from sandbox.execution.exec_stream import ExecResult, OutputSink
 from sandbox.execution.install_queue import InstallQueue, InstallResult
 from sandbox.execution.quota_verdict import with_quota_verdict
@@ -53,6 +56,7 @@ class SandboxOperations:
         # Asked at each exec, not remembered: a secret changed during a run is redacted too.
         self._app_env_of = app_env_of
         self._queues: dict[str, InstallQueue] = {}
+        self._builders = BuilderWarmth()
 
     def install_queue(self, sandbox_id: str) -> InstallQueue:
         """The sandbox's install queue (created on first use, per process)."""
@@ -73,17 +77,20 @@ class SandboxOperations:
     def forget(self, sandbox_id: str) -> None:
         """Drop the sandbox's install queue (the sandbox is gone)."""
         self._queues.pop(sandbox_id, None)
+        self._builders.forget(sandbox_id)
 
     async def install(
         self, sandbox_id: str, specs: Sequence[str], on_output: OutputSink | None = None
     ) -> InstallResult:
         """Install and save packages in queue order; invalid specs raise ``InstallRefused``."""
+        self._builders.forget(sandbox_id)
         return await self.install_queue(sandbox_id).install(specs, on_output)
 
     async def run_command(
         self, sandbox_id: str, argv: Sequence[str], on_output: OutputSink | None = None
     ) -> ExecResult:
         """Run an allowed command (``CommandRefused`` otherwise) once installs are done."""
+        self._builders.forget(sandbox_id)  # `npm install x` is a command too
         result = await commands.run_command(
             self._provisioner.settings,
             self.install_queue(sandbox_id),
@@ -102,12 +109,16 @@ class SandboxOperations:
         on_output: OutputSink | None = None,
     ) -> ExecResult:
         """Ask ``template``'s resident builder in the sandbox to build (its output and exit
-        code are the build's) or to warm up, once installs are done."""
+        code are the build's) or to warm up, once installs are done (a warm-up of a builder
+        warm already is not sent: it would do nothing)."""
+        argv = template.builder_argv(warm=warm)
+        if warm and await self._builder_is_warm(sandbox_id):
+            return ExecResult(tuple(argv), 0, "", truncated=False, timed_out=False)
         result = await commands.run_after_installs(
             self._provisioner.settings,
             self.install_queue(sandbox_id),
-            partial(self.execute, sandbox_id),
-            template.builder_argv(warm=warm),
+            partial(self.execute, sandbox_id, builder=True),
+            argv,
             on_output,
         )
         return await with_quota_verdict(self._provisioner.disk, volume_name(sandbox_id), result)
@@ -138,6 +149,10 @@ class SandboxOperations:
         )
         return await with_quota_verdict(self._provisioner.disk, volume_name(sandbox_id), result)
 
+    async def _builder_is_warm(self, sandbox_id: str) -> bool:
+        container = await self._container_for(sandbox_id)
+        return self._builders.is_warm(sandbox_id, container.id)
+
     async def execute(
         self,
         sandbox_id: str,
@@ -145,12 +160,17 @@ class SandboxOperations:
         timeout: float,
         output_cap: int,
         on_output: OutputSink | None,
+        *,
+        builder: bool = False,
     ) -> ExecResult:
         """``argv`` in the sandbox's current container (revived if it died) through the
         backend's exec, streamed, within ``timeout``, the chat's secrets redacted (asked now: a
-        secret changed during a run is redacted too)."""
+        secret changed during a run is redacted too). ``builder``: a request to the container's
+        resident builder, which is warm once it is answered."""
         container = await self._container_for(sandbox_id)
         running = SandboxStatus(sandbox_id, container.id, "")
+        if builder:  # noted when asked (not answered): a build's answer may come much later
+            self._builders.used(sandbox_id, container.id)
         return await self._provisioner.backend.exec(
             running,
             argv,
