@@ -12,6 +12,8 @@ import base64
 import contextlib
 import io
 import json
+import re
+import threading
 import uuid
 import zipfile
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -24,11 +26,15 @@ import httpx
 import pytest
 import redis
 import redis.asyncio
-from playwright.sync_api import BrowserContext
+import websockets
+from playwright.sync_api import BrowserContext, WebSocketRoute, expect
+from playwright.sync_api import Route as BrowserRoute
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from websockets.sync.client import connect as ws_connect
+from websockets.typing import Subprotocol
 
 from app.projects.git_store import GitProjectStore
 from app.projects.store import VersionInfo
@@ -37,6 +43,7 @@ from sandbox.images.templates import SANDBOX_UID, WORKSPACE
 from sandbox.preview.error_ingest import PreviewErrorIngest
 from sandbox.preview.error_reports import MAX_MESSAGE
 from sandbox.preview.error_stream import PreviewErrorStream, errors_key
+from sandbox.preview.module_warmup import warm_dev_server
 from sandbox.preview.proxy import PreviewProxy
 from tests.sandbox.preview import test_proxy as proxy_tests
 from tests.sandbox.preview.test_proxy import ViteSandbox, write_into
@@ -405,3 +412,90 @@ def record_version(container: Any, folder: Path) -> tuple[dict[str, bytes], byte
     with ThreadPoolExecutor(1) as pool:
         pool.submit(anyio.run, record).result()
     return projects.files("chat", 1), projects.archive("chat", 1)
+
+
+# An app that imports a package Vite has not bundled yet (``scheduler`` comes with react-dom):
+# Vite bundles the dependencies again while the page loads.
+FRESH_APP = """import { unstable_now } from "scheduler";
+
+export default function App() {
+  return <h1>{typeof unstable_now === "function" ? "Fresh bundles" : "no scheduler"}</h1>;
+}
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_page_that_missed_vites_reload_after_new_bundles_reloads_itself(
+    context: BrowserContext, vite_sandbox: ViteSandbox, serve_proxy: ServeProxy
+) -> None:
+    sandbox_id = new_id()
+    proxy = serve_proxy({sandbox_id: vite_sandbox.base_url})
+    origin = f"http://{sandbox_id}.preview.localhost:{proxy.port}"
+    container = vite_sandbox.container
+    with httpx.Client(trust_env=False, timeout=LIMIT_SECONDS) as client:
+        wait_until(lambda: dev_server_up(client, vite_sandbox.base_url), "the dev server", 180)
+        # The dev server's first bundles, as a run's warm-up makes them (its cold start's too),
+        # and the app's entry module as a page loading then got it (its imports name them).
+        with ThreadPoolExecutor(1) as pool:
+            assert pool.submit(anyio.run, warm_dev_server, vite_sandbox.base_url).result() > 0
+        entry = client.get(f"{vite_sandbox.base_url}/src/main.jsx").text
+    rebundled = threading.Event()  # Vite told the pages it knows to reload
+    with connect_hmr(vite_sandbox.base_url, rebundled):
+        # What an install does to a running dev server: a new lock file (the next bundling
+        # replaces every bundle: older ones are answered 504), then an app importing a package
+        # not bundled yet, which a page's load makes Vite bundle.
+        lock = container.exec_run(["cat", f"{WORKSPACE}/package-lock.json"]).output.decode()
+        write_into(container, "./package-lock.json", lock + "\n")
+        write_into(container, "src/App.jsx", FRESH_APP)
+        tab = context.new_page()
+        entries = [entry]  # the page got its entry before the new bundles, then its socket
+        # opened once Vite had told the pages it knew to reload: it never heard it.
+
+        def early_entry(route: BrowserRoute) -> None:
+            if not entries:
+                route.continue_()
+                return
+            assert rebundled.wait(120), "Vite never bundled the dependencies again"
+            route.fulfill(body=entries.pop(), content_type="text/javascript")
+
+        def late_socket(socket: WebSocketRoute) -> None:
+            assert rebundled.wait(120), "Vite never bundled the dependencies again"
+            socket.connect_to_server()
+
+        tab.route(re.compile(r".*/src/main\.jsx.*"), early_entry)
+        tab.route_web_socket(re.compile(".*"), late_socket)
+        navigations: list[str] = []
+        tab.on("framenavigated", lambda frame: navigations.append(frame.url))
+        tab.goto(f"{origin}/")
+
+        expect(tab.get_by_role("heading", name="Fresh bundles")).to_be_visible(timeout=60_000)
+    assert len(navigations) >= 2, navigations  # it reloaded itself
+    tab.close()
+
+
+def dev_server_up(client: httpx.Client, base_url: str) -> bool:
+    """Whether the dev server at ``base_url`` answers ``/``."""
+    try:
+        return client.get(f"{base_url}/").status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+@contextlib.contextmanager
+def connect_hmr(base_url: str, full_reload: threading.Event) -> Iterator[None]:
+    """A page's HMR socket on the dev server at ``base_url`` (registered when this enters):
+    ``full_reload`` is set when Vite tells its pages to reload."""
+    with ws_connect(f"ws{base_url[4:]}/", subprotocols=[Subprotocol("vite-hmr")]) as socket:
+        assert json.loads(socket.recv(LIMIT_SECONDS))["type"] == "connected"
+
+        def follow() -> None:
+            with contextlib.suppress(websockets.ConnectionClosed):
+                for message in socket:
+                    if json.loads(message) == {"type": "full-reload", "path": "*"}:
+                        full_reload.set()
+
+        reader = threading.Thread(target=follow, daemon=True)
+        reader.start()
+        yield
+    reader.join(LIMIT_SECONDS)

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections import deque
 from pathlib import Path
 
 import docker
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import ConsoleMessage, Page, Request, Response, WebSocket, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from sandbox.settings import LABEL
@@ -32,6 +33,7 @@ RUNS = 20
 HEADING_GOAL_SECONDS = 3.0
 HEADING_LIMIT_SECONDS = 15.0
 COMPACT_RECORDING = "todo-compact"
+TRACE_LINES = 120
 COMPACT_TODO_APP = """<Response>
 A compact todo app.
 
@@ -81,19 +83,68 @@ body { font-family: system-ui, sans-serif; margin: 2rem; }
 """
 
 
-def _one_run(page: Page, number: int) -> float:
+class FrameTrace:
+    """What the preview frame's pages did (console, requests, HMR messages), for a failure's
+    message: the last :data:`TRACE_LINES` lines, each with its time since the trace began."""
+
+    def __init__(self, page: Page) -> None:
+        """Follow every preview page opened in ``page``'s frames from now on."""
+        self.lines: deque[str] = deque(maxlen=TRACE_LINES)
+        self.began = time.monotonic()
+        page.on("console", self._console)
+        page.on("response", self._response)
+        page.on("requestfailed", self._failed)
+        page.on("websocket", self._websocket)
+        page.on("framenavigated", lambda frame: self._preview("navigated", frame.url))
+
+    def restart(self) -> None:
+        """Forget what was traced (a new run)."""
+        self.lines.clear()
+        self.began = time.monotonic()
+
+    def note(self, kind: str, text: str) -> None:
+        """Add a line."""
+        self.lines.append(f"{time.monotonic() - self.began:7.2f} {kind}: {text[:300]}")
+
+    def _preview(self, kind: str, url: str, text: str = "") -> None:
+        if ".preview." in url:
+            self.note(kind, f"{text} {url}" if text else url)
+
+    def _console(self, message: ConsoleMessage) -> None:
+        if ".preview." in message.location.get("url", ""):
+            self.note("console", f"{message.type} {message.text}")
+
+    def _response(self, response: Response) -> None:
+        self._preview("response", response.url, f"{response.status} {response.status_text}")
+
+    def _failed(self, request: Request) -> None:
+        self._preview("failed", request.url, str(request.failure))
+
+    def _websocket(self, socket: WebSocket) -> None:
+        self._preview("websocket", socket.url, "open")
+        socket.on("framereceived", lambda payload: self._preview("ws in", socket.url, str(payload)))
+        socket.on("close", lambda _: self._preview("websocket", socket.url, "closed"))
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines) or "nothing"
+
+
+def _one_run(page: Page, number: int, trace: FrameTrace) -> float:
     """Send the message in a new chat; seconds from the run's end to the heading."""
+    trace.restart()
     page.locator("#new-chat").click()
     send_message(page, f"make me a todo app ({number})")
     page.locator(".run-footer[data-state='completed']").wait_for(timeout=RUN_LIMIT_MS)
     ended = time.monotonic()
+    trace.note("run", "completed")
     heading = page.frame_locator("#preview-frame").get_by_role("heading", name="Todos")
     try:
         heading.wait_for(timeout=HEADING_LIMIT_SECONDS * 1000)
     except PlaywrightTimeoutError:
         pytest.fail(
             f"run {number}: no heading {HEADING_LIMIT_SECONDS} s after the run's end; "
-            f"{_preview_now(page)}; the dev server's last lines:\n{_dev_server_log(page)}"
+            f"{_preview_now(page)}; the dev server's last lines:\n{_dev_server_log(page)}\n"
+            f"the preview frame's console, requests and HMR messages (s since the send):\n{trace}"
         )
     shown = time.monotonic() - ended
     expect(page.locator("#preview-state")).to_have_text("Live")
@@ -135,7 +186,8 @@ def test_the_preview_shows_the_app_after_every_one_of_many_runs(
     kiln_page.reload()  # the page learns the recordings from /api/me when it starts
     choose_demo(kiln_page, COMPACT_RECORDING)
     started = time.monotonic()
-    timings = [_one_run(kiln_page, number) for number in range(1, RUNS + 1)]
+    trace = FrameTrace(kiln_page)
+    timings = [_one_run(kiln_page, number, trace) for number in range(1, RUNS + 1)]
     total = time.monotonic() - started
     shown = ", ".join(f"{t:.2f}" for t in timings)
     print(
