@@ -134,6 +134,33 @@ async def healthz(request: Request) -> Response:
     return JSONResponse({"ok": True})
 
 
+# A page whose one dependency bundle the dev server answers 504 (as Vite does for a bundle it
+# replaced while the page loaded) the first ``outdated`` times it is asked for.
+OUTDATED_PAGE = """<!doctype html><html><head><title>bundles</title>
+<script type="module" src="/src/bundles/{name}.js"></script></head><body></body></html>"""
+OUTDATED_ENTRY = """import {{ shown }} from "/node_modules/.vite/deps/{name}.js?v=1";
+document.body.textContent = shown;"""
+BUNDLE_ASKED: dict[str, int] = {}  # bundle name -> requests so far
+
+
+async def outdated_page(request: Request) -> Response:
+    return HTMLResponse(OUTDATED_PAGE.format(name=request.path_params["name"]))
+
+
+async def outdated_entry(request: Request) -> Response:
+    entry = OUTDATED_ENTRY.format(name=request.path_params["name"])
+    return PlainTextResponse(entry, media_type="text/javascript")
+
+
+async def outdated_bundle(request: Request) -> Response:
+    name = request.path_params["name"]
+    BUNDLE_ASKED[name] = BUNDLE_ASKED.get(name, 0) + 1
+    outdated = int(name.rsplit("-", 1)[-1])  # "<test>-<times answered 504>"
+    if BUNDLE_ASKED[name] <= outdated:
+        return Response(status_code=504)
+    return PlainTextResponse('export const shown = "fresh bundles";', media_type="text/javascript")
+
+
 DEV_SERVER = Starlette(
     routes=[
         Route("/", page),
@@ -141,6 +168,9 @@ DEV_SERVER = Starlette(
         Route("/awkward", awkward),
         Route("/src/app.js", app_module),
         Route("/api/broken", broken, methods=["POST"]),
+        Route("/bundles/{name}", outdated_page),
+        Route("/src/bundles/{name}.js", outdated_entry),
+        Route("/node_modules/.vite/deps/{name}.js", outdated_bundle),
     ]
 )
 
@@ -241,6 +271,31 @@ def test_a_page_reports_its_failures_with_urls_and_mapped_sources(
     assert "/src/app.js" in uncaught["stack"]
     assert "hello from the app" in logged  # the app's console still works as it did
     assert tab.evaluate("typeof window.fetch('/api/broken', {method: 'POST'}).then") == "function"
+    tab.close()
+
+
+def test_a_page_whose_bundle_was_answered_504_reloads_itself_at_most_three_times(
+    context: BrowserContext, dev_server: UvicornThread, serve_proxy: ServeProxy
+) -> None:
+    sandbox_id = new_id()
+    proxy = serve_proxy({sandbox_id: dev_server.url})
+    origin = f"http://{sandbox_id}.preview.localhost:{proxy.port}"
+    once, always = f"{sandbox_id}-1", f"{sandbox_id}-99"
+    tab = context.new_page()
+    tab.goto(f"{origin}/bundles/{once}")  # 504 once: Vite's reload missed, then fresh bundles
+
+    expect(tab.locator("body")).to_have_text("fresh bundles")
+    assert BUNDLE_ASKED[once] == 2
+    tab.close()
+    tab = context.new_page()  # (the reloads are counted per tab)
+    tab.goto(f"{origin}/bundles/{always}")  # a dev server answering 504 for good
+
+    wait_until(lambda: BUNDLE_ASKED.get(always, 0) >= 4, "three reloads", LIMIT_SECONDS)
+    tab.wait_for_function(
+        "() => performance.getEntriesByType('resource').some((e) => e.responseStatus === 504)"
+    )
+    tab.goto(f"{origin}/bundles/{once}")  # the fourth page saw its 504 too, and stayed
+    assert BUNDLE_ASKED[always] == 4
     tab.close()
 
 
