@@ -392,14 +392,7 @@ def test_a_real_vite_render_error_is_mapped_to_its_jsx_line(
     origin = f"http://{sandbox_id}.preview.localhost:{proxy.port}"
     tab = context.new_page()
     with httpx.Client(trust_env=False, timeout=LIMIT_SECONDS) as client:
-
-        def dev_server_up() -> bool:
-            try:
-                return client.get(f"{vite_sandbox.base_url}/").status_code == 200
-            except httpx.TransportError:
-                return False
-
-        wait_until(dev_server_up, "the dev server", 180, interval=0.5)
+        wait_until(lambda: dev_server_up(client, vite_sandbox.base_url), "the dev server", 180)
     tab.goto(f"{origin}/")
 
     error = first_report(lambda: stored(sandbox_id), "uncaught")
@@ -545,9 +538,12 @@ def connect_hmr(base_url: str, full_reload: threading.Event) -> Iterator[None]:
         assert json.loads(socket.recv(LIMIT_SECONDS))["type"] == "connected"
 
         def follow() -> None:
+            updated = False  # a reload before the app's update is not the new bundles'
             with contextlib.suppress(websockets.ConnectionClosed):
                 for message in socket:
-                    if json.loads(message) == {"type": "full-reload", "path": "*"}:
+                    kind = json.loads(message)["type"]
+                    updated = updated or kind == "update"
+                    if updated and kind == "full-reload":
                         full_reload.set()
 
         reader = threading.Thread(target=follow, daemon=True)
