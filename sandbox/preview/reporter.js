@@ -4,7 +4,8 @@
 // overlay and module errors, failed module loads, failed fetch/XHR (network error or >= 500).
 // Delivery: window.__kilnReport(json) when the render check installed it, else batched POSTs
 // to /__kiln/preview-errors. It must never break the app: everything is guarded, the original
-// console methods and fetch/XHR behave exactly as before, and the queue is bounded.
+// console methods, fetch/XHR and WebSocket behave exactly as before, and the queue is bounded.
+// It also reloads a page that missed Vite's reload after new dependency bundles (see there).
 (function () {
   "use strict";
   if (window.__kilnReporter) return;
