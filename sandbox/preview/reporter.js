@@ -4,7 +4,8 @@
 // overlay and module errors, failed module loads, failed fetch/XHR (network error or >= 500).
 // Delivery: window.__kilnReport(json) when the render check installed it, else batched POSTs
 // to /__kiln/preview-errors. It must never break the app: everything is guarded, the original
-// console methods and fetch/XHR behave exactly as before, and the queue is bounded.
+// console methods, fetch/XHR and WebSocket behave exactly as before, and the queue is bounded.
+// It also reloads a page that missed Vite's reload after new dependency bundles (see there).
 (function () {
   "use strict";
   if (window.__kilnReporter) return;
@@ -308,6 +309,129 @@
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", watchOverlays);
   else watchOverlays();
+
+  // --- a page left behind by new dependency bundles ---------------------------------------
+  // Vite bundles the app's dependencies again when a page imports one it has not bundled yet
+  // (a package installed while it runs). When the new bundles replace ones pages already use,
+  // it tells every page to reload, over each page's HMR WebSocket, and names the new bundles
+  // with a new `?v=`. A page whose socket was not registered at that moment (it opens once
+  // /@vite/client runs, while the page is still loading) never hears it: it may have loaded
+  // some bundles before and some after (two copies of React: it throws) or have a request
+  // answered 504, and it stays empty for good. So this page reloads itself when
+  // - a module request of its own is answered 504 (Vite: "a page reload is going to ask for
+  //   it"), or
+  // - once Vite has registered its socket (a later reload reaches it), its entry module as the
+  //   dev server serves it now names a bundle the page loaded under another `?v=`.
+  // At most MAX_RELOADS times in RELOAD_WINDOW_MS per tab: a dev server that keeps answering
+  // 504 cannot make a page reload for ever.
+  var MAX_RELOADS = 3;
+  var RELOAD_WINDOW_MS = 30000;
+  var RELOADS_KEY = "__kiln.staleReloads";
+  var BUNDLE = /\/node_modules\/\.vite\/deps\/[^"'?#\s]+\?v=[\w.-]+/g;
+  var MODULE_INITIATORS = { script: true, link: true, other: true };
+  var reloading = false;
+
+  function reloadStale(why) {
+    try {
+      if (reloading) return;
+      var now = Date.now();
+      var recent = JSON.parse(sessionStorage.getItem(RELOADS_KEY) || "[]").filter(function (t) {
+        return now - t < RELOAD_WINDOW_MS;
+      });
+      if (recent.length >= MAX_RELOADS) return;
+      recent.push(now);
+      sessionStorage.setItem(RELOADS_KEY, JSON.stringify(recent));
+      reloading = true;
+      report("console_log", "kiln: reloading the page: " + why, "", null);
+      location.reload();
+    } catch (e) { /* no storage: Vite's own reload is all there is */ }
+  }
+
+  function sameOrigin(url) {
+    return String(url).indexOf(location.origin + "/") === 0;
+  }
+
+  function watchModuleAnswers() {
+    try {
+      if (typeof PerformanceObserver !== "function") return;
+      new PerformanceObserver(function (list) {
+        var entries = list.getEntries();
+        for (var i = 0; i < entries.length; i++) {
+          var entry = entries[i];
+          if (entry.responseStatus === 504 && MODULE_INITIATORS[entry.initiatorType] &&
+              sameOrigin(entry.name)) {
+            reloadStale("the dev server answered 504 for " + entry.name);
+            return;
+          }
+        }
+      }).observe({ type: "resource", buffered: true });
+    } catch (e) { /* no resource timing: Vite's own reload is all there is */ }
+  }
+
+  // Each bundle the page loaded (its path without `?v=`) -> the URL it loaded it from.
+  function loadedBundles() {
+    var loaded = {};
+    var entries = performance.getEntriesByType("resource");
+    for (var i = 0; i < entries.length; i++) {
+      var url = entries[i].name;
+      if (!sameOrigin(url)) continue;
+      var found = url.slice(location.origin.length).match(BUNDLE);
+      if (found) loaded[found[0].split("?")[0]] = found[0];
+    }
+    return loaded;
+  }
+
+  function checkEntry(src) {
+    original.fetch.call(window, src, { cache: "no-store" }).then(function (response) {
+      return response.ok ? response.text() : "";
+    }).then(function (code) {
+      var loaded = loadedBundles();
+      var named = code.match(BUNDLE) || [];
+      for (var i = 0; i < named.length; i++) {
+        var before = loaded[named[i].split("?")[0]];
+        if (before && before !== named[i]) {
+          reloadStale("the dev server replaced its dependency bundles (" + before + ")");
+          return;
+        }
+      }
+    }).catch(function () { /* the dev server is away: its socket's close reloads the page */ });
+  }
+
+  function checkBundlesCurrent() {
+    try {
+      if (!original.fetch) return;
+      var scripts = document.querySelectorAll("script[type=module][src]");
+      for (var i = 0; i < scripts.length; i++) {
+        var src = scripts[i].src;
+        if (sameOrigin(src) && src.indexOf("/@vite/client") === -1) checkEntry(src);
+      }
+    } catch (e) { /* ignore */ }
+  }
+
+  function watchViteSocket() {
+    try {
+      var Native = window.WebSocket;
+      if (typeof Native !== "function" || typeof Proxy !== "function") return;
+      window.WebSocket = new Proxy(Native, {
+        construct: function (target, args, newTarget) {
+          var socket = Reflect.construct(target, args, newTarget);
+          try {
+            if (String(args[1]) === "vite-hmr") {
+              socket.addEventListener("message", function (event) {
+                try {
+                  if (JSON.parse(event.data).type === "connected") checkBundlesCurrent();
+                } catch (e) { /* not Vite's JSON */ }
+              });
+            }
+          } catch (e) { /* the socket works as it would have */ }
+          return socket;
+        }
+      });
+    } catch (e) { /* leave WebSocket as it is */ }
+  }
+
+  watchModuleAnswers();
+  watchViteSocket();
 
   // Whatever is still queued goes out as the page leaves.
   window.addEventListener("pagehide", function () { flush(true); });

@@ -12,6 +12,8 @@ import base64
 import contextlib
 import io
 import json
+import re
+import threading
 import uuid
 import zipfile
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -24,11 +26,15 @@ import httpx
 import pytest
 import redis
 import redis.asyncio
-from playwright.sync_api import BrowserContext
+import websockets
+from playwright.sync_api import BrowserContext, WebSocketRoute, expect
+from playwright.sync_api import Route as BrowserRoute
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from websockets.sync.client import connect as ws_connect
+from websockets.typing import Subprotocol
 
 from app.projects.git_store import GitProjectStore
 from app.projects.store import VersionInfo
@@ -37,6 +43,7 @@ from sandbox.images.templates import SANDBOX_UID, WORKSPACE
 from sandbox.preview.error_ingest import PreviewErrorIngest
 from sandbox.preview.error_reports import MAX_MESSAGE
 from sandbox.preview.error_stream import PreviewErrorStream, errors_key
+from sandbox.preview.module_warmup import warm_dev_server
 from sandbox.preview.proxy import PreviewProxy
 from tests.sandbox.preview import test_proxy as proxy_tests
 from tests.sandbox.preview.test_proxy import ViteSandbox, write_into
@@ -127,6 +134,33 @@ async def healthz(request: Request) -> Response:
     return JSONResponse({"ok": True})
 
 
+# A page whose one dependency bundle the dev server answers 504 (as Vite does for a bundle it
+# replaced while the page loaded) the first ``outdated`` times it is asked for.
+OUTDATED_PAGE = """<!doctype html><html><head><title>bundles</title>
+<script type="module" src="/src/bundles/{name}.js"></script></head><body></body></html>"""
+OUTDATED_ENTRY = """import {{ shown }} from "/node_modules/.vite/deps/{name}.js?v=1";
+document.body.textContent = shown;"""
+BUNDLE_ASKED: dict[str, int] = {}  # bundle name -> requests so far
+
+
+async def outdated_page(request: Request) -> Response:
+    return HTMLResponse(OUTDATED_PAGE.format(name=request.path_params["name"]))
+
+
+async def outdated_entry(request: Request) -> Response:
+    entry = OUTDATED_ENTRY.format(name=request.path_params["name"])
+    return PlainTextResponse(entry, media_type="text/javascript")
+
+
+async def outdated_bundle(request: Request) -> Response:
+    name = request.path_params["name"]
+    BUNDLE_ASKED[name] = BUNDLE_ASKED.get(name, 0) + 1
+    outdated = int(name.rsplit("-", 1)[-1])  # "<test>-<times answered 504>"
+    if BUNDLE_ASKED[name] <= outdated:
+        return Response(status_code=504)
+    return PlainTextResponse('export const shown = "fresh bundles";', media_type="text/javascript")
+
+
 DEV_SERVER = Starlette(
     routes=[
         Route("/", page),
@@ -134,6 +168,9 @@ DEV_SERVER = Starlette(
         Route("/awkward", awkward),
         Route("/src/app.js", app_module),
         Route("/api/broken", broken, methods=["POST"]),
+        Route("/bundles/{name}", outdated_page),
+        Route("/src/bundles/{name}.js", outdated_entry),
+        Route("/node_modules/.vite/deps/{name}.js", outdated_bundle),
     ]
 )
 
@@ -237,6 +274,31 @@ def test_a_page_reports_its_failures_with_urls_and_mapped_sources(
     tab.close()
 
 
+def test_a_page_whose_bundle_was_answered_504_reloads_itself_at_most_three_times(
+    context: BrowserContext, dev_server: UvicornThread, serve_proxy: ServeProxy
+) -> None:
+    sandbox_id = new_id()
+    proxy = serve_proxy({sandbox_id: dev_server.url})
+    origin = f"http://{sandbox_id}.preview.localhost:{proxy.port}"
+    once, always = f"{sandbox_id}-1", f"{sandbox_id}-99"
+    tab = context.new_page()
+    tab.goto(f"{origin}/bundles/{once}")  # 504 once: Vite's reload missed, then fresh bundles
+
+    expect(tab.locator("body")).to_have_text("fresh bundles")
+    assert BUNDLE_ASKED[once] == 2
+    tab.close()
+    tab = context.new_page()  # (the reloads are counted per tab)
+    tab.goto(f"{origin}/bundles/{always}")  # a dev server answering 504 for good
+
+    wait_until(lambda: BUNDLE_ASKED.get(always, 0) >= 4, "three reloads", LIMIT_SECONDS)
+    tab.wait_for_function(
+        "() => performance.getEntriesByType('resource').some((e) => e.responseStatus === 504)"
+    )
+    tab.goto(f"{origin}/bundles/{once}")  # the fourth page saw its 504 too, and stayed
+    assert BUNDLE_ASKED[always] == 4
+    tab.close()
+
+
 def test_a_hostile_page_is_capped_and_stays_in_its_own_sandbox(
     context: BrowserContext,
     dev_server: UvicornThread,
@@ -330,14 +392,7 @@ def test_a_real_vite_render_error_is_mapped_to_its_jsx_line(
     origin = f"http://{sandbox_id}.preview.localhost:{proxy.port}"
     tab = context.new_page()
     with httpx.Client(trust_env=False, timeout=LIMIT_SECONDS) as client:
-
-        def dev_server_up() -> bool:
-            try:
-                return client.get(f"{vite_sandbox.base_url}/").status_code == 200
-            except httpx.TransportError:
-                return False
-
-        wait_until(dev_server_up, "the dev server", 180, interval=0.5)
+        wait_until(lambda: dev_server_up(client, vite_sandbox.base_url), "the dev server", 180)
     tab.goto(f"{origin}/")
 
     error = first_report(lambda: stored(sandbox_id), "uncaught")
@@ -405,3 +460,93 @@ def record_version(container: Any, folder: Path) -> tuple[dict[str, bytes], byte
     with ThreadPoolExecutor(1) as pool:
         pool.submit(anyio.run, record).result()
     return projects.files("chat", 1), projects.archive("chat", 1)
+
+
+# An app that imports a package Vite has not bundled yet (``scheduler`` comes with react-dom):
+# Vite bundles the dependencies again while the page loads.
+FRESH_APP = """import { unstable_now } from "scheduler";
+
+export default function App() {
+  return <h1>{typeof unstable_now === "function" ? "Fresh bundles" : "no scheduler"}</h1>;
+}
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_page_that_missed_vites_reload_after_new_bundles_reloads_itself(
+    context: BrowserContext, vite_sandbox: ViteSandbox, serve_proxy: ServeProxy
+) -> None:
+    sandbox_id = new_id()
+    proxy = serve_proxy({sandbox_id: vite_sandbox.base_url})
+    origin = f"http://{sandbox_id}.preview.localhost:{proxy.port}"
+    container = vite_sandbox.container
+    with httpx.Client(trust_env=False, timeout=LIMIT_SECONDS) as client:
+        wait_until(lambda: dev_server_up(client, vite_sandbox.base_url), "the dev server", 180)
+        # The dev server's first bundles, as a run's warm-up makes them (its cold start's too),
+        # and the app's entry module as a page loading then got it (its imports name them).
+        with ThreadPoolExecutor(1) as pool:
+            assert pool.submit(anyio.run, warm_dev_server, vite_sandbox.base_url).result() > 0
+        entry = client.get(f"{vite_sandbox.base_url}/src/main.jsx").text
+    rebundled = threading.Event()  # Vite told the pages it knows to reload
+    with connect_hmr(vite_sandbox.base_url, rebundled):
+        # What an install does to a running dev server: a new lock file (the next bundling
+        # replaces every bundle: older ones are answered 504), then an app importing a package
+        # not bundled yet, which a page's load makes Vite bundle.
+        lock = container.exec_run(["cat", f"{WORKSPACE}/package-lock.json"]).output.decode()
+        write_into(container, "./package-lock.json", lock + "\n")
+        write_into(container, "src/App.jsx", FRESH_APP)
+        tab = context.new_page()
+        entries = [entry]  # the page got its entry before the new bundles, then its socket
+        # opened once Vite had told the pages it knew to reload: it never heard it.
+
+        def early_entry(route: BrowserRoute) -> None:
+            if not entries:
+                route.continue_()
+                return
+            assert rebundled.wait(120), "Vite never bundled the dependencies again"
+            route.fulfill(body=entries.pop(), content_type="text/javascript")
+
+        def late_socket(socket: WebSocketRoute) -> None:
+            assert rebundled.wait(120), "Vite never bundled the dependencies again"
+            socket.connect_to_server()
+
+        tab.route(re.compile(r".*/src/main\.jsx.*"), early_entry)
+        tab.route_web_socket(re.compile(".*"), late_socket)
+        navigations: list[str] = []
+        tab.on("framenavigated", lambda frame: navigations.append(frame.url))
+        tab.goto(f"{origin}/")
+
+        expect(tab.get_by_role("heading", name="Fresh bundles")).to_be_visible(timeout=60_000)
+    assert len(navigations) >= 2, navigations  # it reloaded itself
+    tab.close()
+
+
+def dev_server_up(client: httpx.Client, base_url: str) -> bool:
+    """Whether the dev server at ``base_url`` answers ``/``."""
+    try:
+        return client.get(f"{base_url}/").status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+@contextlib.contextmanager
+def connect_hmr(base_url: str, full_reload: threading.Event) -> Iterator[None]:
+    """A page's HMR socket on the dev server at ``base_url`` (registered when this enters):
+    ``full_reload`` is set when Vite tells its pages to reload."""
+    with ws_connect(f"ws{base_url[4:]}/", subprotocols=[Subprotocol("vite-hmr")]) as socket:
+        assert json.loads(socket.recv(LIMIT_SECONDS))["type"] == "connected"
+
+        def follow() -> None:
+            updated = False  # a reload before the app's update is not the new bundles'
+            with contextlib.suppress(websockets.ConnectionClosed):
+                for message in socket:
+                    kind = json.loads(message)["type"]
+                    updated = updated or kind == "update"
+                    if updated and kind == "full-reload":
+                        full_reload.set()
+
+        reader = threading.Thread(target=follow, daemon=True)
+        reader.start()
+        yield
+    reader.join(LIMIT_SECONDS)

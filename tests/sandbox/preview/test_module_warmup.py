@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from sandbox import SandboxManager
@@ -72,6 +73,21 @@ async def test_bounded_and_a_failed_request_is_skipped() -> None:
         return f'import "/src/{number + 1}.js";'
 
     assert await warm_module_graph(endless, max_modules=25) == 25
+
+
+async def test_the_modules_of_one_import_level_are_asked_for_at_once_within_the_limit() -> None:
+    in_flight, peaks = 0, list[int]()
+
+    async def fetch(path: str) -> str | None:
+        nonlocal in_flight
+        in_flight += 1
+        peaks.append(in_flight)
+        await anyio.sleep(0)  # the others of its level start meanwhile
+        in_flight -= 1
+        return SERVED.get(path)
+
+    assert await warm_module_graph(fetch, parallel=2) == 8
+    assert max(peaks) == 2  # main.jsx's three imports, two at a time (one at a time before)
 
 
 @pytest.mark.docker
