@@ -157,7 +157,7 @@ class SwarmBackend:
                 await call(client.close)
         self._engines.clear()
 
-    def _engine(self, url: str) -> docker.DockerClient:
+    def engine(self, url: str) -> docker.DockerClient:
         """The (kept) client of the node engine at ``url``."""
         if url not in self._engines:
             self._engines[url] = engine_client(self._environment, url, CLIENT_TIMEOUT_SECONDS)
@@ -165,7 +165,7 @@ class SwarmBackend:
 
     async def _node_engines(self) -> dict[str, docker.DockerClient]:
         """Swarm node ID -> its engine's client, for every labelled node."""
-        return {n.node_id: self._engine(n.engine) for n in await swarm_node_engines(self.manager)}
+        return {n.node_id: self.engine(n.engine) for n in await swarm_node_engines(self.manager)}
 
     async def create(self, claim: SandboxClaim) -> SandboxStatus:
         """The template's images on every node, then the service, placed by the swarm."""
@@ -205,7 +205,7 @@ class SwarmBackend:
         try:
             timeout = self.settings.docker_change_timeout_seconds
             placement = await wait_for_placement(self.manager, service_id, timeout)
-            node = self._engine(placement.engine_url)
+            node = self.engine(placement.engine_url)
             memory = size_bytes(claim.template.resources.memory)
             await apply_node_limits(node, placement, memory)
             await self._ensure_node(placement, node)
@@ -296,7 +296,7 @@ class SwarmBackend:
     async def _status_on_node(
         self, placement: Placement, labels: Mapping[str, str] | None
     ) -> SandboxStatus:
-        node = self._engine(placement.engine_url)
+        node = self.engine(placement.engine_url)
         container = await call(node.containers.get, placement.container_id)
         networks = container.attrs.get("NetworkSettings", {}).get("Networks", {})
         found = dict(container.labels or {}) if labels is None else dict(labels)
@@ -347,7 +347,7 @@ class SwarmBackend:
         if placement is None:
             return None
         try:
-            return await call(self._engine(placement.engine_url).containers.get, workload)
+            return await call(self.engine(placement.engine_url).containers.get, workload)
         except SandboxNotFound:
             return None
 
@@ -355,7 +355,7 @@ class SwarmBackend:
         placement = await self._placement(workload)
         if placement is None:
             raise SandboxLost(f"sandbox container {workload[:12]!r} runs on no swarm node")
-        return self._engine(placement.engine_url)
+        return self.engine(placement.engine_url)
 
     async def exec(
         self,
