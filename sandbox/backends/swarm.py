@@ -51,6 +51,7 @@ from sandbox.cluster.placement import (
 from sandbox.cluster.preview_relay import ensure_preview_relay, relay_port, remove_preview_relay
 from sandbox.cluster.service_spec import ENGINE_LABEL, sandbox_service_kwargs
 from sandbox.cluster.swarm_settings import SwarmSettings
+from sandbox.containers.disk_quota import SandboxDisk
 from sandbox.containers.hardening import SANDBOX_USER
 from sandbox.containers.labels import (
     CHAT_LABEL,
@@ -130,7 +131,7 @@ class SwarmBackend:
         ``client``)."""
         self.manager = manager
         self.client = source
-        self.disk = None
+        self.disk: SandboxDisk | None = None  # no quota on a swarm yet (module docstring)
         self.swarm = swarm
         registry = node_registry_url(swarm.subnet, settings.npm_proxy_port)
         self.settings = replace(settings, sandbox_registry=registry)
@@ -349,6 +350,9 @@ class SwarmBackend:
         try:
             return await call(self.engine(placement.engine_url).containers.get, workload)
         except SandboxNotFound:
+            return None
+        except SandboxUnavailable as exc:  # its node's engine does not answer: a lost node
+            log.info("sandbox %r on node %r: %s", workload, placement.node_id, exc)
             return None
 
     async def _node_of(self, workload: str) -> docker.DockerClient:
