@@ -29,9 +29,11 @@ pytest_plugins = ["tests.end_to_end"]
 # and demo run are built once). The groups known to be long go first (the rest keeps pytest's
 # order), so that no long one starts last while the other process idles. Every process has its
 # own Redis, kiln instances and temporary folders (see tests/sandbox/conftest.py).
-ONE_GROUP_FOLDERS = ("tests/web/",)
+# tests/cluster is one: its session's swarm nodes (and their loaded images) are started once.
+ONE_GROUP_FOLDERS = ("tests/web/", "tests/cluster/")
 LONG_GROUPS = (  # the longest, measured (--durations) on the 2-core box: 3 to 8 minutes each
     "tests/web",
+    "tests/cluster",  # 3 swarm nodes, images, the contract suite and kiln end to end on them
     "tests/app/test_clean_stop.py",
     "tests/service/test_docker_outage.py",
     "tests/sandbox/images/test_resident_builder.py",

@@ -113,11 +113,13 @@ async def run_checks(
     results.append(docker_result)
     results.extend(await check_images(client))
     results.extend(await check_capacity(client, env))
-    results.extend(await check_swarm(env))
+    nodes = await check_swarm(env)
+    results.extend(nodes)
     results.append(await anyio.to_thread.run_sync(check_pool, redis_url, data_dir, env))
     results.append(await anyio.to_thread.run_sync(check_firewall, env))
-    results.extend(await check_npm(client, env))
-    results.append(await check_render(client, env))
+    if not nodes:  # on a swarm these would probe the manager's engine, not a sandbox's node
+        results.extend(await check_npm(client, env))
+        results.append(await check_render(client, env))
     results.append(await anyio.to_thread.run_sync(check_tokenizer_files))
     results.append(check_parser(activate()))  # the choice app.cli.main made
     if client is not None:

@@ -38,21 +38,27 @@ from sandbox.backends.contract import HostCapacity, PreviewAddress, SandboxClaim
 from sandbox.backends.engine_probe import PING_TIMEOUT_SECONDS
 from sandbox.cluster.capacity import cluster_capacity
 from sandbox.cluster.image_distribution import ensure_images_on_nodes, swarm_node_engines
-from sandbox.cluster.networks import ensure_isolated_network, remove_isolated_network
-from sandbox.cluster.node_proxy import CONNECT_PROBE, ensure_node_proxy, node_registry_url
+from sandbox.cluster.networks import (
+    ensure_isolated_network,
+    ensure_node_config,
+    remove_isolated_network,
+)
+from sandbox.cluster.node_proxy import ensure_node_proxy, node_registry_url
+from sandbox.cluster.node_reach import NodeReach
 from sandbox.cluster.placement import (
     Placement,
     apply_node_limits,
     create_sandbox_service,
     remove_sandbox_service,
     remove_workspace_volume,
+    service_placements,
     wait_for_placement,
+    wait_port_inside,
 )
 from sandbox.cluster.preview_relay import ensure_preview_relay, relay_port, remove_preview_relay
-from sandbox.cluster.service_spec import ENGINE_LABEL, sandbox_service_kwargs
+from sandbox.cluster.service_spec import sandbox_service_kwargs
 from sandbox.cluster.swarm_settings import SwarmSettings
 from sandbox.containers.disk_quota import SandboxDisk
-from sandbox.containers.hardening import SANDBOX_USER
 from sandbox.containers.labels import (
     CHAT_LABEL,
     CREATED_LABEL,
@@ -78,7 +84,6 @@ from sandbox.settings import LABEL, SandboxSettings
 
 __all__ = ["SwarmBackend", "open_backend"]
 log = logging.getLogger(__name__)
-PORT_POLL_SECONDS = 0.25
 
 
 def engine_client(environment: Mapping[str, str], url: str, timeout: float) -> docker.DockerClient:
@@ -140,6 +145,8 @@ class SwarmBackend:
         self._placed: dict[str, Placement] = {}  # workload (container ID) -> its placement
         self._workloads: dict[str, str] = {}  # sandbox ID -> its workload, as placed here
         self._ready_nodes: set[str] = set()  # nodes whose proxy and relay run
+        self._configured: set[str] = set()  # nodes with the network's config-only half
+        self._reach = NodeReach(lambda url: engine_client(environment, url, PING_TIMEOUT_SECONDS))
         self._ready_images: set[str] = set()
         self._lock = anyio.Lock()
         self._probe: docker.DockerClient | None = None
@@ -165,8 +172,13 @@ class SwarmBackend:
         return self._engines[url]
 
     async def _node_engines(self) -> dict[str, docker.DockerClient]:
-        """Swarm node ID -> its engine's client, for every labelled node."""
-        return {n.node_id: self.engine(n.engine) for n in await swarm_node_engines(self.manager)}
+        """Swarm node ID -> its engine's client, for every labelled node whose engine answers
+        as far as kiln has seen (:class:`~sandbox.cluster.node_reach.NodeReach`)."""
+        found = {}
+        for node in await swarm_node_engines(self.manager):
+            if await self._reach.answers(node.node_id, node.engine):
+                found[node.node_id] = self.engine(node.engine)
+        return found
 
     async def create(self, claim: SandboxClaim) -> SandboxStatus:
         """The template's images on every node, then the service, placed by the swarm."""
@@ -199,7 +211,7 @@ class SwarmBackend:
             created=float(labels.get(CREATED_LABEL) or 0),
             owner=labels.get(OWNER_LABEL, ""),
             chat=labels.get(CHAT_LABEL, ""),
-            constraints=constraints,
+            constraints=[*constraints, *self._reach.constraints()],
         )
         kwargs["labels"] = kwargs["container_labels"] = {**kwargs["labels"], **labels}
         service_id = await create_sandbox_service(self.manager, kwargs)
@@ -258,7 +270,7 @@ class SwarmBackend:
             except SandboxNotFound:
                 continue
             except SandboxUnavailable as exc:
-                log.info("swarm node %r not reachable: %s", node_id, exc)
+                self._reach.failed(node_id, exc)
                 continue
             return node_id
         return None
@@ -278,7 +290,7 @@ class SwarmBackend:
             try:
                 await remove_workspace_volume(engine, claim.volume)
             except SandboxUnavailable as exc:
-                log.info("volume %r on node %r not removed: %s", claim.volume, node_id, exc)
+                self._reach.failed(node_id, exc)
 
     async def status(self, workload: str) -> SandboxStatus | None:
         """The workload on its node now; ``None`` when it or its node is gone."""
@@ -291,7 +303,7 @@ class SwarmBackend:
             self._placed.pop(workload, None)
             return None
         except SandboxUnavailable as exc:  # the node's engine does not answer: a lost node
-            log.info("sandbox %r on node %r: %s", workload, placement.node_id, exc)
+            self._reach.failed(placement.node_id, exc)
             return None
 
     async def _status_on_node(
@@ -326,7 +338,7 @@ class SwarmBackend:
         """Each service of the instance carrying ``labels``: its task's placement, its labels."""
         wanted = [LABEL, f"{INSTANCE_LABEL}={self.settings.instance}"]
         wanted += [f"{key}={value}" for key, value in labels.items()]
-        return await call(_placements, self.manager, wanted)
+        return await call(service_placements, self.manager, wanted)
 
     async def list_by_labels(self, labels: Mapping[str, str]) -> list[SandboxStatus]:
         """The instance's sandbox services carrying all of ``labels``, each as its task runs
@@ -352,7 +364,7 @@ class SwarmBackend:
         except SandboxNotFound:
             return None
         except SandboxUnavailable as exc:  # its node's engine does not answer: a lost node
-            log.info("sandbox %r on node %r: %s", workload, placement.node_id, exc)
+            self._reach.failed(placement.node_id, exc)
             return None
 
     async def _node_of(self, workload: str) -> docker.DockerClient:
@@ -411,29 +423,22 @@ class SwarmBackend:
         which accepts before its far end does); ``SandboxUnavailable`` when the sandbox stops
         first or ``timeout`` seconds pass."""
         node = await self._node_of(sandbox.workload)
-        with anyio.move_on_after(timeout):
-            while True:
-                container = await call(node.containers.get, sandbox.workload)
-                if container.status != "running":
-                    raise SandboxUnavailable(
-                        f"container {sandbox.workload[:12]!r} stopped before its dev server "
-                        f"listened on port {port}"
-                    )
-                probe = ["node", "-e", CONNECT_PROBE, "127.0.0.1", str(port)]
-                result = await call(container.exec_run, probe, user=SANDBOX_USER)
-                if result.exit_code == 0:
-                    return
-                await anyio.sleep(PORT_POLL_SECONDS)
-        raise SandboxUnavailable(f"dev server on port {port} did not listen within {timeout:g}s")
+        await wait_port_inside(node, sandbox.workload, port, timeout)
 
     async def npm_registry(self) -> str:
-        """The isolated network (each node's config, then the swarm network) made or adopted;
-        the registry address every node's proxy has."""
-        nodes = list((await self._node_engines()).values())
-        settings = self.settings
-        await ensure_isolated_network(
-            self.manager, nodes, settings.network, settings.instance, self.swarm.subnet
-        )
+        """The isolated network (the config-only half on each answering node once, then the
+        swarm network) made or adopted; the registry address every node's proxy has."""
+        settings, subnet = self.settings, self.swarm.subnet
+        for node_id, node in (await self._node_engines()).items():
+            if node_id in self._configured:
+                continue
+            try:
+                await ensure_node_config(node, settings.network, settings.instance, subnet)
+            except SandboxUnavailable as exc:
+                self._reach.failed(node_id, exc)
+                continue
+            self._configured.add(node_id)
+        await ensure_isolated_network(self.manager, [], settings.network, settings.instance, subnet)
         return str(settings.sandbox_registry)
 
     async def release_shared(self) -> None:
@@ -445,6 +450,7 @@ class SwarmBackend:
             await remove_proxy(node, self.settings.instance, with_cache=True)
         await remove_isolated_network(self.manager, nodes, self.settings.network)
         self._ready_nodes.clear()
+        self._configured.clear()
 
     async def park_shared(self) -> tuple[bool, bool]:
         """kiln stopping: with no sandbox service of the instance left, every node's relay and
@@ -458,6 +464,7 @@ class SwarmBackend:
             removed = await remove_proxy(node, self.settings.instance) or removed
         await remove_isolated_network(self.manager, nodes, self.settings.network)
         self._ready_nodes.clear()
+        self._configured.clear()
         return True, removed
 
     async def capacity(self) -> list[HostCapacity]:
@@ -474,32 +481,3 @@ class SwarmBackend:
     async def quota_used_up(self, claim: SandboxClaim) -> bool | None:
         """No disk quota on a swarm yet (module docstring)."""
         return None
-
-
-def _placements(
-    manager: docker.DockerClient, labels: list[str]
-) -> list[tuple[Placement, dict[str, str]]]:
-    """The latest task of each service carrying ``labels``, with the service's labels
-    (blocking); a service with no task on a labelled node yet is left out."""
-    services = manager.api.services(filters={"label": labels})
-    if not services:
-        return []
-    names = {service["ID"]: dict(service["Spec"].get("Labels") or {}) for service in services}
-    engines = {
-        node["ID"]: ((node["Spec"].get("Labels") or {}).get(ENGINE_LABEL, ""), node["Status"])
-        for node in manager.api.nodes()
-    }
-    latest: dict[str, dict[str, Any]] = {}
-    for task in manager.api.tasks(filters={"service": list(names)}):
-        current = latest.get(task["ServiceID"])
-        if current is None or task["Version"]["Index"] > current["Version"]["Index"]:
-            latest[task["ServiceID"]] = task
-    placements = []
-    for service_id, task in latest.items():
-        engine, status = engines.get(task.get("NodeID", ""), ("", {}))
-        container = (task["Status"].get("ContainerStatus") or {}).get("ContainerID", "")
-        if engine and container:
-            address = status.get("Addr", "")
-            placement = Placement(service_id, task["NodeID"], address, engine, container)
-            placements.append((placement, names[service_id]))
-    return placements

@@ -26,7 +26,7 @@ import pytest
 
 from sandbox.backends.swarm import SwarmBackend
 from sandbox.cluster.placement import remove_workspace_volume
-from sandbox.containers.labels import INSTANCE_LABEL, volume_name
+from sandbox.containers.labels import INSTANCE_LABEL
 from sandbox.errors import SandboxLost
 from sandbox.images.builder import PROXY_IMAGE
 from sandbox.images.templates import get_template
@@ -159,13 +159,18 @@ async def test_doctor_lists_each_node_with_its_capacity_and_hardening(swarm: Swa
             assert seen in line["detail"], line
 
 
+# docker-py leaks the socket of a refused unix-socket connection (transport/unixconn.py makes it
+# and raises from connect without closing it): each call to the killed node's socket is one, and
+# pytest reports them as unraisable warnings. A node's tcp:// engine does not leak.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 async def test_six_chats_spread_over_the_nodes_and_a_lost_node_moves_its_chat(
     swarm: Swarm, manager: SandboxManager
 ) -> None:
     backend = manager.backend
     assert isinstance(backend, SwarmBackend)
     chats = [f"chat-{index}" for index in range(CHATS)]
-    sandboxes = [await manager.acquire(chat, "owner", "vanilla") for chat in chats]
+    # One owner per chat: a user holds at most KILN_MAX_SANDBOXES_PER_USER (4).
+    sandboxes = [await manager.acquire(chat, chat, "vanilla") for chat in chats]
     placed = await backend.list_by_labels({INSTANCE_LABEL: swarm.settings.instance})
     node_of = {status.sandbox_id: status.node for status in placed}
     counts = sorted(list(node_of.values()).count(n) for n in set(node_of.values()))
@@ -184,15 +189,15 @@ async def test_six_chats_spread_over_the_nodes_and_a_lost_node_moves_its_chat(
         with pytest.raises(SandboxLost, match="no reachable swarm node") as said:
             await manager.container_for(lost.id)
         assert said.value.code == "sandbox_lost"
-        again = await manager.acquire(lost.chat or "chat-0", "owner", "vanilla")
+        again = await manager.acquire(lost.chat, lost.chat, "vanilla")
         assert again.id != lost.id
         moved = await backend.status(again.container_id)
         assert moved is not None
         assert moved.node not in (status.node, "")
     finally:
         restart(swarm.cluster, killed)
-        # The lost sandbox's workspace stayed on its node: removed once its old container is.
-        await remove_workspace_volume(backend.engine(killed.url), volume_name(lost.id))
+        # The lost sandbox's workspace stayed on its node: removed once its old task is.
+        await remove_workspace_volume(backend.engine(killed.url), f"kiln-ws-{lost.id}")
 
 
 async def node_address(backend: SwarmBackend, node_id: str) -> str:
@@ -202,15 +207,18 @@ async def node_address(backend: SwarmBackend, node_id: str) -> str:
 
 
 def restart(cluster: Cluster, node: nodes.Node) -> None:
-    """Start the node's dockerd again and wait until the swarm has it ready."""
+    """Start the killed node's dockerd again, its network store reset (a dockerd killed with a
+    sandbox on a config-from network keeps that config-only network "in use" for good after a
+    restart: Docker 20.10, measured), and wait until the swarm has it ready again."""
     node.processes.pop()
+    (node.folder / "data" / "network" / "files" / "local-kv.db").unlink(missing_ok=True)
     nodes.start_daemon(node, nodes.dockerd_args(cluster, node), "dockerd.log")
     nodes.wait_for("dockerd", lambda: nodes.engine_answers(node), node, "dockerd.log")
-    with closing(cluster.manager.client()) as client:
+    with closing(cluster.manager.client()) as manager:
         deadline = time.monotonic() + NODE_READY_SECONDS
         while time.monotonic() < deadline:
-            states = [n.attrs["Status"]["State"] for n in client.nodes.list()]
-            if states.count("ready") == len(cluster.nodes):
+            ready = [n for n in manager.nodes.list() if n.attrs["Status"]["State"] == "ready"]
+            if len(ready) == len(cluster.nodes):
                 return
             time.sleep(0.2)
-    raise AssertionError(f"node {node.name!r} did not rejoin the swarm: {states}")
+    raise AssertionError(f"node {node.name!r} did not rejoin the swarm")
