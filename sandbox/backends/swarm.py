@@ -17,14 +17,14 @@ deployment; this module joins the primitives of :mod:`sandbox.cluster` behind th
 - **park / revive**: park removes the service, the workspace volume stays on its node; revive
   places the sandbox on that node again (``node.id==`` constraint). A workspace whose node is
   gone cannot be revived: :class:`~sandbox.errors.SandboxLost`, and the caller starts over on
-  another node (the project store restores it);
+  another node (the project store restores it); a node whose engine fails a call is avoided
+  until it answers again (:mod:`~sandbox.cluster.node_reach`);
 - **capacity**: each node's unreserved memory (:mod:`~sandbox.cluster.capacity`);
 - no disk quota yet: a quota needs a process on each node (docs/cluster.md, "node agent").
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -83,7 +83,6 @@ from sandbox.images.templates import get_template
 from sandbox.settings import LABEL, SandboxSettings
 
 __all__ = ["SwarmBackend", "open_backend"]
-log = logging.getLogger(__name__)
 
 
 def engine_client(environment: Mapping[str, str], url: str, timeout: float) -> docker.DockerClient:
