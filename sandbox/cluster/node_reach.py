@@ -35,7 +35,8 @@ class NodeReach:
     def failed(self, node_id: str, why: object) -> None:
         """The engine of ``node_id`` failed a call."""
         if node_id not in self._failed:
-            log.warning("swarm node %r does not answer, avoided: %s", node_id, why)
+            # Its words only: a log record keeps its arguments, and an exception its frames.
+            log.warning("swarm node %r does not answer, avoided: %s", node_id, str(why))
         self._failed[node_id] = time.monotonic()
 
     async def answers(self, node_id: str, url: str) -> bool:

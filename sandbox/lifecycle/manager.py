@@ -501,7 +501,7 @@ class SandboxManager:
         try:
             await self.container_for(sandbox_id)
         except SandboxLost as exc:  # its node is gone (a cluster): start over on another one
-            log.warning("chat %r: %s; a new sandbox takes its place", chat, exc)
+            log.warning("chat %r: %s; a new sandbox takes its place", chat, str(exc))
             await self.destroy(sandbox_id)
             return None
         await self.registry.update(sandbox_id, state="in_use", last_used=self._clock())
