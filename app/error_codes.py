@@ -88,6 +88,10 @@ ERROR_CODES: tuple[ErrorCode, ...] = (
               "This server is running as many app sandboxes as it can right now. "
               "Please send your message again in a few minutes."),
     ErrorCode("sandbox_not_found", "The app's sandbox is gone"),
+    ErrorCode("sandbox_lost", "The machine running the app's sandbox was lost",
+              "The machine running this app's sandbox stopped answering, and the sandbox went "
+              "with it. Your saved versions are safe: send your message again and the app "
+              "starts over on another machine from its last version."),
     ErrorCode("docker_unavailable", "The sandbox engine (Docker) is not reachable",
               "The service that runs app sandboxes (Docker) is not answering. "
               "Please try again shortly; if it keeps happening, tell the operator."),

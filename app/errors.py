@@ -62,6 +62,7 @@
     ├── SandboxNotFound [sandbox_not_found]  a 404, never an outage
     ├── SandboxUnavailable [sandbox_unavailable]  a 503: trying again later may work
     │   ├── SandboxCapacity [sandbox_capacity]  as many sandboxes as the host may hold
+    │   ├── SandboxLost [sandbox_lost]      its cluster node was lost, workspace with it
     │   ├── DockerUnavailable [docker_unavailable]  the Docker engine does not answer
     │   ├── RedisUnavailable [redis_unavailable]  Redis does not answer (or failed)
     │   │   └── RedisAuthFailed [redis_auth_failed]  Redis refused the password (or wants one)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sandbox.backends.host_memory import HostMemory, busy_bytes, room_for
+    from sandbox.backends.swarm_nodes import NodeReport, swarm_node_reports
     from sandbox.containers.disk_quota import sandbox_disk
     from sandbox.containers.npm_cache_report import ProxyCache, proxy_caches
     from sandbox.containers.npm_probe import (
@@ -232,6 +233,8 @@ _EXPORTS: dict[str, str] = {
     "HostMemory": "sandbox.backends.host_memory",
     "busy_bytes": "sandbox.backends.host_memory",
     "room_for": "sandbox.backends.host_memory",
+    "NodeReport": "sandbox.backends.swarm_nodes",
+    "swarm_node_reports": "sandbox.backends.swarm_nodes",
     "BUILD_COMMAND": "sandbox.images.templates",
     "DEFAULT_TEMPLATE": "sandbox.images.templates",
     "TEMPLATES": "sandbox.images.templates",
@@ -342,6 +345,7 @@ __all__ = [
     "InstallRefused",
     "InstanceClaimed",
     "NestedExits",
+    "NodeReport",
     "NpmProbe",
     "PreviewErrorIngest",
     "PreviewErrorStream",
@@ -415,6 +419,7 @@ __all__ = [
     "sandbox_disk",
     "size_bytes",
     "strip_wrapping_fence",
+    "swarm_node_reports",
     "sweep_instance",
     "usable_root",
     "valid_stream_id",

@@ -36,6 +36,13 @@ class SandboxCapacity(SandboxUnavailable):
     code = "sandbox_capacity"
 
 
+class SandboxLost(SandboxUnavailable):
+    """The sandbox's node was lost (on a cluster): its workload and workspace are gone; the
+    chat's next message starts it over on another node from the project store."""
+
+    code = "sandbox_lost"
+
+
 class DockerUnavailable(SandboxUnavailable):
     """The Docker engine cannot be reached."""
 

@@ -19,8 +19,11 @@ class Sandbox:
     dev_port: int
     owner: str = ""
     chat: str = ""
+    # ``host:port`` where kiln reaches the dev server, when the backend says where (a swarm
+    # node's preview relay); "" means the container's address and the dev port.
+    preview: str = ""
 
     @property
     def dev_url(self) -> str:
         """The dev server's URL, reachable from the host."""
-        return f"http://{self.ip}:{self.dev_port}"
+        return f"http://{self.preview or f'{self.ip}:{self.dev_port}'}"

@@ -6,6 +6,7 @@ migrations and its pool (:mod:`app.cli.doctor_database`); Docker answers; Redis 
 installed; on a shared database, this host's settings agree with the deployment's
 (:mod:`app.cli.doctor_deployment`); every sandbox image is present and up to date; the host's
 sandbox capacity, memory, pids and networks and what is in use (:mod:`app.cli.doctor_capacity`);
+on a swarm, each node with its engine, capacity and hardening (:mod:`app.cli.doctor_swarm`);
 the warm pool's bounds and each template's current target and why (:mod:`app.cli.doctor_pool`);
 the host firewall rules for kiln bridges (:mod:`app.cli.doctor_firewall`); the CA bundle
 sandboxes get and whether a sandbox gets packages through kiln's npm proxy
@@ -39,6 +40,7 @@ from app.cli.doctor_npm import check_npm
 from app.cli.doctor_pool import check_pool
 from app.cli.doctor_render import check_render
 from app.cli.doctor_result import CheckResult
+from app.cli.doctor_swarm import check_swarm
 from app.errors import ConfigError
 from app.parser_choice import BUILD_COMMAND, ParserChoice, activate
 from app.tokens import check_tokenizer
@@ -111,10 +113,13 @@ async def run_checks(
     results.append(docker_result)
     results.extend(await check_images(client))
     results.extend(await check_capacity(client, env))
+    nodes = await check_swarm(env)
+    results.extend(nodes)
     results.append(await anyio.to_thread.run_sync(check_pool, redis_url, data_dir, env))
     results.append(await anyio.to_thread.run_sync(check_firewall, env))
-    results.extend(await check_npm(client, env))
-    results.append(await check_render(client, env))
+    if not nodes:  # on a swarm these would probe the manager's engine, not a sandbox's node
+        results.extend(await check_npm(client, env))
+        results.append(await check_render(client, env))
     results.append(await anyio.to_thread.run_sync(check_tokenizer_files))
     results.append(check_parser(activate()))  # the choice app.cli.main made
     if client is not None:

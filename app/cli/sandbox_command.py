@@ -100,6 +100,7 @@ async def _run_ls(manager: SandboxManager, args: argparse.Namespace) -> int:
     for record in records:
         idle = f"{now - record.last_used:.0f}s"
         url = f"http://{record.ip}:{_port(record.template)}" if record.ip else "-"
+        url = f"http://{record.preview}" if record.preview else url
         print(
             f"{record.id:<14}{record.template:<12}{record.state:<14}{idle:>7}  "
             f"{record.owner or '-':<16}{record.chat or '-':<20}{url}"

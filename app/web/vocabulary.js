@@ -100,6 +100,7 @@ export const ERROR_TITLES = {
   disk_quota_exceeded: "The app's disk space is used up",
   sandbox_capacity: "The server has no room for another app right now",
   sandbox_not_found: "The app's sandbox is gone",
+  sandbox_lost: "The machine running the app's sandbox was lost",
   docker_unavailable: "The sandbox engine (Docker) is not reachable",
   redis_unavailable: "kiln's queue (Redis) is not reachable",
   queue_unavailable: "kiln's queue (Redis) is not reachable",

@@ -22,15 +22,21 @@ API's own JSON (:func:`create_network`).
 from __future__ import annotations
 
 import ipaddress
+import logging
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
 import docker
 
 from sandbox.containers.labels import shared_labels
 from sandbox.containers.networks import BRIDGE_NAME_OPTION, ICC_OPTION, bridge_interface
 from sandbox.docker_boundary import call
-from sandbox.errors import SandboxNotFound
+from sandbox.errors import SandboxError, SandboxNotFound
+
+IN_USE_POLL_SECONDS = 0.2
+IN_USE_WAIT_SECONDS = 30.0
+log = logging.getLogger(__name__)
 
 
 def config_network_name(name: str) -> str:
@@ -103,10 +109,33 @@ async def ensure_isolated_network(
 async def remove_isolated_network(
     manager: docker.DockerClient, nodes: Sequence[docker.DockerClient], name: str
 ) -> None:
-    """Remove the swarm network, then each node's config-only network (gone ones are fine)."""
-    for client, network in [(manager, name)] + [(n, config_network_name(name)) for n in nodes]:
-        try:
-            found = await call(client.networks.get, network)
-            await call(found.remove)
-        except SandboxNotFound:
+    """Remove the swarm network, then each node's config-only network (gone ones are fine).
+    A node drops its instance of the swarm network a moment after the manager removed it: until
+    then its config-only network is "in use", so that removal is tried again for a while, then
+    left in place with a warning (a node whose engine was killed can keep it "in use" for good,
+    measured on Docker 20.10; the next :func:`ensure_node_config` adopts it by its name)."""
+    await _remove_network(manager, name)
+    for node in nodes:
+        with anyio.move_on_after(IN_USE_WAIT_SECONDS):
+            while not await _removed_unless_in_use(node, config_network_name(name)):
+                await anyio.sleep(IN_USE_POLL_SECONDS)
             continue
+        log.warning("%r kept on node engine %r: still in use", config_network_name(name), node)
+
+
+async def _removed_unless_in_use(client: docker.DockerClient, name: str) -> bool:
+    try:
+        await _remove_network(client, name)
+    except SandboxError as exc:
+        if "in use" not in str(exc):
+            raise
+        return False
+    return True
+
+
+async def _remove_network(client: docker.DockerClient, name: str) -> None:
+    try:
+        found = await call(client.networks.get, name)
+        await call(found.remove)
+    except SandboxNotFound:
+        pass

@@ -24,11 +24,14 @@ import anyio
 import docker
 import docker.errors
 
+from sandbox.cluster.node_proxy import CONNECT_PROBE
 from sandbox.cluster.service_spec import ENGINE_LABEL
+from sandbox.containers.hardening import SANDBOX_USER
 from sandbox.docker_boundary import CLIENT_TIMEOUT_SECONDS, call
 from sandbox.errors import SandboxCapacity, SandboxError, SandboxNotFound, SandboxUnavailable
 
 POLL_SECONDS = 0.2
+PORT_POLL_SECONDS = 0.25
 # The swarm's words for a task no node can take (memory reservation, constraints, platform).
 NO_ROOM = "no suitable node"
 # Task states past which a task never runs (Docker's swarm task states).
@@ -131,3 +134,54 @@ async def remove_workspace_volume(node: docker.DockerClient, name: str) -> bool:
                 if "in use" not in str(exc):
                     raise
                 await anyio.sleep(POLL_SECONDS)  # its task's container is still being removed
+
+
+async def wait_port_inside(
+    node: docker.DockerClient, container_id: str, port: int, timeout: float
+) -> None:
+    """Return once ``port`` accepts connections inside the container (probed there: a node's
+    bridge is not reachable from kiln's host); :class:`SandboxUnavailable` when the container
+    stops first or ``timeout`` seconds pass."""
+    probe = ["node", "-e", CONNECT_PROBE, "127.0.0.1", str(port)]
+    with anyio.move_on_after(timeout):
+        while True:
+            container = await call(node.containers.get, container_id)
+            if container.status != "running":
+                raise SandboxUnavailable(
+                    f"container {container_id[:12]!r} stopped before its dev server "
+                    f"listened on port {port}"
+                )
+            result = await call(container.exec_run, probe, user=SANDBOX_USER)
+            if result.exit_code == 0:
+                return
+            await anyio.sleep(PORT_POLL_SECONDS)
+    raise SandboxUnavailable(f"dev server on port {port} did not listen within {timeout:g}s")
+
+
+def service_placements(
+    manager: docker.DockerClient, labels: list[str]
+) -> list[tuple[Placement, dict[str, str]]]:
+    """The latest task of each service carrying ``labels``, with the service's labels
+    (blocking); a service with no task on a labelled node yet is left out."""
+    services = manager.api.services(filters={"label": labels})
+    if not services:
+        return []
+    names = {service["ID"]: dict(service["Spec"].get("Labels") or {}) for service in services}
+    engines = {
+        node["ID"]: ((node["Spec"].get("Labels") or {}).get(ENGINE_LABEL, ""), node["Status"])
+        for node in manager.api.nodes()
+    }
+    latest: dict[str, dict[str, Any]] = {}
+    for task in manager.api.tasks(filters={"service": list(names)}):
+        current = latest.get(task["ServiceID"])
+        if current is None or task["Version"]["Index"] > current["Version"]["Index"]:
+            latest[task["ServiceID"]] = task
+    placements = []
+    for service_id, task in latest.items():
+        engine, status = engines.get(task.get("NodeID", ""), ("", {}))
+        container = (task["Status"].get("ContainerStatus") or {}).get("ContainerID", "")
+        if engine and container:
+            address = status.get("Addr", "")
+            placement = Placement(service_id, task["NodeID"], address, engine, container)
+            placements.append((placement, names[service_id]))
+    return placements

@@ -20,7 +20,10 @@ Public API (what the write path, the agent loop, the preview proxy and the CLI u
   from the pool (already serving its dev server), else a freshly provisioned one (whose dev
   server may still be starting: ``wait_ready``); another template replaces the chat's sandbox.
 - ``container_for`` is the write path's recovery point: a container that died or vanished is
-  started anew on the same volume and network (its address may change: ``get`` again).
+  started anew on the same volume and network (its address may change: ``get`` again); a
+  sandbox whose cluster node was lost is ``SandboxLost`` (``sandbox_lost``, the run ends in
+  words), and the chat's next ``acquire`` gives it a new sandbox on another node (the project
+  store restores it on acquire).
 - The app's environment (:mod:`sandbox.execution.app_env`): ``app_env`` (the wiring sets it)
   gives a chat's variables; a container gets them when it is bound to a chat (``acquire``) or
   made again (``container_for``), and again on ``apply_app_env``; every exec redacts the
@@ -70,6 +73,7 @@ from sandbox.errors import (
     SandboxCapacity,
     SandboxConfigError,
     SandboxError,
+    SandboxLost,
     SandboxNotFound,
     SandboxUnavailable,
 )
@@ -334,7 +338,10 @@ class SandboxManager:
             return
         env = await self.app_env(chat)
         if env.values or not fresh:
-            await write_app_env(self.client, container_id, env)
+            # Through the container's own engine (a swarm node's, on a cluster).
+            container = await self.backend.container(container_id)
+            client = self.client if container is None else container.client
+            await write_app_env(client, container_id, env)
 
     async def wait_ready(self, sandbox_id: str, timeout: float | None = None) -> Sandbox:
         """Wait until the sandbox's dev server accepts connections; the current handle."""
@@ -491,7 +498,12 @@ class SandboxManager:
         if record.template != template:
             await self.destroy(sandbox_id)
             return None
-        await self.container_for(sandbox_id)
+        try:
+            await self.container_for(sandbox_id)
+        except SandboxLost as exc:  # its node is gone (a cluster): start over on another one
+            log.warning("chat %r: %s; a new sandbox takes its place", chat, str(exc))
+            await self.destroy(sandbox_id)
+            return None
         await self.registry.update(sandbox_id, state="in_use", last_used=self._clock())
         self._held.add(sandbox_id)
         return await self.get(sandbox_id)

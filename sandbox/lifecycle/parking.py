@@ -95,7 +95,7 @@ async def _park_one(
     """Remove one sandbox's workload; its record stays, without a container to point at."""
     try:
         await backend.park(claim)
-        await registry.update(claim.sandbox_id, container_id="", ip="", state="idle")
+        await registry.update(claim.sandbox_id, container_id="", ip="", preview="", state="idle")
     except SandboxError as exc:
         # One sandbox Docker would not let go of must not keep the others running.
         log.warning("sandbox %r could not be parked: %s", claim.sandbox_id, exc)

@@ -104,7 +104,10 @@ class Provisioner:
             with anyio.CancelScope(shield=True):
                 await self.forget(record)
             raise
-        record = record.with_changes(container_id=started.workload, ip=started.address, state=state)
+        preview = await self._preview(started, record.template)
+        record = record.with_changes(
+            container_id=started.workload, ip=started.address, preview=preview, state=state
+        )
         await self.registry.save(record)
         return record.handle()
 
@@ -118,12 +121,18 @@ class Provisioner:
             record.id,
             container_id=started.workload,
             ip=started.address,
+            preview=await self._preview(started, record.template),
             network=self.settings.network,
         )
         container = await self.backend.container(started.workload)
         if container is None:  # removed again at once: by hand, or the engine lost it
             raise SandboxUnavailable(f"sandbox {record.id!r} vanished as it was revived")
         return container
+
+    async def _preview(self, started: SandboxStatus, template: str) -> str:
+        """``host:port`` where kiln reaches the started sandbox's dev port."""
+        address = await self.backend.preview_address(started, get_template(template).dev_port)
+        return f"{address.host}:{address.port}"
 
     async def forget(self, record: SandboxRecord) -> None:
         """Remove the sandbox's container, volume and own network, its record and its buffered

@@ -64,6 +64,7 @@ class SandboxRecord:
     chat: str = ""
     created: float = 0.0
     last_used: float = 0.0
+    preview: str = ""  # the backend's preview address of the dev port (host:port)
 
     def with_changes(self, **changes: Any) -> SandboxRecord:
         """A copy with some fields changed."""
@@ -81,6 +82,7 @@ class SandboxRecord:
             dev_port=get_template(self.template).dev_port,
             owner=self.owner,
             chat=self.chat,
+            preview=self.preview,
         )
 
 

@@ -1,17 +1,16 @@
-"""Choosing the backend: the Docker one by default; a known backend whose module is not
-installed, and an unknown name, are refused in words naming the value."""
+"""Choosing the backend: the Docker one by default, the swarm one by name; an unknown name is
+refused in words naming the value and the known ones."""
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 
 import pytest
 
-from sandbox.backends import docker_engine
+from sandbox.backends import docker_engine, swarm
 from sandbox.backends.choice import backend_opener, open_backend
 from sandbox.errors import SandboxConfigError
-from sandbox.settings import SANDBOX_BACKENDS, SandboxSettings
+from sandbox.settings import SandboxSettings
 
 pytestmark = pytest.mark.anyio
 
@@ -20,15 +19,8 @@ def test_docker_opens_the_single_engine_backend() -> None:
     assert backend_opener("docker") is docker_engine.open_backend
 
 
-def test_a_known_backend_not_installed_is_refused_in_words(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # Whatever this installation has: a backend module import finds nothing for "swarm" here.
-    monkeypatch.setitem(sys.modules, SANDBOX_BACKENDS["swarm"], None)
-    with pytest.raises(SandboxConfigError, match=r"KILN_SANDBOX_BACKEND='swarm': the swarm") as no:
-        backend_opener("swarm")
-    assert "KILN_SANDBOX_BACKEND='docker'" in str(no.value)
-    assert no.value.code == "config_error"
+def test_swarm_opens_the_swarm_backend() -> None:
+    assert backend_opener("swarm") is swarm.open_backend
 
 
 def test_an_unknown_backend_is_refused_naming_the_known_ones() -> None:

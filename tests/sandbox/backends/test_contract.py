@@ -163,8 +163,8 @@ async def test_files_go_in_and_come_out_as_archives(made: Made) -> None:
 async def test_the_preview_address_reaches_the_dev_port(made: Made) -> None:
     port = made.claim.template.dev_port
     await made.backend.wait_port(made.status, port, made.opened.settings.dev_ready_timeout_seconds)
+    # Any host and port (a node's relay on a swarm) that serves the dev server.
     address = await made.backend.preview_address(made.status, port)
-    assert address.port == port
     async with httpx.AsyncClient(timeout=10.0) as http:
         response = await http.get(address.url + "/")
     assert response.status_code == 200

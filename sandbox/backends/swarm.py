@@ -1,0 +1,482 @@
+"""The Swarm backend: each sandbox a one-replica service that Docker Swarm places on a node
+(``KILN_SANDBOX_BACKEND=swarm``, ``DOCKER_HOST`` a swarm manager). docs/cluster.md describes the
+deployment; this module joins the primitives of :mod:`sandbox.cluster` behind the contract:
+
+- **placement**: the service carries the ``docker run`` hardening table, its memory limit as the
+  reservation (the scheduler's per-node capacity) and the scheduler's spread
+  (:mod:`~sandbox.cluster.service_spec`); a full cluster is ``SandboxCapacity`` at once; right
+  after placement the node-side limits apply (swap = memory, :mod:`~sandbox.cluster.placement`);
+- **images** reach every node before the first sandbox of a template (digest-checked, from
+  kiln's own engine ``KILN_SWARM_IMAGE_SOURCE``: :mod:`~sandbox.cluster.image_distribution`);
+- **exec and archives** go through the node's own engine (its ``kiln.engine`` label); the
+  workload is the task's container ID, mapped to its node once and remembered;
+- **network**: the per-node icc-off internal bridge on one fixed subnet
+  (:mod:`~sandbox.cluster.networks`), so every node's npm proxy has the same address
+  (:mod:`~sandbox.cluster.node_proxy`, ensured on a node when a sandbox first lands there);
+- **preview**: a relay per node on the node's address (:mod:`~sandbox.cluster.preview_relay`);
+- **park / revive**: park removes the service, the workspace volume stays on its node; revive
+  places the sandbox on that node again (``node.id==`` constraint). A workspace whose node is
+  gone cannot be revived: :class:`~sandbox.errors.SandboxLost`, and the caller starts over on
+  another node (the project store restores it); a node whose engine fails a call is avoided
+  until it answers again (:mod:`~sandbox.cluster.node_reach`);
+- **capacity**: each node's unreserved memory (:mod:`~sandbox.cluster.capacity`);
+- no disk quota yet: a quota needs a process on each node (docs/cluster.md, "node agent").
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import anyio
+import docker
+import docker.errors
+
+from sandbox.backends.contract import HostCapacity, PreviewAddress, SandboxClaim, SandboxStatus
+from sandbox.backends.engine_probe import PING_TIMEOUT_SECONDS
+from sandbox.cluster.capacity import cluster_capacity
+from sandbox.cluster.image_distribution import ensure_images_on_nodes, swarm_node_engines
+from sandbox.cluster.networks import (
+    ensure_isolated_network,
+    ensure_node_config,
+    remove_isolated_network,
+)
+from sandbox.cluster.node_proxy import ensure_node_proxy, node_registry_url
+from sandbox.cluster.node_reach import NodeReach
+from sandbox.cluster.placement import (
+    Placement,
+    apply_node_limits,
+    create_sandbox_service,
+    remove_sandbox_service,
+    remove_workspace_volume,
+    service_placements,
+    wait_for_placement,
+    wait_port_inside,
+)
+from sandbox.cluster.preview_relay import ensure_preview_relay, relay_port, remove_preview_relay
+from sandbox.cluster.service_spec import sandbox_service_kwargs
+from sandbox.cluster.swarm_settings import SwarmSettings
+from sandbox.containers.disk_quota import SandboxDisk
+from sandbox.containers.labels import (
+    CHAT_LABEL,
+    CREATED_LABEL,
+    INSTANCE_LABEL,
+    OWNER_LABEL,
+    container_name,
+)
+from sandbox.containers.npm_proxy import remove_proxy
+from sandbox.docker_boundary import CLIENT_TIMEOUT_SECONDS, CallTimeouts, call, set_call_timeouts
+from sandbox.env_settings import size_bytes
+from sandbox.errors import (
+    DockerUnavailable,
+    SandboxError,
+    SandboxLost,
+    SandboxNotFound,
+    SandboxUnavailable,
+)
+from sandbox.execution.app_env import Redaction
+from sandbox.execution.exec_stream import NO_SECRETS, ExecResult, OutputSink, exec_streaming
+from sandbox.images.builder import PROXY_IMAGE
+from sandbox.images.templates import get_template
+from sandbox.settings import LABEL, SandboxSettings
+
+__all__ = ["SwarmBackend", "open_backend"]
+
+
+def engine_client(environment: Mapping[str, str], url: str, timeout: float) -> docker.DockerClient:
+    """A client of the engine at ``url`` with the TLS variables of ``environment``."""
+    try:
+        return docker.from_env(environment={**environment, "DOCKER_HOST": url}, timeout=timeout)
+    except docker.errors.DockerException as exc:
+        raise DockerUnavailable(f"docker engine {url!r}: {exc!s}") from exc
+
+
+async def open_backend(settings: SandboxSettings) -> SwarmBackend:
+    """The swarm backend of ``settings`` (``DOCKER_HOST`` the manager); the manager must answer
+    and be a swarm manager."""
+    set_call_timeouts(
+        CallTimeouts(
+            quick=settings.docker_quick_timeout_seconds,
+            change=settings.docker_change_timeout_seconds,
+        )
+    )
+    swarm = SwarmSettings.from_env()
+    environment = dict(os.environ)
+    manager_url = environment.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    manager = engine_client(environment, manager_url, CLIENT_TIMEOUT_SECONDS)
+    info = await call(manager.info)
+    if not (info.get("Swarm") or {}).get("ControlAvailable"):
+        manager.close()
+        raise DockerUnavailable(
+            f"DOCKER_HOST={manager_url!r} is not a swarm manager (KILN_SANDBOX_BACKEND=swarm "
+            "needs one: docs/cluster.md)"
+        )
+    source = engine_client(environment, swarm.image_source, CLIENT_TIMEOUT_SECONDS)
+    return SwarmBackend(manager, source, settings, swarm, environment)
+
+
+class SwarmBackend:
+    """Sandboxes as swarm services on the nodes of one swarm (see the module docstring)."""
+
+    name = "swarm"
+
+    def __init__(
+        self,
+        manager: docker.DockerClient,
+        source: docker.DockerClient,
+        settings: SandboxSettings,
+        swarm: SwarmSettings,
+        environment: Mapping[str, str],
+    ) -> None:
+        """A backend on the swarm ``manager`` manages; ``source`` is kiln's own engine (images
+        are built there and copied to the nodes; the modules still on docker-py get it as
+        ``client``)."""
+        self.manager = manager
+        self.client = source
+        self.disk: SandboxDisk | None = None  # no quota on a swarm yet (module docstring)
+        self.swarm = swarm
+        registry = node_registry_url(swarm.subnet, settings.npm_proxy_port)
+        self.settings = replace(settings, sandbox_registry=registry)
+        self._environment = dict(environment)
+        self._engines: dict[str, docker.DockerClient] = {}  # node engine URL -> client
+        self._placed: dict[str, Placement] = {}  # workload (container ID) -> its placement
+        self._workloads: dict[str, str] = {}  # sandbox ID -> its workload, as placed here
+        self._ready_nodes: set[str] = set()  # nodes whose proxy and relay run
+        self._configured: set[str] = set()  # nodes with the network's config-only half
+        self._reach = NodeReach(lambda url: engine_client(environment, url, PING_TIMEOUT_SECONDS))
+        self._ready_images: set[str] = set()
+        self._lock = anyio.Lock()
+        self._probe: docker.DockerClient | None = None
+
+    async def ping(self) -> None:
+        """``DockerUnavailable`` unless the manager answers within a short timeout."""
+        if self._probe is None:
+            url = str(self._environment.get("DOCKER_HOST", "unix:///var/run/docker.sock"))
+            self._probe = engine_client(self._environment, url, PING_TIMEOUT_SECONDS)
+        await call(self._probe.ping)
+
+    async def aclose(self) -> None:
+        """Close the manager's, the source's and every node's client."""
+        for client in [self.manager, self.client, *self._engines.values(), self._probe]:
+            if client is not None:
+                await call(client.close)
+        self._engines.clear()
+
+    def engine(self, url: str) -> docker.DockerClient:
+        """The (kept) client of the node engine at ``url``."""
+        if url not in self._engines:
+            self._engines[url] = engine_client(self._environment, url, CLIENT_TIMEOUT_SECONDS)
+        return self._engines[url]
+
+    async def _node_engines(self) -> dict[str, docker.DockerClient]:
+        """Swarm node ID -> its engine's client, for every labelled node whose engine answers
+        as far as kiln has seen (:class:`~sandbox.cluster.node_reach.NodeReach`)."""
+        found = {}
+        for node in await swarm_node_engines(self.manager):
+            if await self._reach.answers(node.node_id, node.engine):
+                found[node.node_id] = self.engine(node.engine)
+        return found
+
+    async def create(self, claim: SandboxClaim) -> SandboxStatus:
+        """The template's images on every node, then the service, placed by the swarm."""
+        await self._ensure_images(claim.template.image)
+        await self.npm_registry()
+        return await self._place(claim, constraints=())
+
+    async def revive(self, claim: SandboxClaim) -> SandboxStatus:
+        """A new service on the node holding the workspace (``SandboxLost`` when that node
+        is gone or unreachable)."""
+        await self.park(claim)
+        node_id = await self._volume_node(claim.volume)
+        if node_id is None:
+            raise SandboxLost(
+                f"sandbox {claim.sandbox_id!r}: its workspace {claim.volume!r} is on no "
+                "reachable swarm node (the node was lost)"
+            )
+        await self.npm_registry()
+        return await self._place(claim, constraints=(f"node.id=={node_id}",))
+
+    async def _place(self, claim: SandboxClaim, constraints: Sequence[str]) -> SandboxStatus:
+        """Create the sandbox's service and wait for its task; the node's limits, proxy and
+        relay in place before it is handed out."""
+        labels = dict(claim.labels)
+        kwargs = sandbox_service_kwargs(
+            self.settings,
+            get_template(claim.template.name),
+            claim.sandbox_id,
+            network=self.settings.network,
+            created=float(labels.get(CREATED_LABEL) or 0),
+            owner=labels.get(OWNER_LABEL, ""),
+            chat=labels.get(CHAT_LABEL, ""),
+            constraints=[*constraints, *self._reach.constraints()],
+        )
+        kwargs["labels"] = kwargs["container_labels"] = {**kwargs["labels"], **labels}
+        service_id = await create_sandbox_service(self.manager, kwargs)
+        try:
+            timeout = self.settings.docker_change_timeout_seconds
+            placement = await wait_for_placement(self.manager, service_id, timeout)
+            node = self.engine(placement.engine_url)
+            memory = size_bytes(claim.template.resources.memory)
+            await apply_node_limits(node, placement, memory)
+            await self._ensure_node(placement, node)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await remove_sandbox_service(self.manager, service_id)
+            raise
+        self._placed[placement.container_id] = placement
+        self._workloads[claim.sandbox_id] = placement.container_id
+        return await self._status_on_node(placement, labels)
+
+    async def _ensure_node(self, placement: Placement, node: docker.DockerClient) -> None:
+        """The instance's npm proxy and preview relay on the placement's node (once per node
+        per process: a running pair is adopted)."""
+        if placement.node_id in self._ready_nodes:
+            return
+        async with self._lock:
+            if placement.node_id in self._ready_nodes:
+                return
+            await ensure_node_proxy(node, self.settings)
+            swarm = self.swarm
+            instance = self.settings.instance
+            await ensure_preview_relay(
+                node, instance, placement.node_address, swarm.relay_port, swarm.subnet
+            )
+            self._ready_nodes.add(placement.node_id)
+
+    async def _ensure_images(self, image: str) -> None:
+        """``image`` and the npm proxy's on every node (once per process per image)."""
+        if image in self._ready_images:
+            return
+        async with self._lock:
+            if image not in self._ready_images:
+                await ensure_images_on_nodes(self.client, self.manager, [image, PROXY_IMAGE])
+                self._ready_images.add(image)
+
+    async def _volume_node(self, volume: str) -> str | None:
+        """The reachable, ready node holding the workspace ``volume``; ``None`` if none."""
+        ready = {
+            str(node.id)
+            for node in await call(self.manager.nodes.list)
+            if node.attrs["Status"]["State"] == "ready"
+        }
+        for node_id, engine in (await self._node_engines()).items():
+            if node_id not in ready:
+                continue
+            try:
+                await call(engine.volumes.get, volume)
+            except SandboxNotFound:
+                continue
+            except SandboxUnavailable as exc:
+                self._reach.failed(node_id, exc)
+                continue
+            return node_id
+        return None
+
+    async def park(self, claim: SandboxClaim) -> bool:
+        """Remove the sandbox's service; its workspace volume stays on its node."""
+        self._forget(claim.sandbox_id)
+        return await remove_sandbox_service(self.manager, container_name(claim.sandbox_id))
+
+    def _forget(self, sandbox_id: str) -> None:
+        self._placed.pop(self._workloads.pop(sandbox_id, ""), None)
+
+    async def destroy(self, claim: SandboxClaim) -> None:
+        """The service, then the workspace volume on every reachable node that has it."""
+        await self.park(claim)
+        for node_id, engine in (await self._node_engines()).items():
+            try:
+                await remove_workspace_volume(engine, claim.volume)
+            except SandboxUnavailable as exc:
+                self._reach.failed(node_id, exc)
+
+    async def status(self, workload: str) -> SandboxStatus | None:
+        """The workload on its node now; ``None`` when it or its node is gone."""
+        placement = await self._placement(workload)
+        if placement is None:
+            return None
+        try:
+            return await self._status_on_node(placement, None)
+        except SandboxNotFound:
+            self._placed.pop(workload, None)
+            return None
+        except SandboxUnavailable as exc:  # the node's engine does not answer: a lost node
+            self._reach.failed(placement.node_id, exc)
+            return None
+
+    async def _status_on_node(
+        self, placement: Placement, labels: Mapping[str, str] | None
+    ) -> SandboxStatus:
+        node = self.engine(placement.engine_url)
+        container = await call(node.containers.get, placement.container_id)
+        networks = container.attrs.get("NetworkSettings", {}).get("Networks", {})
+        found = dict(container.labels or {}) if labels is None else dict(labels)
+        return SandboxStatus(
+            sandbox_id=found.get(LABEL, ""),
+            workload=placement.container_id,
+            address=str(networks.get(self.settings.network, {}).get("IPAddress") or ""),
+            node=placement.node_id,
+            running=container.status == "running",
+            labels=found,
+        )
+
+    async def _placement(self, workload: str) -> Placement | None:
+        """Where ``workload`` runs: remembered, else found among the instance's tasks."""
+        if not workload:
+            return None
+        if workload in self._placed:
+            return self._placed[workload]
+        for placement, _labels in await self._instance_placements({}):
+            self._placed.setdefault(placement.container_id, placement)
+        return self._placed.get(workload)
+
+    async def _instance_placements(
+        self, labels: Mapping[str, str]
+    ) -> list[tuple[Placement, dict[str, str]]]:
+        """Each service of the instance carrying ``labels``: its task's placement, its labels."""
+        wanted = [LABEL, f"{INSTANCE_LABEL}={self.settings.instance}"]
+        wanted += [f"{key}={value}" for key, value in labels.items()]
+        return await call(service_placements, self.manager, wanted)
+
+    async def list_by_labels(self, labels: Mapping[str, str]) -> list[SandboxStatus]:
+        """The instance's sandbox services carrying all of ``labels``, each as its task runs
+        (a task on a lost node: not running, no address)."""
+        found = []
+        for placement, service_labels in await self._instance_placements(labels):
+            self._placed.setdefault(placement.container_id, placement)
+            try:
+                found.append(await self._status_on_node(placement, service_labels))
+            except SandboxError:
+                sandbox_id = service_labels.get(LABEL, "")
+                workload, node = placement.container_id, placement.node_id
+                found.append(SandboxStatus(sandbox_id, workload, "", node, False, service_labels))
+        return found
+
+    async def container(self, workload: str) -> Any:
+        """The docker ``Container`` of ``workload`` on its node's engine; ``None`` if gone."""
+        placement = await self._placement(workload)
+        if placement is None:
+            return None
+        try:
+            return await call(self.engine(placement.engine_url).containers.get, workload)
+        except SandboxNotFound:
+            return None
+        except SandboxUnavailable as exc:  # its node's engine does not answer: a lost node
+            self._reach.failed(placement.node_id, exc)
+            return None
+
+    async def _node_of(self, workload: str) -> docker.DockerClient:
+        placement = await self._placement(workload)
+        if placement is None:
+            raise SandboxLost(f"sandbox container {workload[:12]!r} runs on no swarm node")
+        return self.engine(placement.engine_url)
+
+    async def exec(
+        self,
+        sandbox: SandboxStatus,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        output_cap: int,
+        on_output: OutputSink | None = None,
+        redaction: Redaction | None = None,
+    ) -> ExecResult:
+        """``docker exec`` on the sandbox's node as the sandbox user (:func:`exec_streaming`)."""
+        return await exec_streaming(
+            await self._node_of(sandbox.workload),
+            sandbox.workload,
+            argv,
+            timeout=timeout,
+            output_cap=output_cap,
+            on_output=on_output,
+            redaction=NO_SECRETS if redaction is None else redaction,
+        )
+
+    async def put_archive(self, sandbox: SandboxStatus, path: str, archive: bytes) -> None:
+        """Unpack ``archive`` at ``path`` through the node's engine."""
+        node = await self._node_of(sandbox.workload)
+        container = await call(node.containers.get, sandbox.workload)
+        await call(container.put_archive, path, archive)
+
+    async def get_archive(self, sandbox: SandboxStatus, path: str) -> bytes:
+        """``path`` of the sandbox as a tar, through the node's engine."""
+        node = await self._node_of(sandbox.workload)
+        container = await call(node.containers.get, sandbox.workload)
+        chunks, _stat = await call(container.get_archive, path)
+        return await anyio.to_thread.run_sync(b"".join, chunks)
+
+    async def preview_address(self, sandbox: SandboxStatus, port: int) -> PreviewAddress:
+        """The node's relay port for the sandbox's bridge address and ``port``."""
+        placement = await self._placement(sandbox.workload)
+        if placement is None:
+            raise SandboxLost(f"sandbox container {sandbox.workload[:12]!r} runs on no node")
+        address = sandbox.address or (await self._status_on_node(placement, None)).address
+        return PreviewAddress(
+            placement.node_address,
+            relay_port(self.swarm.relay_port, self.swarm.subnet, address, port),
+        )
+
+    async def wait_port(self, sandbox: SandboxStatus, port: int, timeout: float) -> None:
+        """Poll the port from inside the sandbox (kiln reaches it only through the relay,
+        which accepts before its far end does); ``SandboxUnavailable`` when the sandbox stops
+        first or ``timeout`` seconds pass."""
+        node = await self._node_of(sandbox.workload)
+        await wait_port_inside(node, sandbox.workload, port, timeout)
+
+    async def npm_registry(self) -> str:
+        """The isolated network (the config-only half on each answering node once, then the
+        swarm network) made or adopted; the registry address every node's proxy has."""
+        settings, subnet = self.settings, self.swarm.subnet
+        for node_id, node in (await self._node_engines()).items():
+            if node_id in self._configured:
+                continue
+            try:
+                await ensure_node_config(node, settings.network, settings.instance, subnet)
+            except SandboxUnavailable as exc:
+                self._reach.failed(node_id, exc)
+                continue
+            self._configured.add(node_id)
+        await ensure_isolated_network(self.manager, [], settings.network, settings.instance, subnet)
+        return str(settings.sandbox_registry)
+
+    async def release_shared(self) -> None:
+        """Every node's relay and proxy (with its cache), then the network; Docker refuses
+        (raises) while a sandbox still uses it."""
+        nodes = list((await self._node_engines()).values())
+        for node in nodes:
+            await remove_preview_relay(node, self.settings.instance)
+            await remove_proxy(node, self.settings.instance, with_cache=True)
+        await remove_isolated_network(self.manager, nodes, self.settings.network)
+        self._ready_nodes.clear()
+        self._configured.clear()
+
+    async def park_shared(self) -> tuple[bool, bool]:
+        """kiln stopping: with no sandbox service of the instance left, every node's relay and
+        proxy (caches kept) and the network go."""
+        if await self._instance_placements({}):
+            return False, False
+        nodes = list((await self._node_engines()).values())
+        removed = False
+        for node in nodes:
+            await remove_preview_relay(node, self.settings.instance)
+            removed = await remove_proxy(node, self.settings.instance) or removed
+        await remove_isolated_network(self.manager, nodes, self.settings.network)
+        self._ready_nodes.clear()
+        self._configured.clear()
+        return True, removed
+
+    async def capacity(self) -> list[HostCapacity]:
+        """Each node's unreserved memory (0 on a node that cannot take sandboxes)."""
+        report = await cluster_capacity(self.manager, self.settings.instance)
+        return [
+            HostCapacity(
+                max(node.memory_bytes - node.reserved_bytes, 0) if node.usable else 0,
+                node.node_id,
+            )
+            for node in report
+        ]
+
+    async def quota_used_up(self, claim: SandboxClaim) -> bool | None:
+        """No disk quota on a swarm yet (module docstring)."""
+        return None
