@@ -123,7 +123,9 @@ def test_a_writer_paused_past_its_lock_loses_the_swap_and_records_again(
 
 
 def test_a_held_lock_is_renewed_past_its_time_to_live(client: redis.Redis, tmp_path: Path) -> None:
-    lock = RedisCommitLock(client, ttl_seconds=0.2)
+    # Renewed every third of its life: a 1.5 s key outlives a renewal thread held off the CPU
+    # for a second (0.2 s did not, at load 40 in CI).
+    lock = RedisCommitLock(client, ttl_seconds=1.5)
     impatient = RedisCommitLock(client, wait_seconds=0.0)
     held, release = threading.Event(), threading.Event()
 
@@ -136,8 +138,8 @@ def test_a_held_lock_is_renewed_past_its_time_to_live(client: redis.Redis, tmp_p
     holder.start()
     try:
         assert held.wait(10)
-        for _ in range(5):  # five lifetimes of the key pass while it is held
-            assert not release.wait(0.2)
+        for _ in range(3):  # three lifetimes of the key pass while it is held
+            assert not release.wait(1.5)
             with (
                 pytest.raises(ProjectError, match="'chat1' is busy"),
                 impatient.held("chat1", tmp_path),

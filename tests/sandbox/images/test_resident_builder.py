@@ -58,6 +58,7 @@ SLOW_BUILD = (
     ".join(',\\n') + '];')\" > src/big.js"
     " && echo \"import big from './big.js'; console.log(big.length)\" >> src/main.jsx"
 )
+EARLY_BUILD_ATTEMPTS = 3  # the build must come within the service's first second
 
 
 @pytest.fixture
@@ -200,16 +201,22 @@ async def test_a_build_that_comes_early_in_a_warm_up_takes_its_place(
     than building cold at once: the warm-up is stopped and the build is still exact."""
     await _shell(manager, sandbox, SLOW_BUILD)  # a warm-up of seconds
     # Both requests from inside the sandbox, back to back: the build comes within the first
-    # second of the warm-up however slow the host's docker exec is.
+    # second of the warm-up however slow the host's docker exec is. A build client that took
+    # longer than that to start (Node, at load 40 in CI) built after the warm-up instead: then
+    # the builder is made to go (what an install does) and the pair is sent again.
     warm, build = (shlex.join(TEMPLATE.builder_argv(warm=w)) for w in (True, False))
-    script = f"cd /workspace && {warm} && {build}"
-    container = await manager.container_for(sandbox.id)
-    both: Any = await call(container.exec_run, ["sh", "-c", script], user="1000")
-    output = str(both.output.decode())
-    resident = ExecResult((script,), both.exit_code, output, truncated=False, timed_out=False)
-    await _same_as_npm(manager, sandbox, resident)
-    log = await _supervisor_log(manager, sandbox)
-    assert "resident builder stopped (a build came early in its warm-up)" in log
+    stopped = "resident builder stopped (a build came early in its warm-up)"
+    for attempt in range(EARLY_BUILD_ATTEMPTS):
+        again = "touch package.json && " if attempt else ""
+        script = f"cd /workspace && {again}{warm} && {build}"
+        container = await manager.container_for(sandbox.id)
+        both: Any = await call(container.exec_run, ["sh", "-c", script], user="1000")
+        output = str(both.output.decode())
+        resident = ExecResult((script,), both.exit_code, output, truncated=False, timed_out=False)
+        await _same_as_npm(manager, sandbox, resident)
+        if stopped in await _supervisor_log(manager, sandbox):
+            break
+    assert stopped in await _supervisor_log(manager, sandbox)
 
 
 async def test_anything_else_on_its_socket_is_dropped_and_the_supervisor_goes_on(
