@@ -117,8 +117,8 @@ class GroupTimes:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         """The longest groups and each process's busy seconds."""
-        if len(self.groups) < 2:
-            return
+        if set(self.processes) <= {"main"}:
+            return  # not an xdist run (the parser's second run): its own few groups say nothing
         terminalreporter.section("seconds per group (the 20 longest) and per process")
         longest = sorted(self.groups.items(), key=lambda item: -item[1])[:20]
         for group, seconds in longest:
