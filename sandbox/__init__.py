@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sandbox.backends.host_memory import HostMemory, busy_bytes, room_for
     from sandbox.backends.swarm_nodes import NodeReport, swarm_node_reports
+    from sandbox.cluster.swarm_settings import SwarmSettings
     from sandbox.containers.disk_quota import sandbox_disk
     from sandbox.containers.npm_cache_report import ProxyCache, proxy_caches
     from sandbox.containers.npm_probe import (
@@ -235,6 +236,7 @@ _EXPORTS: dict[str, str] = {
     "room_for": "sandbox.backends.host_memory",
     "NodeReport": "sandbox.backends.swarm_nodes",
     "swarm_node_reports": "sandbox.backends.swarm_nodes",
+    "SwarmSettings": "sandbox.cluster.swarm_settings",
     "BUILD_COMMAND": "sandbox.images.templates",
     "DEFAULT_TEMPLATE": "sandbox.images.templates",
     "TEMPLATES": "sandbox.images.templates",
@@ -372,6 +374,7 @@ __all__ = [
     "SandboxUnavailable",
     "SessionLog",
     "StandIn",
+    "SwarmSettings",
     "Template",
     "WorkspaceFile",
     "WriteBuffer",

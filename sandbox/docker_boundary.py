@@ -25,6 +25,7 @@ and kiln's own calls (``/healthz``, the reaper) always find a thread.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
@@ -217,10 +218,12 @@ def refusal_kind(explanation: str) -> type[SandboxError]:
     return next((kind for words, kind in REFUSALS if words in lowered), SandboxError)
 
 
-def connect() -> docker.DockerClient:
-    """A Docker client from the environment (``DOCKER_HOST`` or the local socket)."""
+def connect(url: str | None = None) -> docker.DockerClient:
+    """A Docker client of the engine at ``url``, else from the environment (``DOCKER_HOST``
+    or the local socket)."""
+    environment = None if url is None else {**os.environ, "DOCKER_HOST": url}
     try:
-        client = docker.from_env(timeout=CLIENT_TIMEOUT_SECONDS)
+        client = docker.from_env(environment=environment, timeout=CLIENT_TIMEOUT_SECONDS)
         client.ping()
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
         raise DockerUnavailable(f"docker: cannot reach the engine: {exc!s}") from exc

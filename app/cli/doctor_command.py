@@ -40,7 +40,7 @@ from app.cli.doctor_npm import check_npm
 from app.cli.doctor_pool import check_pool
 from app.cli.doctor_render import check_render
 from app.cli.doctor_result import CheckResult
-from app.cli.doctor_swarm import check_swarm
+from app.cli.doctor_swarm import check_swarm, image_source
 from app.errors import ConfigError
 from app.parser_choice import BUILD_COMMAND, ParserChoice, activate
 from app.tokens import check_tokenizer
@@ -111,7 +111,11 @@ async def run_checks(
     results.append(await anyio.to_thread.run_sync(check_deployment_settings, env, data_dir))
     client, docker_result = await check_docker()
     results.append(docker_result)
-    results.extend(await check_images(client))
+    source = image_source(env)
+    if source is None:
+        results.extend(await check_images(client))
+    else:  # on a swarm, the engine the images are built on and copied to the nodes from
+        results.extend(await check_images_on(source))
     results.extend(await check_capacity(client, env))
     nodes = await check_swarm(env)
     results.extend(nodes)
@@ -179,8 +183,24 @@ async def check_docker() -> tuple[docker.DockerClient | None, CheckResult]:
     return client, CheckResult("docker", True, f"engine {version.get('Version', '?')}")
 
 
-async def check_images(client: docker.DockerClient | None) -> list[CheckResult]:
-    """One result per sandbox image (base and templates)."""
+async def check_images_on(url: str) -> list[CheckResult]:
+    """:func:`check_images` on the engine at ``url`` (a swarm's image source)."""
+    try:
+        client: docker.DockerClient = await anyio.to_thread.run_sync(connect, url)
+    except SandboxError as exc:
+        hint = "start it, or point KILN_SWARM_IMAGE_SOURCE at the engine kiln builds images on"
+        return [CheckResult("images", False, f"image source {url!r}: {exc}", hint)]
+    try:
+        return await check_images(client, f"DOCKER_HOST={url} kiln images build")
+    finally:
+        await call(client.close)
+
+
+async def check_images(
+    client: docker.DockerClient | None, build: str = "kiln images build"
+) -> list[CheckResult]:
+    """One result per sandbox image (base and templates); ``build``: the command that builds
+    them."""
     if client is None:
         return [CheckResult("images", False, "not checked: Docker is unavailable", "fix Docker")]
     try:
@@ -193,7 +213,7 @@ async def check_images(client: docker.DockerClient | None) -> list[CheckResult]:
             f"image {row.name}",
             row.status in GOOD_IMAGE_STATES,
             f"{row.image}: {row.status}",
-            "run `kiln images build`",
+            f"run `{build}`",
         )
         for row in rows
     ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from app.cli.doctor_result import CheckResult
-from sandbox import SandboxError, SandboxSettings, swarm_node_reports
+from sandbox import SandboxError, SandboxSettings, SwarmSettings, swarm_node_reports
 
 
 async def check_swarm(env: Mapping[str, str]) -> list[CheckResult]:
@@ -29,3 +29,15 @@ async def check_swarm(env: Mapping[str, str]) -> list[CheckResult]:
         CheckResult(f"swarm node {report.node}", report.ok, report.detail, report.hint)
         for report in reports
     ]
+
+
+def image_source(env: Mapping[str, str]) -> str | None:
+    """On a swarm, the engine kiln builds and keeps its images on (``KILN_SWARM_IMAGE_SOURCE``:
+    the manager only has those some sandbox needed); None on a single engine or when the
+    settings do not read (the swarm line says why)."""
+    try:
+        if SandboxSettings.from_env(env).backend != "swarm":
+            return None
+        return SwarmSettings.from_env(env).image_source
+    except ValueError:
+        return None

@@ -22,10 +22,12 @@ from app.cli.doctor_capacity import (
 from app.cli.doctor_command import (
     CheckResult,
     check_data_dir,
+    check_images_on,
     check_parser,
     check_redis,
     format_result,
 )
+from app.cli.doctor_swarm import image_source
 from app.parser_choice import ParserChoice
 from sandbox.backends.host_memory import HostMemory
 from sandbox.disk_mounts import DEFAULT_DISK_ROOT, usable_root
@@ -221,3 +223,31 @@ def test_no_disk_quota_fails_in_words(
     assert not result.ok
     assert result.detail.startswith(words)
     assert "scripts/setup.sh" in result.hint
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        pytest.param({}, None, id="one-engine"),
+        pytest.param({"KILN_SANDBOX_BACKEND": "swarm"}, "unix:///var/run/docker.sock", id="swarm"),
+        pytest.param(
+            {"KILN_SANDBOX_BACKEND": "swarm", "KILN_SWARM_IMAGE_SOURCE": "tcp://10.0.0.9:2375"},
+            "tcp://10.0.0.9:2375",
+            id="swarm-source-set",
+        ),
+    ],
+)
+def test_on_a_swarm_images_are_checked_on_their_source(
+    env: dict[str, str], expected: str | None
+) -> None:
+    assert image_source(env) == expected
+
+
+@pytest.mark.anyio
+async def test_an_image_source_that_does_not_answer_is_one_line_in_words() -> None:
+    # tcp: docker-py leaks the socket of a refused unix-socket connection
+    url = f"tcp://127.0.0.1:{free_port()}"
+    [result] = await check_images_on(url)
+    assert (result.name, result.ok) == ("images", False)
+    assert url in result.detail
+    assert "KILN_SWARM_IMAGE_SOURCE" in (result.hint or "")

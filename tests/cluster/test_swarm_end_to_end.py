@@ -159,6 +159,10 @@ async def test_doctor_lists_each_node_with_its_capacity_and_hardening(swarm: Swa
         assert line["ok"], line
         for seen in ("ready/active", "room for", "no-new-privileges: met", "mem_limit: met"):
             assert seen in line["detail"], line
+    # The images are read where kiln builds them (KILN_SWARM_IMAGE_SOURCE), not on the manager,
+    # which holds only those some sandbox needed ("missing" there is no fault).
+    images = {c["name"]: c for c in checks if c["name"].startswith("image ")}
+    assert images["image vite-react"]["ok"], images
 
 
 # docker-py leaks the socket of a refused unix-socket connection (transport/unixconn.py makes it
