@@ -154,37 +154,29 @@ def test_the_project_size_cap_is_a_setting_with_a_floor(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("given", "expected"),
+    ("setting", "folder"),
     [
-        pytest.param(None, "data/projects", id="unset-in-the-data-dir"),
-        pytest.param(" ", "data/projects", id="blank-in-the-data-dir"),
-        pytest.param("/mnt/shared/projects", "/mnt/shared/projects", id="set"),
+        pytest.param("KILN_PROJECTS_DIR", "projects", id="projects"),
+        pytest.param("KILN_PUBLISHED_DIR", "published", id="published-builds"),
     ],
 )
-def test_the_projects_are_in_the_data_dir_unless_a_folder_is_set(
-    tmp_path: Path, given: str | None, expected: str
-) -> None:
-    env = {"KILN_DATA_DIR": str(tmp_path / "data"), "KILN_SECRET_KEY": "s" * 32}
-    if given is not None:
-        env["KILN_PROJECTS_DIR"] = given
-    assert ServiceSettings.from_env(env).projects_dir == tmp_path / expected
-
-
 @pytest.mark.parametrize(
-    ("given", "expected"),
+    "given",
     [
-        pytest.param(None, "data/published", id="unset-in-the-data-dir"),
-        pytest.param(" ", "data/published", id="blank-in-the-data-dir"),
-        pytest.param("/mnt/shared/published", "/mnt/shared/published", id="set"),
+        pytest.param(None, id="unset-in-the-data-dir"),
+        pytest.param(" ", id="blank-in-the-data-dir"),
+        pytest.param("/mnt/shared/x", id="set"),
     ],
 )
-def test_published_builds_are_in_the_data_dir_unless_a_folder_is_set(
-    tmp_path: Path, given: str | None, expected: str
+def test_shared_folders_are_in_the_data_dir_unless_one_is_set(
+    tmp_path: Path, setting: str, folder: str, given: str | None
 ) -> None:
     env = {"KILN_DATA_DIR": str(tmp_path / "data"), "KILN_SECRET_KEY": "s" * 32}
     if given is not None:
-        env["KILN_PUBLISHED_DIR"] = given
-    assert ServiceSettings.from_env(env).published_dir == tmp_path / expected
+        env[setting] = given
+    settings = ServiceSettings.from_env(env)
+    expected = Path(given) if given and given.strip() else tmp_path / "data" / folder
+    assert getattr(settings, f"{folder}_dir") == expected
 
 
 def test_the_store_is_sqlite_in_the_data_dir_unless_a_database_url_is_set(tmp_path: Path) -> None:
