@@ -322,6 +322,11 @@
   //   it"), or
   // - once Vite has registered its socket (a later reload reaches it), its entry module as the
   //   dev server serves it now names a bundle the page loaded under another `?v=`.
+  // And when a module script of the page failed to load while no request of its own was
+  // answered with an error status: a request cut at the network level (Chromium aborts those in
+  // flight when the host's addresses change, ERR_NETWORK_CHANGED, as containers and networks
+  // come and go on the machine), which no dev server message repairs. An app whose import is
+  // really broken is answered 404/500 and keeps Vite's overlay instead.
   // At most MAX_RELOADS times in RELOAD_WINDOW_MS per tab: a dev server that keeps answering
   // 504 cannot make a page reload for ever.
   var MAX_RELOADS = 3;
@@ -366,6 +371,25 @@
         }
       }).observe({ type: "resource", buffered: true });
     } catch (e) { /* no resource timing: Vite's own reload is all there is */ }
+  }
+
+  function answeredWithError() {
+    var entries = performance.getEntriesByType("resource");
+    for (var i = 0; i < entries.length; i++) {
+      if (sameOrigin(entries[i].name) && entries[i].responseStatus >= 400) return true;
+    }
+    return false;
+  }
+
+  function watchModuleFailures() {
+    try {
+      window.addEventListener("error", function (event) {
+        var script = event.target;
+        if (!script || script.tagName !== "SCRIPT" || script.type !== "module") return;
+        if (!sameOrigin(script.src) || answeredWithError()) return;
+        reloadStale("a module of the page did not load (" + script.src + ")");
+      }, true);  // a script's error does not bubble: caught on its way down
+    } catch (e) { /* ignore */ }
   }
 
   // Each bundle the page loaded (its path without `?v=`) -> the URL it loaded it from.
@@ -431,6 +455,7 @@
   }
 
   watchModuleAnswers();
+  watchModuleFailures();
   watchViteSocket();
 
   // Whatever is still queued goes out as the page leaves.

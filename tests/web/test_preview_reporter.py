@@ -299,6 +299,33 @@ def test_a_page_whose_bundle_was_answered_504_reloads_itself_at_most_three_times
     tab.close()
 
 
+def test_a_page_whose_module_request_was_cut_reloads_itself(
+    context: BrowserContext, dev_server: UvicornThread, serve_proxy: ServeProxy
+) -> None:
+    # CI: a request in flight aborted by Chromium (ERR_NETWORK_CHANGED, other tests' networks
+    # coming and going) left the preview empty; the dev server never answered it with an error.
+    sandbox_id = new_id()
+    proxy = serve_proxy({sandbox_id: dev_server.url})
+    origin = f"http://{sandbox_id}.preview.localhost:{proxy.port}"
+    name = f"{sandbox_id}-0"  # never answered 504
+    cut: list[str] = []
+
+    def cut_once(route: BrowserRoute) -> None:
+        if cut:
+            route.continue_()
+        else:
+            cut.append(route.request.url)
+            route.abort("internetdisconnected")
+
+    tab = context.new_page()
+    tab.route(f"{origin}/node_modules/.vite/deps/{name}.js?v=1", cut_once)
+    tab.goto(f"{origin}/bundles/{name}")
+
+    expect(tab.locator("body")).to_have_text("fresh bundles")
+    assert len(cut) == 1
+    tab.close()
+
+
 def test_a_hostile_page_is_capped_and_stays_in_its_own_sandbox(
     context: BrowserContext,
     dev_server: UvicornThread,
