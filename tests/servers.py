@@ -44,16 +44,8 @@ class UvicornThread:
         """Prepare (not start) a server for ``app`` on ``sock`` or a fresh loopback socket."""
         self.sock = sock or loopback_socket()
         # proxy_headers=False: the client address is the socket peer, whatever it claims.
-        # timeout_graceful_shutdown: open responses get a second to end, then the lifespan's
-        # shutdown runs; a page's event stream never ends, and waiting for it held every web
-        # test's teardown until the join gave up (10 s each).
         config = uvicorn.Config(
-            app,
-            log_level="warning",
-            lifespan="on",
-            ws="websockets-sansio",
-            proxy_headers=False,
-            timeout_graceful_shutdown=1,
+            app, log_level="warning", lifespan="on", ws="websockets-sansio", proxy_headers=False
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(
