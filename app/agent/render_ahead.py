@@ -83,10 +83,15 @@ class RenderAhead:
                 ahead.done.set()
 
     async def _take_browser(self) -> RenderBrowser | None:
-        ahead, self._browser = self._browser, None
+        # Taken only once started: a taker cancelled while it waits leaves the browser in its
+        # slot, where the close's discard finds it.
+        ahead = self._browser
         if ahead is None:
             return None
         await ahead.done.wait()
+        if self._browser is not ahead:  # another taker had it first
+            return None
+        self._browser = None
         return ahead.browser
 
     async def discard_browser(self) -> None:

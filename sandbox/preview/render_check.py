@@ -23,6 +23,7 @@ import base64
 import binascii
 import contextlib
 import json
+import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -243,9 +244,14 @@ class RenderBrowser:
         """Open the app now and report what the browser found (never raises, as
         :func:`run_render_check`); the browser is gone afterwards."""
         started = time.monotonic()
-        # A browser that already ended (it failed to start) cannot be told: its answer says why.
-        with contextlib.suppress(SandboxError):
-            await call(self._container.exec_run, ["touch", GO_FILE], user="1000:1000")
+        try:
+            # A browser that already ended (it failed to start) cannot be told: its answer
+            # says why.
+            with contextlib.suppress(SandboxError):
+                await call(self._container.exec_run, ["touch", GO_FILE], user="1000:1000")
+        except BaseException:  # cancelled while telling it: nobody else will remove it
+            await self.discard()
+            raise
         return await _report(self._settings, self._url, started, self._container)
 
     async def discard(self) -> None:
@@ -302,13 +308,21 @@ async def _report(
 
 
 def _start(client: docker.DockerClient, kwargs: dict[str, Any]) -> Container:
-    """Start the browser container (blocking; in a thread)."""
+    """Create, then start the browser container (blocking; in a thread). Two steps, because
+    docker-py's ``containers.run`` loses a container it created when its start fails; one that
+    cannot start is removed here. Named ``kiln-render-<hex>``: a left one reads as what it is."""
     try:
-        return client.containers.run(**kwargs)
+        container = client.containers.create(name=f"kiln-render-{secrets.token_hex(6)}", **kwargs)
     except docker.errors.ImageNotFound as exc:
         raise ImageMissing(f"image {RENDER_IMAGE!r} is missing") from exc
     except docker.errors.DockerException as exc:
+        raise SandboxError(f"the render browser could not be made: {exc}") from exc
+    try:
+        container.start()
+    except docker.errors.DockerException as exc:
+        _remove(container)
         raise SandboxError(f"the render browser did not start: {exc}") from exc
+    return container
 
 
 def _output(container: Container, timeout: float) -> bytes:

@@ -28,7 +28,7 @@ async def test_a_bad_setting_fails_naming_it() -> None:
 class _NoImage:
     class containers:  # noqa: N801  # the SDK's attribute name
         @staticmethod
-        def run(**kwargs: Any) -> Any:
+        def create(**kwargs: Any) -> Any:
             raise docker.errors.ImageNotFound("no such image")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+import threading
 
 import anyio
 import anyio.abc
@@ -403,3 +404,81 @@ async def test_the_reporter_is_installed_and_an_error_both_see_is_one_finding(
     assert "the reporter was here" in [e.message for e in report.errors], report.errors
     thrown = [e for e in report.findings if "reading 'name'" in e.message]
     assert [(e.kind, e.count) for e in thrown] == [("uncaught", 1)], thrown
+
+
+class _TellingHangs:
+    """A browser container whose ``exec_run`` (the check's "go") hangs; records its removal."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.removed = threading.Event()
+
+    def exec_run(self, *args: object, **kwargs: object) -> None:
+        self.release.wait(10)
+
+    def remove(self, force: bool = False) -> None:
+        self.removed.set()
+
+
+@pytest.mark.anyio
+async def test_a_check_cancelled_while_telling_its_browser_removes_it() -> None:
+    container = _TellingHangs()
+    browser = RenderBrowser(
+        None,  # type: ignore[arg-type]  # never used by check()
+        RenderCheckSettings(),
+        container,  # type: ignore[arg-type]
+        sandbox_container="box",
+        url="http://localhost:5173/",
+    )
+    try:
+        with anyio.fail_after(10):
+            with anyio.move_on_after(0.1):
+                await browser.check()
+            assert container.removed.is_set()
+    finally:
+        container.release.set()
+
+
+class _CannotStart:
+    """A client whose browser container is made but cannot start."""
+
+    def __init__(self) -> None:
+        self.made: list[_Made] = []
+
+    @property
+    def containers(self) -> _CannotStart:
+        return self
+
+    def create(self, **kwargs: object) -> _Made:
+        self.made.append(_Made(str(kwargs.get("name"))))
+        return self.made[-1]
+
+
+class _Made:
+    def __init__(self, name: str) -> None:
+        self.name, self.removed = name, False
+
+    def start(self) -> None:
+        raise docker.errors.APIError("500", explanation="cgroup refused the container")
+
+    def remove(self, force: bool = False) -> None:
+        self.removed = True
+
+
+@pytest.mark.anyio
+async def test_a_browser_that_cannot_start_is_removed_and_said_in_words() -> None:
+    client = _CannotStart()
+    report = await run_render_check(
+        client,  # type: ignore[arg-type]
+        RenderCheckSettings(),
+        sandbox_container="box",
+        dev_port=5173,
+        instance="i",
+        reporter="",
+    )
+    assert report.skipped == SKIP_FAILED
+    assert "did not start" in report.skipped_message
+    assert "cgroup refused" in report.skipped_message
+    [made] = client.made
+    assert made.removed
+    assert made.name.startswith("kiln-render-")
