@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import ParamSpec, TypeVar
+from typing import Generic, ParamSpec, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -132,13 +133,64 @@ async def call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     ``/healthz``. The abandoned thread ends by itself at the client's timeout. A call past
     its deadline (:func:`call_deadline`) raises ``DockerUnavailable``; waiting for the user's
     own share (see the module docstring) does not count against it."""
+    return await _in_thread(fn, functools.partial(run_wrapped, fn, *args, **kwargs))
+
+
+async def call_owned(
+    release: Callable[[T], object], fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+) -> T:
+    """:func:`call` for a result that holds a connection (an exec's output stream or socket):
+    it is the caller's once returned; if the caller left first (cancelled, or past the
+    deadline), whichever side sees the result last releases it with ``release``, so an
+    abandoned thread's connection is never left to the garbage collector."""
+    handover = _Handover(release)
+    try:
+        return await _in_thread(fn, functools.partial(handover.run, fn, *args, **kwargs))
+    except BaseException:
+        handover.caller_left()
+        raise
+
+
+class _Handover(Generic[T]):
+    """Who owns a call's result: the caller, or nobody (then it is released). A lock decides,
+    so the result is neither leaked nor released twice."""
+
+    def __init__(self, release: Callable[[T], object]) -> None:
+        self._release, self._lock = release, threading.Lock()
+        self._left = False
+        self._result: list[T] = []
+
+    def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """In the thread: run the call; release its result if the caller already left."""
+        result = run_wrapped(fn, *args, **kwargs)
+        with self._lock:
+            if not self._left:
+                self._result.append(result)
+                return result
+        self._release_quietly(result)
+        return result
+
+    def caller_left(self) -> None:
+        """In the caller, which is leaving: release a result that came meanwhile."""
+        with self._lock:
+            self._left = True
+            results, self._result = self._result, []
+        for result in results:
+            self._release_quietly(result)
+
+    def _release_quietly(self, result: T) -> None:
+        # Nobody is left to tell: a connection the engine already closed is just as released.
+        with suppress(Exception):
+            self._release(result)
+
+
+async def _in_thread(fn: Callable[..., object], run: Callable[[], T]) -> T:
+    """``run`` in a Docker thread under the tenant's share and ``fn``'s deadline."""
     deadline = call_deadline(fn, _timeouts)
     async with _tenant_share(_TENANT.get()):
         with anyio.move_on_after(deadline if deadline is not None else float("inf")):
             return await anyio.to_thread.run_sync(
-                functools.partial(run_wrapped, fn, *args, **kwargs),
-                abandon_on_cancel=True,
-                limiter=docker_threads(),
+                run, abandon_on_cancel=True, limiter=docker_threads()
             )
     name = getattr(fn, "__qualname__", repr(fn))
     raise DockerUnavailable(f"docker: engine did not answer {name} within {deadline:g} s")
@@ -224,7 +276,11 @@ def connect(url: str | None = None) -> docker.DockerClient:
     environment = None if url is None else {**os.environ, "DOCKER_HOST": url}
     try:
         client = docker.from_env(environment=environment, timeout=CLIENT_TIMEOUT_SECONDS)
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        raise DockerUnavailable(f"docker: cannot reach the engine: {exc!s}") from exc
+    try:
         client.ping()
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        client.close()  # its connection pool would be left to the garbage collector
         raise DockerUnavailable(f"docker: cannot reach the engine: {exc!s}") from exc
     return client

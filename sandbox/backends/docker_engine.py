@@ -38,6 +38,7 @@ from sandbox.backends.contract import (
 )
 from sandbox.backends.engine_probe import EngineProbe
 from sandbox.backends.host_memory import HostMemory
+from sandbox.containers.archives import read_archive, write_archive
 from sandbox.containers.disk_quota import SandboxDisk, enable_quotas, sandbox_disk
 from sandbox.containers.labels import INSTANCE_LABEL, container_name
 from sandbox.containers.networks import (
@@ -193,13 +194,12 @@ class DockerBackend:
     async def put_archive(self, sandbox: SandboxStatus, path: str, archive: bytes) -> None:
         """Unpack ``archive`` at ``path`` in the container."""
         container = await call(self.client.containers.get, sandbox.workload)
-        await call(container.put_archive, path, archive)
+        await write_archive(container, path, archive)
 
     async def get_archive(self, sandbox: SandboxStatus, path: str) -> bytes:
         """``path`` of the container as a tar."""
         container = await call(self.client.containers.get, sandbox.workload)
-        chunks, _stat = await call(container.get_archive, path)
-        return await anyio.to_thread.run_sync(b"".join, chunks)
+        return await read_archive(container, path)
 
     async def preview_address(self, sandbox: SandboxStatus, port: int) -> PreviewAddress:
         """The container's address on the instance's bridge: the host reaches it directly."""

@@ -58,6 +58,7 @@ from sandbox.cluster.placement import (
 from sandbox.cluster.preview_relay import ensure_preview_relay, relay_port, remove_preview_relay
 from sandbox.cluster.service_spec import sandbox_service_kwargs
 from sandbox.cluster.swarm_settings import SwarmSettings
+from sandbox.containers.archives import read_archive, write_archive
 from sandbox.containers.disk_quota import SandboxDisk
 from sandbox.containers.labels import (
     CHAT_LABEL,
@@ -397,14 +398,13 @@ class SwarmBackend:
         """Unpack ``archive`` at ``path`` through the node's engine."""
         node = await self._node_of(sandbox.workload)
         container = await call(node.containers.get, sandbox.workload)
-        await call(container.put_archive, path, archive)
+        await write_archive(container, path, archive)
 
     async def get_archive(self, sandbox: SandboxStatus, path: str) -> bytes:
         """``path`` of the sandbox as a tar, through the node's engine."""
         node = await self._node_of(sandbox.workload)
         container = await call(node.containers.get, sandbox.workload)
-        chunks, _stat = await call(container.get_archive, path)
-        return await anyio.to_thread.run_sync(b"".join, chunks)
+        return await read_archive(container, path)
 
     async def preview_address(self, sandbox: SandboxStatus, port: int) -> PreviewAddress:
         """The node's relay port for the sandbox's bridge address and ``port``."""

@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 import anyio
 import docker
 
-from sandbox.docker_boundary import call
+from sandbox.docker_boundary import call, call_owned
 from sandbox.errors import SandboxError
 from sandbox.execution.command_mark import marked_argv, new_mark
 from sandbox.execution.exec_stream import (
@@ -140,6 +140,14 @@ class ExecFrames:
         self.response.close()
 
 
+def release_exec_socket(raw_socket: Any) -> None:
+    """Close a started exec's socket that nobody will read (its caller left)."""
+    try:
+        ExecFrames.from_socket(raw_socket).close()
+    finally:
+        raw_socket.close()
+
+
 async def read_stdout(
     client: docker.DockerClient,
     container_id: str,
@@ -154,7 +162,8 @@ async def read_stdout(
     mark = new_mark()
     argv_marked = marked_argv(timeout_argv(argv, timeout), mark)
     exec_id = await create_exec(client, container_id, argv_marked)
-    frames = ExecFrames.from_socket(await call(client.api.exec_start, exec_id, socket=True))
+    raw_socket = await call_owned(release_exec_socket, client.api.exec_start, exec_id, socket=True)
+    frames = ExecFrames.from_socket(raw_socket)
     chunks: list[bytes] = []
     got, finished = 0, False
     try:

@@ -29,12 +29,13 @@ import functools
 import re
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import anyio.to_thread
 import docker
 
-from sandbox.docker_boundary import call, run_wrapped
+from sandbox.docker_boundary import call, call_owned, run_wrapped
 from sandbox.execution.app_env import Redaction, with_app_env
 from sandbox.execution.command_mark import KILL_LEFTOVERS, marked_argv, new_mark
 from sandbox.execution.host_cgroup import host_kill_leftovers, host_oom_kills, parse_oom_kills
@@ -161,18 +162,16 @@ async def exec_streaming(
     exec_id = await create_exec(
         client, container_id, marked_argv(timeout_argv(with_app_env(argv), timeout), mark)
     )
-    stream = await call(client.api.exec_start, exec_id, stream=True, demux=False)
+    stream = await call_owned(
+        close_stream, client.api.exec_start, exec_id, stream=True, demux=False
+    )
     output = CappedOutput(output_cap, on_output, redaction)
     try:
         with anyio.move_on_after(timeout + KILL_GRACE_SECONDS + HOST_GRACE_SECONDS) as deadline:
             await _pump(stream, output)
     finally:
-        # docker-py's CancellableStream.close() unblocks a read still running, but skips a
-        # response already read to the end, leaving its socket open (a ResourceWarning), so the
-        # response is closed too.
         with anyio.CancelScope(shield=True):  # a cancelled command must not leak its socket
-            await call(stream.close)
-            await call(stream._response.close)
+            await call(close_stream, stream)
             await kill_leftovers(client, container_id, mark)
     info = await call(client.api.exec_inspect, exec_id)
     exit_code = info.get("ExitCode")
@@ -190,6 +189,18 @@ async def exec_streaming(
         timed_out=timed_out,
         oom_killed=oom_killed,
     )
+
+
+def close_stream(stream: Any) -> None:
+    """Close an exec's output stream and its response (blocking).
+
+    docker-py's CancellableStream.close() unblocks a read still running, but skips a response
+    already read to the end, leaving its socket open (a ResourceWarning), so the response is
+    closed too."""
+    try:
+        stream.close()
+    finally:
+        stream._response.close()
 
 
 async def kill_leftovers(client: docker.DockerClient, container_id: str, mark: int) -> None:

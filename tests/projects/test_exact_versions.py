@@ -26,6 +26,7 @@ from app.projects.store import VersionInfo
 from app.projects.sync import ProjectSync
 from app.projects.workspace_io import SANDBOX_USER, read_workspace, write_workspace
 from sandbox import call
+from sandbox.containers.archives import read_archive
 from sandbox.lifecycle.manager import SandboxManager
 from sandbox.settings import SandboxSettings
 from tests.sandbox.docker_support import manager_on, settings_for, swept_instance
@@ -77,8 +78,7 @@ async def manager(settings: SandboxSettings) -> AsyncIterator[SandboxManager]:
 
 async def file_bytes(container: Any, path: str) -> bytes:
     """One workspace file, read through Docker's archive API."""
-    stream, _ = await call(container.get_archive, f"/workspace/{path}")
-    data = b"".join(stream)
+    data = await read_archive(container, f"/workspace/{path}")
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         member = tar.next()
         assert member is not None, path

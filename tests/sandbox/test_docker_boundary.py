@@ -16,8 +16,10 @@ from sandbox.docker_boundary import (
     TENANT_THREADS,
     TENANTS_THREADS,
     CallTimeouts,
+    _Handover,
     call,
     call_deadline,
+    call_owned,
     call_timeouts,
     docker_tenant,
     docker_threads,
@@ -247,3 +249,72 @@ async def test_a_look_up_past_its_deadline_is_docker_unavailable() -> None:
         set_call_timeouts(before)
         release.set()
         safety.cancel()
+
+
+class _Connection:
+    """A stand-in result that holds a connection: released once at most."""
+
+    def __init__(self) -> None:
+        self.releases = 0
+
+    def release(self) -> None:
+        self.releases += 1
+
+
+def _release(connection: _Connection) -> None:
+    connection.release()
+
+
+@pytest.mark.anyio
+async def test_a_connection_made_after_its_caller_left_is_released_by_the_thread() -> None:
+    made = _Connection()
+    proceed, returned = threading.Event(), threading.Event()
+
+    def exec_start() -> _Connection:
+        proceed.wait(HUNG_CALL_LIMIT_SECONDS)
+        returned.set()
+        return made
+
+    with anyio.fail_after(HUNG_CALL_LIMIT_SECONDS):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(call_owned, _release, exec_start)
+            while docker_threads().borrowed_tokens == 0:
+                await anyio.sleep(0.01)
+            tasks.cancel_scope.cancel()  # the caller leaves while the engine still answers
+        proceed.set()
+        while made.releases == 0:
+            await anyio.sleep(0.01)
+    assert returned.is_set()
+    assert made.releases == 1
+
+
+@pytest.mark.anyio
+async def test_a_connection_handed_over_as_the_caller_leaves_is_released_by_the_caller() -> None:
+    made = _Connection()
+
+    def exec_start() -> _Connection:
+        return made
+
+    handover = _Handover(_release)
+    handover.run(exec_start)  # the thread finished: its result waits for the caller
+    handover.caller_left()  # ... who was cancelled before it could take it
+    assert made.releases == 1
+    handover.caller_left()
+    assert made.releases == 1  # never twice
+
+
+@pytest.mark.anyio
+async def test_a_connection_the_caller_got_is_the_callers() -> None:
+    made = _Connection()
+    assert await call_owned(_release, lambda: made) is made
+    assert made.releases == 0
+
+
+@pytest.mark.anyio
+async def test_a_failed_owned_call_keeps_its_name_and_releases_nothing() -> None:
+    def exec_start() -> _Connection:
+        raise docker.errors.APIError("500", explanation="no such exec")
+
+    with pytest.raises(SandboxError, match="exec_start") as caught:
+        await call_owned(_release, exec_start)
+    assert "no such exec" in str(caught.value)
