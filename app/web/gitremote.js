@@ -49,7 +49,8 @@ export class GitRemoteForm {
     const { url, branch, token, status } = this.els;
     url.value = remote?.url || "";
     branch.value = remote?.branch || "";
-    token.value = "";
+    // The token field is left alone: a token typed while a read was under way must survive it
+    // (only a save that stored it empties the field).
     token.placeholder = remote?.has_token ? "a token is stored (type to replace)" : "optional; stored encrypted";
     status.textContent = pushWords(remote);
   }
@@ -59,6 +60,7 @@ export class GitRemoteForm {
     const given = token.value.trim();
     const remote = await this.guard(() => setRemote(this.chatId, url.value.trim(), branch.value.trim() || "main", given || undefined));
     if (remote) {
+      if (given && token.value.trim() === given) token.value = "";
       this.show(remote);
       status.textContent = `Saved. ${pushWords(remote)}`;
     }

@@ -6,11 +6,12 @@ repository, and says so; a wrong token is said in words."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Route, expect
 
 from tests.projects.git_http import GitServer, basic_auth, git, git_server
 from tests.web.conftest import RUN_LIMIT_MS, PageProblems, screenshot
@@ -64,9 +65,19 @@ def test_import_then_push_from_the_page(
     page.get_by_text("Push to git").click()
     page.locator("#remote-url").fill(server.url("target"))
     page.locator("#remote-token").fill("not-the-token")
+    # After the refusal the form reads the remote again (the kept last push); on a loaded host
+    # that read lands after the next token is typed, which must survive it.
+    held: list[Route] = []
+    page.route("**/api/chats/*/remote", lambda route: _hold_reads(route, held))
     page.locator("#remote-push").click()
     expect(page.locator("#remote-status")).to_contain_text("refused the credentials")
+    _wait_held(page, held)
     page.locator("#remote-token").fill(TOKEN)
+    for route in held:
+        route.continue_()
+    page.unroute("**/api/chats/*/remote")
+    expect(page.locator("#remote-status")).to_contain_text("Last push failed")
+    expect(page.locator("#remote-token")).to_have_value(TOKEN)
     page.locator("#remote-push").click()
     expect(page.locator("#remote-status")).to_contain_text("Version 1 pushed at")
     expect(page.locator("#remote-token")).to_have_value("")
@@ -77,3 +88,19 @@ def test_import_then_push_from_the_page(
     screenshot(page, "git-pushed")
     target = server.root / "target.git"
     assert git(target, "show", "main:src/App.jsx") == APP
+
+
+def _hold_reads(route: Route, held: list[Route]) -> None:
+    """Hold the form's reads of the remote (GET) until the test lets them go; the rest pass."""
+    if route.request.method == "GET":
+        held.append(route)
+    else:
+        route.continue_()
+
+
+def _wait_held(page: Page, held: list[Route], limit: float = 10.0) -> None:
+    """Poll (Playwright's own wait, so its route handlers run) until a read is held."""
+    deadline = time.monotonic() + limit
+    while not held and time.monotonic() < deadline:
+        page.wait_for_timeout(25)
+    assert held, "the form did not read the remote again after the refusal"
