@@ -32,7 +32,7 @@ from app.api.services import ApiSettings
 from app.store import Store
 from tests.api.harness import FakeSandboxes
 from tests.servers import UvicornThread, loopback_socket
-from tests.web.conftest import DESKTOP, PageProblems
+from tests.web.conftest import PageProblems, desktop_context
 
 PUBLIC_HOST = "kiln.localhost"
 VICTIM_SANDBOX = "vvv111"
@@ -118,7 +118,7 @@ def attacker_token(url: str, store: Store, mallory: str) -> str:
 def victim_page(browser: Browser, scene: Scene, page_problems: PageProblems) -> Iterator[Page]:
     """The victim, signed in to the UI, with her preview open in the UI's own preview frame."""
     page_problems.allow += EXPECTED_REFUSALS
-    context = browser.new_context(viewport=DESKTOP)
+    context = desktop_context(browser)
     opened = context.new_page()
     opened.on("console", page_problems.console)
     opened.on("pageerror", page_problems.page_error)

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import httpx
 from playwright.sync_api import Browser, Page, Route, expect
 
-from tests.web.conftest import DESKTOP, RUN_LIMIT_MS, screenshot
+from tests.web.conftest import RUN_LIMIT_MS, desktop_context, screenshot
 from tests.web.kiln_service import RETITLE_RECORDING, RETITLED, KilnService
 from tests.web.recording import send_message
 from tests.web.test_versions import choose_recording
@@ -88,7 +88,7 @@ def test_publish_open_without_cookies_publish_again_and_unpublish(
     assert APP_URL.fullmatch(url), url
     screenshot(page, "publish-live")
 
-    visitor = browser.new_context(viewport=DESKTOP)  # nobody's: no cookies, no sign-in
+    visitor = desktop_context(browser)  # nobody's: no cookies, no sign-in
     try:
         app = visitor.new_page()
         app.goto(url)

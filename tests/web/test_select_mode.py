@@ -22,7 +22,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from tests.providers.wire_servers import Answer, Reply, WireServer
-from tests.web.conftest import DESKTOP, RUN_LIMIT_MS, sign_in
+from tests.web.conftest import RUN_LIMIT_MS, desktop_context, sign_in
 from tests.web.kiln_service import KilnService, start_kiln
 from tests.web.recording import demo_files, send_message
 from tests.web.test_edits import project_files
@@ -109,7 +109,7 @@ def choose(page: Page, provider: str, model: str) -> None:
 def test_a_selected_heading_is_what_the_model_is_pointed_at_and_what_changes(
     browser: Browser, select_kiln: KilnService, model_server: PointedEditor
 ) -> None:
-    context = browser.new_context(viewport=DESKTOP)
+    context = desktop_context(browser)
     context.set_default_timeout(30_000)
     page = context.new_page()
     try:

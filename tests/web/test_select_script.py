@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Frame, Page, Route, expect
 
 from sandbox.preview.reporter_injection import SELECT_PATH, script_bytes
-from tests.web.conftest import DESKTOP
+from tests.web.conftest import desktop_context
 
 UI = "http://kiln.localhost:8123"
 PREVIEW = "http://abc123.preview.kiln.localhost:8123"
@@ -50,7 +50,7 @@ def _routes(context: BrowserContext, parent_origin: str) -> None:
 
 
 def _open(browser: Browser, parent_origin: str) -> Iterator[tuple[Page, Frame]]:
-    context = browser.new_context(viewport=DESKTOP)
+    context = desktop_context(browser)
     _routes(context, parent_origin)
     page = context.new_page()
     page.goto(f"{parent_origin}/")
@@ -140,7 +140,7 @@ def test_escape_ends_the_mode_and_tells_the_ui(ui: tuple[Page, Frame]) -> None:
 
 
 def test_a_parent_at_another_origin_can_neither_turn_it_on_nor_hear_it(browser: Browser) -> None:
-    context = browser.new_context(viewport=DESKTOP)
+    context = desktop_context(browser)
     _routes(context, "http://evil.localhost:8123")
     page = context.new_page()
     try:

@@ -19,7 +19,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, Request, Route, e
 from app.api.auth import HOST_SESSION_COOKIE, SESSION_COOKIE
 from app.config import SECRET_FILE, load_or_create_secret
 from app.store import Store
-from tests.web.conftest import DESKTOP, PageProblems, fake_base_url, screenshot, sign_in
+from tests.web.conftest import PageProblems, desktop_context, fake_base_url, screenshot, sign_in
 from tests.web.fake_service import FakeService
 from tests.web.kiln_service import KilnService
 from tests.web.recording import choose_demo, page_fetch, send_message
@@ -91,7 +91,7 @@ def _signed_in(
 ) -> tuple[BrowserContext, Page, str]:
     """A new browser signed in as the leaver: its context, page and session token."""
     store, user_id = leaver
-    context = browser.new_context(viewport=DESKTOP)
+    context = desktop_context(browser)
     page = context.new_page()
     page.on("console", problems.console)
     page.on("pageerror", problems.page_error)

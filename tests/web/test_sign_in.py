@@ -9,7 +9,7 @@ import subprocess
 from playwright.sync_api import Browser
 
 from tests.app.kiln_process import kiln_script
-from tests.web.conftest import DESKTOP, sign_in
+from tests.web.conftest import desktop_context, sign_in
 from tests.web.kiln_service import KilnService
 
 
@@ -29,7 +29,7 @@ def test_kiln_login_url_signs_in_without_a_restart(browser: Browser, kiln: KilnS
     url = printed.stdout.strip()
     assert url.startswith(f"{kiln.base_url}/login?token=")
     assert url != kiln.login_url
-    context = browser.new_context(viewport=DESKTOP)
+    context = desktop_context(browser)
     try:
         sign_in(context.new_page(), url)
     finally:
