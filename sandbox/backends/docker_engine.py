@@ -167,7 +167,9 @@ class DockerBackend:
     async def list_by_labels(self, labels: Mapping[str, str]) -> list[SandboxStatus]:
         """The sandbox containers (running or not) carrying all of ``labels``."""
         wanted = [LABEL, *(f"{key}={value}" for key, value in labels.items())]
-        found = await call(self.client.containers.list, all=True, filters={"label": wanted})
+        found = await call(
+            self.client.containers.list, all=True, filters={"label": wanted}, ignore_removed=True
+        )
         return [_status(container, self.settings.network) for container in found]
 
     async def exec(

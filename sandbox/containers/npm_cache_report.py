@@ -32,7 +32,9 @@ class ProxyCache:
 async def proxy_caches(client: docker.DockerClient) -> list[ProxyCache]:
     """Every kiln npm proxy on the host with its cache use; ``SandboxError`` if Docker fails."""
     found = await call(
-        client.containers.list, filters={"label": f"{PROXY_ROLE_LABEL}={PROXY_ROLE}"}
+        client.containers.list,
+        filters={"label": f"{PROXY_ROLE_LABEL}={PROXY_ROLE}"},
+        ignore_removed=True,  # a container removed between the list and its inspect is gone
     )
     async with httpx.AsyncClient(timeout=TIMEOUT_SECONDS) as http:
         return [await _ask(http, container) for container in found]

@@ -179,7 +179,9 @@ async def remove_volume(
         except SandboxError as exc:
             if VOLUME_IN_USE not in str(exc) or attempt == VOLUME_IN_USE_ATTEMPTS - 1:
                 raise
-        users = await call(client.containers.list, all=True, filters={"volume": name})
+        users = await call(
+            client.containers.list, all=True, filters={"volume": name}, ignore_removed=True
+        )
         for container in users:
             await remove_container(client, container.id)
     if disk is not None and await disk.remove(name):

@@ -44,7 +44,10 @@ def objects_on(cluster: nodes.Cluster) -> list[str]:
         found = [f"service {s.name}" for s in manager.services.list()]
     for node in cluster.nodes:
         with closing(node.client()) as client:
-            found += [f"{node.name}: container {c.name}" for c in client.containers.list(all=True)]
+            found += [
+                f"{node.name}: container {c.name}"
+                for c in client.containers.list(all=True, ignore_removed=True)
+            ]
             found += [f"{node.name}: volume {v.name}" for v in client.volumes.list()]
             found += [
                 f"{node.name}: network {n.name}"

@@ -247,7 +247,10 @@ def _compose(stack: Stack, *arguments: str) -> subprocess.CompletedProcess[str]:
 def _project_leftovers(client: docker.DockerClient, project: str) -> list[str]:
     filters = {"label": f"{PROJECT_LABEL}={project}"}
     return (
-        [f"container {c.name}" for c in client.containers.list(all=True, filters=filters)]
+        [
+            f"container {c.name}"
+            for c in client.containers.list(all=True, filters=filters, ignore_removed=True)
+        ]
         + [f"network {n.name}" for n in client.networks.list(filters=filters)]
         + [f"volume {v.name}" for v in client.volumes.list(filters=filters)]
     )
@@ -256,7 +259,7 @@ def _project_leftovers(client: docker.DockerClient, project: str) -> list[str]:
 def _instance_leftovers(client: docker.DockerClient, instance: str) -> list[Any]:
     filters = {"label": [LABEL, f"{INSTANCE_LABEL}={instance}"]}
     return [
-        *client.containers.list(all=True, filters=filters),
+        *client.containers.list(all=True, filters=filters, ignore_removed=True),
         *client.networks.list(filters=filters),
         *client.volumes.list(filters=filters),
     ]

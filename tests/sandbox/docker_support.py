@@ -83,7 +83,10 @@ def leftovers(client: docker.DockerClient, instance: str) -> list[str]:
     """Names of every Docker object still labelled with ``instance``."""
     filters = {"label": [LABEL, f"kiln.instance={instance}"]}
     return (
-        [f"container {c.name}" for c in client.containers.list(all=True, filters=filters)]
+        [
+            f"container {c.name}"
+            for c in client.containers.list(all=True, filters=filters, ignore_removed=True)
+        ]
         + [f"network {n.name}" for n in client.networks.list(filters=filters)]
         + [f"volume {v.name}" for v in client.volumes.list(filters=filters)]
         + [f"subvolume {name}" for name in disk_leftovers(instance)]
@@ -122,7 +125,7 @@ def sweep(client: docker.DockerClient, instance: str, redis_url: str) -> None:
     """Remove every object of ``instance`` and its registry keys, without kiln's code."""
     filters = {"label": [LABEL, f"kiln.instance={instance}"]}
     # Each may be going already (kiln's own clean-up finishing as the test ends): gone is swept.
-    for container in client.containers.list(all=True, filters=filters):
+    for container in client.containers.list(all=True, filters=filters, ignore_removed=True):
         with contextlib.suppress(docker.errors.NotFound):
             container.remove(force=True)
     for network in client.networks.list(filters=filters):

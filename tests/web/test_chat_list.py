@@ -103,7 +103,9 @@ def test_deleting_a_built_chat_removes_its_sandbox_and_project(
     client = docker.from_env()
     try:
         label = {"label": f"{LABEL}={sandbox_id}"}
-        left = [c.name for c in client.containers.list(all=True, filters=label)]
+        left = [
+            c.name for c in client.containers.list(all=True, filters=label, ignore_removed=True)
+        ]
         left += [v.name for v in client.volumes.list(filters=label)]
     finally:
         client.close()

@@ -98,7 +98,9 @@ async def test_listings_are_closed_and_the_lock_names_the_public_registry(
 
 async def _storage_bytes(client: docker.DockerClient, instance: str) -> int:
     proxy = await call(client.containers.get, proxy_container_name(instance))
-    result = await call(proxy.exec_run, ["du", "-sb", STORAGE_PATH])
+    # stdout alone: the front may evict while du walks, and du's complaint about a file gone
+    # under it goes to stderr (merged, "du:" was read as the size).
+    result = await call(proxy.exec_run, ["du", "-sb", STORAGE_PATH], stdout=True, stderr=False)
     return int(result.output.split()[0])
 
 
