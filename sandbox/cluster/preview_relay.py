@@ -30,6 +30,7 @@ import ipaddress
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
 import docker
 
 from sandbox.containers.labels import shared_labels
@@ -48,6 +49,8 @@ const [host, base, first, size, ...ports] = process.argv.slice(1).map((v, i) => 
 const num = (a) => a.replace(/^::ffff:/, '').split('.').reduce((n, o) => n * 256 + +o, 0);
 const ip = (n) => [24, 16, 8, 0].map((s) => Math.floor(n / 2 ** s) % 256).join('.');
 const inSubnet = (a) => { const n = num(a); return n >= first && n < first + size; };
+let pending = ports.length * (size - 2);
+const listening = () => { if (--pending === 0) console.log('kiln-relay: listening'); };
 ports.forEach((port, k) => {
   for (let i = 1; i < size - 1; i++) {
     const target = ip(first + i);
@@ -56,10 +59,15 @@ ports.forEach((port, k) => {
       const upstream = net.connect(port, target);
       client.pipe(upstream); upstream.pipe(client);
       upstream.on('error', () => client.destroy()); client.on('error', () => upstream.destroy());
-    }).listen(base + k * size + i, host);
+    }).listen(base + k * size + i, host, listening);
   }
 });
 """
+# What the relay prints once every port listens (hundreds of them: a second or more on a loaded
+# node), and how long kiln waits for it before a preview address is handed out.
+READY_LINE = b"kiln-relay: listening"
+READY_SECONDS = 60.0
+READY_POLL_SECONDS = 0.1
 # Relay ports are Linux ports: the highest one must stay below 65536.
 MAX_PORT = 65535
 
@@ -130,7 +138,8 @@ async def ensure_preview_relay(
     node: docker.DockerClient, instance: str, host: str, base: int, subnet: str
 ) -> bool:
     """The instance's relay on the node engine ``node``, listening on ``host`` (the node's
-    address), started or adopted; whether it was started now."""
+    address), started or adopted, once every port of it listens (a sandbox's preview address
+    would be refused before); whether it was started now."""
     kwargs = relay_run_kwargs(instance, relay_argv(host, base, subnet))
     current = await _current(node, instance)
     if current is not None:
@@ -139,16 +148,32 @@ async def ensure_preview_relay(
             current.status == "running"
             and labels.get(CONFIG_LABEL) == kwargs["labels"][CONFIG_LABEL]
         ):
+            await _wait_listening(current)  # another process may have started it just now
             return False
         await call(current.remove, force=True)
     try:
-        await call(node.containers.run, **kwargs)
+        started = await call(node.containers.run, **kwargs)
     except SandboxNotFound as exc:
         raise ImageMissing(f"node engine has no image {PROXY_IMAGE!r} for the relay") from exc
     except SandboxError as exc:
         if "Conflict" not in str(exc):  # another kiln process started it just now
             raise
+        started = await _current(node, instance)
+    if started is not None:
+        await _wait_listening(started)
     return True
+
+
+async def _wait_listening(relay: Any) -> None:
+    """Poll the relay's output until it says every port listens; ``SandboxUnavailable``
+    after :data:`READY_SECONDS`."""
+    with anyio.move_on_after(READY_SECONDS):
+        while READY_LINE not in await call(relay.logs, stdout=True, stderr=False):
+            await anyio.sleep(READY_POLL_SECONDS)
+        return
+    raise SandboxUnavailable(
+        f"the preview relay {relay.name!r} did not listen within {READY_SECONDS:g} s"
+    )
 
 
 async def remove_preview_relay(node: docker.DockerClient, instance: str) -> bool:
