@@ -352,7 +352,13 @@ def test_a_chat_made_on_a_is_served_and_continued_on_b(deployment: Deployment) -
     assert "Hello from host B" in page.text
     restored = a.client.post(f"/api/chats/{chat_id}/versions/1/restore")
     assert restored.status_code == 201, restored.text
+    # The dev server hears of the restored file through its watcher, a moment after the
+    # restore answered (the page gets it as an HMR update): poll under a deadline.
+    deadline = time.monotonic() + 30
     page = preview_through(a, sandbox_id, made_on=b, path="/src/App.jsx")
+    while "Hello from host A" not in page.text and time.monotonic() < deadline:
+        time.sleep(0.2)  # polling under the deadline above
+        page = preview_through(a, sandbox_id, made_on=b, path="/src/App.jsx")
     assert "Hello from host A" in page.text
 
 
