@@ -17,6 +17,12 @@ listening on the node's own address (the swarm's ``Status.Addr``, which kiln's h
   Anything else is the node firewall's to keep out (``docs/cluster.md``: the relay's port range
   open to kiln's hosts only).
 
+A port an outgoing connection of the node already holds cannot be listened on: the relay says
+so on its stderr and tries that port again every second, and warns at start when its ports lie
+among the node's ephemeral ports (``net.ipv4.ip_local_port_range``, 32768-60999 on Linux) and
+are not reserved (``net.ipv4.ip_local_reserved_ports``); kiln's default first port is below
+them. A relay that does not listen in time is refused with what it said.
+
 The relay runs ``node`` of kiln's npm proxy image (already on every node), as uid 1000 with no
 capabilities; a relay of another configuration is replaced. Chosen over the alternatives in
 ``docs/cluster.md`` (the ingress routing mesh needs IPVS; host-mode publishing cannot carry an
@@ -45,21 +51,48 @@ CONFIG_LABEL = "kiln.relay.config"
 # argv: listen host, first port, subnet's first address (as a number), subnet size, dev ports.
 RELAY_SCRIPT = r"""
 const net = require('net');
+const fs = require('fs');
 const [host, base, first, size, ...ports] = process.argv.slice(1).map((v, i) => i ? +v : v);
 const num = (a) => a.replace(/^::ffff:/, '').split('.').reduce((n, o) => n * 256 + +o, 0);
 const ip = (n) => [24, 16, 8, 0].map((s) => Math.floor(n / 2 ** s) % 256).join('.');
 const inSubnet = (a) => { const n = num(a); return n >= first && n < first + size; };
+const sysctl = (name) => {
+  try { return fs.readFileSync('/proc/sys/net/ipv4/' + name, 'utf8').trim(); } catch { return ''; }
+};
+const warnEphemeral = (last) => {
+  const [low, high] = sysctl('ip_local_port_range').split(/\s+/).map(Number);
+  const reserved = sysctl('ip_local_reserved_ports').split(',').filter(Boolean)
+    .map((r) => r.split('-').map(Number));
+  let exposed = 0;
+  for (let p = Math.max(base, low); p <= Math.min(last, high); p++) {
+    if (!reserved.some(([a, b = a]) => p >= a && p <= b)) exposed++;
+  }
+  if (exposed) console.error(`kiln-relay: ${exposed} of its ports ${base}..${last} are among ` +
+    `the node's ephemeral ports ${low}..${high} (net.ipv4.ip_local_port_range), where an ` +
+    `outgoing connection can hold one: a KILN_SWARM_RELAY_PORT below ${low}, or the ports ` +
+    `in net.ipv4.ip_local_reserved_ports`);
+};
 let pending = ports.length * (size - 2);
 const listening = () => { if (--pending === 0) console.log('kiln-relay: listening'); };
+const listen = (server, port, tried) => {
+  const retry = (err) => {
+    if (!tried) console.error(`kiln-relay: cannot listen on ${host}:${port} (${err.code}), ` +
+      'trying again every second');
+    setTimeout(() => listen(server, port, true), 1000);
+  };
+  server.once('error', retry);
+  server.listen(port, host, () => { server.off('error', retry); listening(); });
+};
+warnEphemeral(base + ports.length * size - 1);
 ports.forEach((port, k) => {
   for (let i = 1; i < size - 1; i++) {
     const target = ip(first + i);
-    net.createServer((client) => {
+    listen(net.createServer((client) => {
       if (inSubnet(client.remoteAddress || '0.0.0.0')) return client.destroy();
       const upstream = net.connect(port, target);
       client.pipe(upstream); upstream.pipe(client);
       upstream.on('error', () => client.destroy()); client.on('error', () => upstream.destroy());
-    }).listen(base + k * size + i, host, listening);
+    }), base + k * size + i, false);
   }
 });
 """
@@ -68,6 +101,7 @@ ports.forEach((port, k) => {
 READY_LINE = b"kiln-relay: listening"
 READY_SECONDS = 60.0
 READY_POLL_SECONDS = 0.1
+READY_TAIL_LINES = 3
 # Relay ports are Linux ports: the highest one must stay below 65536.
 MAX_PORT = 65535
 
@@ -171,8 +205,11 @@ async def _wait_listening(relay: Any) -> None:
         while READY_LINE not in await call(relay.logs, stdout=True, stderr=False):
             await anyio.sleep(READY_POLL_SECONDS)
         return
+    said = await call(relay.logs, stdout=False, stderr=True, tail=READY_TAIL_LINES)
+    why = "; ".join(line for line in said.decode(errors="replace").splitlines() if line.strip())
     raise SandboxUnavailable(
         f"the preview relay {relay.name!r} did not listen within {READY_SECONDS:g} s"
+        + (f": {why}" if why else "")
     )
 
 

@@ -19,7 +19,9 @@ from sandbox.errors import SandboxConfigError
 # The sandboxes' bridge on every node: clear of Docker's default pools and the swarm's overlay
 # pool; a /24 holds 253 sandboxes per node.
 DEFAULT_SUBNET = "10.214.0.0/24"
-DEFAULT_RELAY_PORT = 42000
+# Below Linux's ephemeral ports (32768-60999), where a node's own outgoing connection could
+# hold a relay port (CI: a relay at 42000 never listened), and below Kubernetes' NodePorts.
+DEFAULT_RELAY_PORT = 24000
 # kiln's own engine, where `kiln images build` makes the images copied onto the nodes.
 DEFAULT_IMAGE_SOURCE = "unix:///var/run/docker.sock"
 # The smallest subnet with room for a few sandboxes, the largest a relay's ports can cover.
