@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from sandbox.containers.disk_quota import SandboxDisk
+from sandbox.containers.disk_quota import QuotaDisk
 from sandbox.execution.app_env import Redaction
 from sandbox.execution.exec_stream import ExecResult, OutputSink
 from sandbox.images.templates import get_template
@@ -233,7 +233,7 @@ class EngineBackend(SandboxBackend, Protocol):
     ``disk``). The Docker backend is one; a cluster backend gives its nodes' engines."""
 
     client: Any
-    disk: SandboxDisk | None
+    disk: QuotaDisk | None
 
     async def container(self, workload: str) -> Any:
         """The docker ``Container`` of a workload (the execution path's handle); ``None``

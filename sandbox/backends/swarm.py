@@ -20,7 +20,11 @@ deployment; this module joins the primitives of :mod:`sandbox.cluster` behind th
   another node (the project store restores it); a node whose engine fails a call is avoided
   until it answers again (:mod:`~sandbox.cluster.node_reach`);
 - **capacity**: each node's unreserved memory (:mod:`~sandbox.cluster.capacity`);
-- no disk quota yet: a quota needs a process on each node (docs/cluster.md, "node agent").
+- **disk quota** (``KILN_SWARM_DISK_ROOT``, a btrfs filesystem at that path on every node):
+  a keeper per node makes each sandbox's subvolume and limit there
+  (:mod:`~sandbox.cluster.node_disk`); the subvolume must exist before the task starts, so
+  kiln picks the roomiest node, makes it and the volume bound to it there, and places the
+  service on that node. Without the setting sandboxes run without a quota.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from sandbox.cluster.networks import (
     ensure_node_config,
     remove_isolated_network,
 )
+from sandbox.cluster.node_disk import SwarmDisk, roomiest_node
 from sandbox.cluster.node_proxy import ensure_node_proxy, node_registry_url
 from sandbox.cluster.node_reach import NodeReach
 from sandbox.cluster.placement import (
@@ -59,7 +64,7 @@ from sandbox.cluster.preview_relay import ensure_preview_relay, relay_port, remo
 from sandbox.cluster.service_spec import sandbox_service_kwargs
 from sandbox.cluster.swarm_settings import SwarmSettings
 from sandbox.containers.archives import read_archive, write_archive
-from sandbox.containers.disk_quota import SandboxDisk
+from sandbox.containers.disk_quota import QuotaDisk, sandbox_disk
 from sandbox.containers.labels import (
     CHAT_LABEL,
     CREATED_LABEL,
@@ -136,10 +141,13 @@ class SwarmBackend:
         ``client``)."""
         self.manager = manager
         self.client = source
-        self.disk: SandboxDisk | None = None  # no quota on a swarm yet (module docstring)
         self.swarm = swarm
         registry = node_registry_url(swarm.subnet, settings.npm_proxy_port)
-        self.settings = replace(settings, sandbox_registry=registry)
+        # The disk root is the nodes' (KILN_SWARM_DISK_ROOT), never kiln's own host's.
+        self.settings = replace(settings, sandbox_registry=registry, disk_root=swarm.disk_root)
+        layout = sandbox_disk(self.settings)
+        self.disk = None if layout is None else SwarmDisk(layout, self._volume_engine)
+        self._placing: dict[str, int] = {}  # node ID -> bytes of sandboxes kiln places there now
         self._environment = dict(environment)
         self._engines: dict[str, docker.DockerClient] = {}  # node engine URL -> client
         self._placed: dict[str, Placement] = {}  # workload (container ID) -> its placement
@@ -181,10 +189,34 @@ class SwarmBackend:
         return found
 
     async def create(self, claim: SandboxClaim) -> SandboxStatus:
-        """The template's images on every node, then the service, placed by the swarm."""
+        """The template's images on every node, then the service, placed by the swarm (with
+        a disk quota: on the node kiln picked and made the quota-limited volume on)."""
         await self._ensure_images(claim.template.image)
         await self.npm_registry()
-        return await self._place(claim, constraints=())
+        if self.disk is None:
+            return await self._place(claim, constraints=())
+        memory = size_bytes(claim.template.resources.memory)
+        engines = await self._node_engines()
+        report = await cluster_capacity(self.manager, self.settings.instance)
+        node_id = roomiest_node(report, memory, set(engines), self._placing).node_id
+        self._placing[node_id] = self._placing.get(node_id, 0) + memory
+        try:
+            engine, volume = engines[node_id], claim.volume
+            disk = await self.disk.workspace_volume(node_id, engine, volume, dict(claim.labels))
+            return await self._place(claim, constraints=(f"node.id=={node_id}",), disk=disk)
+        finally:  # placed, its reservation is among the node's tasks; or not placed at all
+            self._placing[node_id] -= memory
+
+    async def _engine_of(self, node_id: str) -> docker.DockerClient:
+        engines = await self._node_engines()
+        if node_id not in engines:
+            raise SandboxLost(f"swarm node {node_id!r} does not answer")
+        return engines[node_id]
+
+    async def _volume_engine(self, volume: str) -> tuple[str, docker.DockerClient] | None:
+        """The reachable node holding ``volume`` and its engine; ``None`` if none."""
+        node_id = await self._volume_node(volume)
+        return None if node_id is None else (node_id, await self._engine_of(node_id))
 
     async def revive(self, claim: SandboxClaim) -> SandboxStatus:
         """A new service on the node holding the workspace (``SandboxLost`` when that node
@@ -197,11 +229,19 @@ class SwarmBackend:
                 "reachable swarm node (the node was lost)"
             )
         await self.npm_registry()
-        return await self._place(claim, constraints=(f"node.id=={node_id}",))
+        disk = None
+        if self.disk is not None:
+            engine = await self._engine_of(node_id)
+            labels = dict(claim.labels)
+            disk = await self.disk.workspace_volume(node_id, engine, claim.volume, labels)
+        return await self._place(claim, constraints=(f"node.id=={node_id}",), disk=disk)
 
-    async def _place(self, claim: SandboxClaim, constraints: Sequence[str]) -> SandboxStatus:
+    async def _place(
+        self, claim: SandboxClaim, constraints: Sequence[str], disk: QuotaDisk | None = None
+    ) -> SandboxStatus:
         """Create the sandbox's service and wait for its task; the node's limits, proxy and
-        relay in place before it is handed out."""
+        relay in place before it is handed out. ``disk``: the node's disk the workspace volume
+        is on (made there already)."""
         labels = dict(claim.labels)
         kwargs = sandbox_service_kwargs(
             self.settings,
@@ -212,6 +252,7 @@ class SwarmBackend:
             owner=labels.get(OWNER_LABEL, ""),
             chat=labels.get(CHAT_LABEL, ""),
             constraints=[*constraints, *self._reach.constraints()],
+            disk=disk,
         )
         kwargs["labels"] = kwargs["container_labels"] = {**kwargs["labels"], **labels}
         service_id = await create_sandbox_service(self.manager, kwargs)
@@ -284,11 +325,14 @@ class SwarmBackend:
         self._placed.pop(self._workloads.pop(sandbox_id, ""), None)
 
     async def destroy(self, claim: SandboxClaim) -> None:
-        """The service, then the workspace volume on every reachable node that has it."""
+        """The service, then the workspace volume (and its subvolume) on every reachable node
+        that has it."""
         await self.park(claim)
         for node_id, engine in (await self._node_engines()).items():
             try:
-                await remove_workspace_volume(engine, claim.volume)
+                removed = await remove_workspace_volume(engine, claim.volume)
+                if removed and self.disk is not None:
+                    await (await self.disk.on_node(node_id, engine)).remove(claim.volume)
             except SandboxUnavailable as exc:
                 self._reach.failed(node_id, exc)
 
@@ -447,6 +491,8 @@ class SwarmBackend:
         for node in nodes:
             await remove_preview_relay(node, self.settings.instance)
             await remove_proxy(node, self.settings.instance, with_cache=True)
+            if self.disk is not None:
+                await self.disk.release(node)
         await remove_isolated_network(self.manager, nodes, self.settings.network)
         self._ready_nodes.clear()
         self._configured.clear()
@@ -461,6 +507,8 @@ class SwarmBackend:
         for node in nodes:
             await remove_preview_relay(node, self.settings.instance)
             removed = await remove_proxy(node, self.settings.instance) or removed
+            if self.disk is not None:
+                await self.disk.release(node)
         await remove_isolated_network(self.manager, nodes, self.settings.network)
         self._ready_nodes.clear()
         self._configured.clear()
@@ -478,5 +526,7 @@ class SwarmBackend:
         ]
 
     async def quota_used_up(self, claim: SandboxClaim) -> bool | None:
-        """No disk quota on a swarm yet (module docstring)."""
-        return None
+        """Whether the sandbox's quota on its node is (nearly) full; ``None`` without quotas."""
+        if self.disk is None:
+            return None
+        return await self.disk.used_up(claim.volume)

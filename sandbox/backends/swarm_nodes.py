@@ -7,7 +7,9 @@ version), kiln's images there as the same builds as kiln's own engine has
 there, this instance's sandboxes, room for how many more: :mod:`sandbox.cluster.capacity`), and
 the node requirements read from a **probe sandbox** placed on that node with kiln's own
 hardening and node limits (:mod:`sandbox.cluster.node_checks`: ``NoNewPrivs`` from the daemon's
-``--no-new-privileges``, memory + swap = memory), removed right after. Images a node lacks are
+``--no-new-privileges``, memory + swap = memory), removed right after; with
+``KILN_SWARM_DISK_ROOT`` its disk keeper started and the root checked (a btrfs filesystem,
+quotas on: :mod:`sandbox.cluster.node_disk`). Images a node lacks are
 said, not failed: kiln copies a template's images onto every node before it places a sandbox of
 it (the doctor only looks); the probe runs as the lightest template the node has.
 """
@@ -24,6 +26,7 @@ from sandbox.backends.swarm import SwarmBackend, open_backend
 from sandbox.cluster.capacity import NodeCapacity, cluster_capacity
 from sandbox.cluster.image_distribution import source_image_ids
 from sandbox.cluster.node_checks import NodeCheck, check_sandbox_node
+from sandbox.cluster.node_disk import ensure_node_disk
 from sandbox.cluster.node_images import nodes_lacking
 from sandbox.cluster.placement import (
     apply_node_limits,
@@ -97,6 +100,15 @@ async def _report(
     except SandboxError as exc:
         return NodeReport(node.address, False, f"{'; '.join(seen)}; engine {node.engine!r}: {exc}")
     seen.insert(1, f"engine {version}")
+    disk = await _disk_quota(backend, node)
+    if disk is not None:
+        hint = "make KILN_SWARM_DISK_ROOT a btrfs filesystem on the node (docs/cluster.md)"
+        return NodeReport(node.address, False, f"{'; '.join(seen)}; disk quota: {disk}", hint)
+    seen.append(
+        "no disk quota (KILN_SWARM_DISK_ROOT unset)"
+        if backend.disk is None
+        else f"disk quota {backend.settings.disk_quota} on {str(backend.disk.layout.root)!r}"
+    )
     if lacking:
         seen.append(f"lacks {', '.join(lacking)} (copied before a sandbox of it lands here)")
     present = [name for name in PROBE_TEMPLATES if not _lacks(lacking, name)]
@@ -113,6 +125,18 @@ async def _report(
     unmet = [check.requirement.daemon_flag for check in checks if not check.met]
     hint = f"configure the node: {', '.join(unmet)}" if unmet else ""
     return NodeReport(node.address, not unmet, "; ".join(seen), hint)
+
+
+async def _disk_quota(backend: SwarmBackend, node: NodeCapacity) -> str | None:
+    """Why the node cannot hold quota-limited sandboxes (its keeper started, its root
+    checked: :func:`ensure_node_disk`); ``None`` when it can or no quota is asked for."""
+    if backend.disk is None:
+        return None
+    try:
+        await ensure_node_disk(backend.engine(node.engine), backend.disk.layout, node.node_id)
+    except SandboxError as exc:
+        return str(exc)
+    return None
 
 
 def _lacks(lacking: list[str], template: str) -> bool:

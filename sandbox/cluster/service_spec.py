@@ -29,6 +29,7 @@ from typing import Any
 
 from docker.types import EndpointSpec, Mount, Resources, RestartPolicy
 
+from sandbox.containers.disk_quota import QuotaDisk
 from sandbox.containers.hardening import container_run_kwargs
 from sandbox.containers.labels import volume_name
 from sandbox.env_settings import size_bytes
@@ -153,10 +154,13 @@ def sandbox_service_kwargs(
     chat: str = "",
     constraints: Sequence[str] = (),
     spread_labels: Sequence[str] = (),
+    disk: QuotaDisk | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for ``client.services.create`` (a manager's client) that start one
     hardened sandbox on a node the swarm picks; ``constraints`` like
-    ``node.labels.kiln.sandboxes==true``, ``spread_labels`` node labels to spread over."""
+    ``node.labels.kiln.sandboxes==true``, ``spread_labels`` node labels to spread over;
+    ``disk`` the node's quota-limited disk the workspace volume is on (its folders bound in,
+    the root read-only, as on one engine)."""
     run_kwargs = container_run_kwargs(
         settings,
         template,
@@ -166,6 +170,7 @@ def sandbox_service_kwargs(
         created=created,
         owner=owner,
         chat=chat,
+        disk=disk,
     )
     kwargs = carried_kwargs(run_kwargs)
     limits = kwargs.pop("limits")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from sandbox.cluster.preview_relay import check_port_range
 from sandbox.env_settings import EnvReader
@@ -35,11 +36,15 @@ class SwarmSettings:
     subnet: str = DEFAULT_SUBNET
     relay_port: int = DEFAULT_RELAY_PORT
     image_source: str = DEFAULT_IMAGE_SOURCE
+    # The btrfs filesystem at the same path on every node that holds sandboxes' disk quotas
+    # (sandbox.cluster.node_disk); None: sandboxes on the swarm without a quota.
+    disk_root: Path | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SwarmSettings:
-        """``KILN_SWARM_SUBNET``, ``KILN_SWARM_RELAY_PORT``, ``KILN_SWARM_IMAGE_SOURCE`` of
-        ``env`` (``os.environ`` unless given); a bad value refused in words."""
+        """``KILN_SWARM_SUBNET``, ``KILN_SWARM_RELAY_PORT``, ``KILN_SWARM_IMAGE_SOURCE``,
+        ``KILN_SWARM_DISK_ROOT`` of ``env`` (``os.environ`` unless given); a bad value refused
+        in words."""
         read, d = EnvReader(env), cls()
         subnet = _subnet(read.text("KILN_SWARM_SUBNET", d.subnet))
         port = read.integer("KILN_SWARM_RELAY_PORT", d.relay_port, low=1024, high=65535)
@@ -47,7 +52,14 @@ class SwarmSettings:
             check_port_range(port, subnet)
         except ValueError as exc:
             raise SandboxConfigError(f"KILN_SWARM_RELAY_PORT={str(port)!r}: {exc}") from None
-        return cls(subnet, port, read.text("KILN_SWARM_IMAGE_SOURCE", d.image_source))
+        disk_root = read.optional_path("KILN_SWARM_DISK_ROOT")
+        if disk_root is not None and not disk_root.is_absolute():
+            raise SandboxConfigError(
+                f"KILN_SWARM_DISK_ROOT={str(disk_root)!r} must be an absolute path (the same "
+                "on every node)"
+            )
+        source = read.text("KILN_SWARM_IMAGE_SOURCE", d.image_source)
+        return cls(subnet, port, source, disk_root)
 
 
 def _subnet(raw: str) -> str:

@@ -33,7 +33,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
@@ -59,6 +59,35 @@ BOUND_FOLDERS = (
 )
 TEMPORARY_FOLDERS = ("tmp", "var-tmp")  # emptied for every new container
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,200}")
+
+
+class QuotaDisk(Protocol):
+    """What creating, starting and judging a sandbox needs of its quota-limited disk: kiln's
+    own host (:class:`SandboxDisk`) or a swarm node's (:mod:`sandbox.cluster.node_disk`)."""
+
+    def workspace(self, volume: str) -> Path:
+        """The folder the workspace volume is bound to."""
+        ...
+
+    def binds(self, volume: str) -> dict[str, str]:
+        """Folder -> container path of the writable folders besides the workspace."""
+        ...
+
+    async def create(self, volume: str) -> Path:
+        """Make the sandbox's subvolume, folders and limit (idempotent); the workspace."""
+        ...
+
+    async def clear_temporary(self, volume: str) -> None:
+        """Empty the sandbox's temporary folders (none of its containers runs)."""
+        ...
+
+    async def used_up(self, volume: str) -> bool:
+        """Whether the sandbox has (nearly) reached its quota."""
+        ...
+
+    async def remove(self, volume: str) -> bool:
+        """Delete the sandbox's subvolume; ``False`` when there was none."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

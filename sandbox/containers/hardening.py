@@ -32,7 +32,7 @@ from typing import Any
 
 from docker.types import LogConfig
 
-from sandbox.containers.disk_quota import SandboxDisk
+from sandbox.containers.disk_quota import QuotaDisk
 from sandbox.containers.labels import container_name, sandbox_labels
 from sandbox.images.templates import APP_ENV_DIR, SANDBOX_UID, WORKSPACE, Template
 from sandbox.settings import SandboxSettings
@@ -77,7 +77,7 @@ def sandbox_environment(settings: SandboxSettings) -> dict[str, str]:
 
 
 def sandbox_mounts(
-    settings: SandboxSettings, volume: str, disk: SandboxDisk | None = None
+    settings: SandboxSettings, volume: str, disk: QuotaDisk | None = None
 ) -> dict[str, dict[str, str]]:
     """The ``volumes`` argument: the sandbox's own workspace, its quota-limited home and
     temporary folders when its volume is on a ``disk``, and the (read-only) CA bundle."""
@@ -122,7 +122,7 @@ def container_run_kwargs(
     created: float,
     owner: str = "",
     chat: str = "",
-    disk: SandboxDisk | None = None,
+    disk: QuotaDisk | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for ``client.containers.run`` that start one hardened sandbox
     (with a disk quota when its volume is on ``disk``)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import anyio
 import docker
 
-from sandbox.containers.disk_quota import SandboxDisk, sandbox_disk
+from sandbox.containers.disk_quota import QuotaDisk, sandbox_disk
 from sandbox.containers.hardening import container_run_kwargs
 from sandbox.containers.labels import (
     CHAT_LABEL,
@@ -47,8 +47,8 @@ async def create_volume(
     client: docker.DockerClient,
     name: str,
     labels: dict[str, str],
-    disk: SandboxDisk | None = None,
-) -> SandboxDisk | None:
+    disk: QuotaDisk | None = None,
+) -> QuotaDisk | None:
     """Create a named volume (a no-op when it exists); with a ``disk``, one bound to the
     sandbox's quota-limited subvolume (made first). The disk the volume is on: ``None`` for a
     plain volume, also one made before the instance had a disk (it keeps working, unlimited).
@@ -80,7 +80,7 @@ async def start_container(
     volume: str,
     network: str,
     labels: dict[str, str],
-    disk: SandboxDisk | None = None,
+    disk: QuotaDisk | None = None,
 ) -> StartedContainer:
     """Create and start the hardened container of a sandbox whose volume and network exist;
     ``disk`` is the quota-limited disk its volume is on (:func:`create_volume`).
@@ -159,7 +159,7 @@ async def remove_container(client: docker.DockerClient, name_or_id: str) -> bool
 
 
 async def remove_volume(
-    client: docker.DockerClient, name: str, disk: SandboxDisk | None = None
+    client: docker.DockerClient, name: str, disk: QuotaDisk | None = None
 ) -> bool:
     """Remove a volume, and with a ``disk`` the sandbox's subvolume behind it; ``False`` when
     both were already gone.
@@ -195,7 +195,7 @@ async def remove_sandbox_objects(
     *,
     volume: str,
     network: str,
-    disk: SandboxDisk | None = None,
+    disk: QuotaDisk | None = None,
 ) -> None:
     """Remove a sandbox's container, then its volume (and subvolume) and, if it has its own,
     its network.

@@ -6,16 +6,14 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from sandbox.containers.disk_quota import SandboxDisk
+from sandbox.containers.disk_quota import QuotaDisk
 from sandbox.errors import SandboxError
 from sandbox.execution.exec_stream import ExecResult
 
 log = logging.getLogger(__name__)
 
 
-async def with_quota_verdict(
-    disk: SandboxDisk | None, volume: str, result: ExecResult
-) -> ExecResult:
+async def with_quota_verdict(disk: QuotaDisk | None, volume: str, result: ExecResult) -> ExecResult:
     """A failed command's or install's result, marked when the sandbox's quota is used up."""
     if result.ok or disk is None:
         return result

@@ -67,7 +67,7 @@ import anyio.abc
 from sandbox.backends.choice import open_backend
 from sandbox.backends.contract import EngineBackend, SandboxStatus
 from sandbox.backends.host_memory import busy_bytes, room_for
-from sandbox.containers.disk_quota import SandboxDisk
+from sandbox.containers.disk_quota import QuotaDisk, SandboxDisk
 from sandbox.errors import (
     DockerUnavailable,
     SandboxCapacity,
@@ -154,7 +154,7 @@ class SandboxManager:
         return self.backend.client
 
     @property
-    def disk(self) -> SandboxDisk | None:
+    def disk(self) -> QuotaDisk | None:
         """Each sandbox's quota-limited writable space (None: the settings give it none)."""
         return self.backend.disk
 
@@ -354,7 +354,10 @@ class SandboxManager:
     async def reap(self, now: float | None = None) -> reaper.ReapReport:
         """One reaper pass over this instance (idle, expired, orphans)."""
         when = self._clock() if now is None else now
-        return await reaper.reap(self.client, self.registry, self.settings, self.destroy, now=when)
+        host_disk = self.disk if isinstance(self.disk, SandboxDisk) else None
+        return await reaper.reap(
+            self.client, self.registry, self.settings, self.destroy, now=when, disk=host_disk
+        )
 
     async def ensure_network(self) -> str:
         """The instance's sandbox network and npm proxy, made or adopted; the registry URL

@@ -35,7 +35,7 @@ from sandbox.backends.contract import (
     SandboxStatus,
     sandbox_template,
 )
-from sandbox.containers.disk_quota import SandboxDisk
+from sandbox.containers.disk_quota import QuotaDisk
 from sandbox.containers.hardening import object_labels
 from sandbox.containers.labels import network_name, volume_name
 from sandbox.errors import SandboxCapacity, SandboxError, SandboxUnavailable
@@ -71,7 +71,7 @@ class Provisioner:
         return self.backend.client
 
     @property
-    def disk(self) -> SandboxDisk | None:
+    def disk(self) -> QuotaDisk | None:
         """Each sandbox's quota-limited writable space (None: no quotas)."""
         return self.backend.disk
 

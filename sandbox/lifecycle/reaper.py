@@ -27,7 +27,7 @@ from typing import Any
 
 import docker
 
-from sandbox.containers.disk_quota import SandboxDisk, sandbox_disk
+from sandbox.containers.disk_quota import QuotaDisk, SandboxDisk
 from sandbox.containers.labels import (
     EXPIRY_LABEL,
     INSTANCE_LABEL,
@@ -117,12 +117,14 @@ async def reap(
     destroy: Destroy,
     *,
     now: float,
+    disk: SandboxDisk | None,
 ) -> ReapReport:
-    """One reaper pass over ``settings.instance``; ``destroy`` removes a known sandbox."""
+    """One reaper pass over ``settings.instance``; ``destroy`` removes a known sandbox;
+    ``disk`` the subvolumes on kiln's own host whose orphans go too (a swarm's are on its
+    nodes, with the volumes the swarm backend removes)."""
     report = ReapReport()
     # Objects first, records after: a record is written before its sandbox's objects, so a
     # sandbox provisioned meanwhile is known by then and never taken for an orphan.
-    disk = sandbox_disk(settings)
     disks = disk.volumes() if disk is not None else []
     objects = await labelled_objects(client, settings.instance)
     records = await registry.all()
@@ -174,7 +176,7 @@ async def labelled_objects(client: docker.DockerClient, instance: str) -> list[L
 
 
 async def remove_object(
-    client: docker.DockerClient, obj: LabelledObject, disk: SandboxDisk | None = None
+    client: docker.DockerClient, obj: LabelledObject, disk: QuotaDisk | None = None
 ) -> bool:
     """Remove one labelled object (a volume's subvolume on ``disk`` too); ``False`` when it
     was already gone."""
@@ -192,13 +194,13 @@ async def sweep_instance(
     client: docker.DockerClient,
     instance: str,
     registry: SandboxRegistry | None = None,
-    disk: SandboxDisk | None = None,
+    disk: QuotaDisk | None = None,
 ) -> list[LabelledObject]:
     """Remove every object of ``instance`` (shared ones too), its subvolumes on ``disk`` and
     its registry; what was removed."""
     objects = [obj for obj in await labelled_objects(client, instance) if obj.belongs_to(instance)]
     removed = [obj for obj in objects if await remove_object(client, obj, disk)]
-    if disk is not None:
+    if isinstance(disk, SandboxDisk):  # kiln's own host: subvolumes left by no volume go too
         await disk.remove_all()
     if registry is not None:
         await registry.clear()

@@ -15,6 +15,7 @@ import pytest
 
 from sandbox.backends.choice import open_backend
 from sandbox.backends.swarm import SwarmBackend
+from sandbox.disk_mounts import DEFAULT_DISK_ROOT, usable_root
 from sandbox.images.builder import PROXY_IMAGE
 from sandbox.images.templates import get_template
 from sandbox.settings import SandboxSettings
@@ -45,6 +46,15 @@ CLUSTER_IMAGES = (get_template(TEMPLATE).image, PROXY_IMAGE)
 SUBNET = "10.215.0.0/24"
 
 
+# The nodes' disk quota root: the host's btrfs root, which the test nodes share (they run on
+# the host's folders). CI runs setup.sh, which makes it: there a missing one fails the tests.
+DISK_QUOTA = (
+    {"KILN_SWARM_DISK_ROOT": str(DEFAULT_DISK_ROOT)}
+    if usable_root(DEFAULT_DISK_ROOT) or os.environ.get("CI")
+    else {}
+)
+
+
 def swarm_environment(cluster: Cluster) -> dict[str, str]:
     """What ``kiln serve`` on a swarm is given: the manager as ``DOCKER_HOST``, kiln's own
     engine (the host's, where the images are built) as the image source, the subnet."""
@@ -57,8 +67,9 @@ def swarm_environment(cluster: Cluster) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 async def swarm_backend(swarm_nodes: Cluster) -> AsyncIterator[Opened]:
-    """The swarm backend on the session's nodes, on an instance of its own; every node's proxy,
-    relay and the network removed after."""
+    """The swarm backend on the session's nodes, on an instance of its own, with a disk quota
+    where the host has a btrfs root (the test nodes' folders are the host's); every node's
+    proxy, relay, disk keeper and the network removed after."""
     settings = SandboxSettings(
         instance=f"test-swarmcontract-{secrets.token_hex(3)}",
         mem_limit="256m",
@@ -67,6 +78,8 @@ async def swarm_backend(swarm_nodes: Cluster) -> AsyncIterator[Opened]:
     )
     with pytest.MonkeyPatch.context() as env:
         for name, value in swarm_environment(swarm_nodes).items():
+            env.setenv(name, value)
+        for name, value in DISK_QUOTA.items():
             env.setenv(name, value)
         backend = await open_backend(settings)
     assert isinstance(backend, SwarmBackend)

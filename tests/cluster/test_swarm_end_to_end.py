@@ -28,6 +28,7 @@ import pytest
 from sandbox.backends.swarm import SwarmBackend
 from sandbox.cluster.placement import remove_workspace_volume
 from sandbox.containers.labels import INSTANCE_LABEL
+from sandbox.disk_mounts import DEFAULT_DISK_ROOT
 from sandbox.errors import SandboxLost
 from sandbox.images.builder import PROXY_IMAGE
 from sandbox.images.templates import get_template
@@ -36,6 +37,7 @@ from sandbox.settings import SandboxSettings
 from tests.cluster import nodes
 from tests.cluster.forward_proxy import ForwardProxy, forward_proxy
 from tests.cluster.nodes import Cluster
+from tests.cluster.test_swarm_contract import DISK_QUOTA
 from tests.redis_server import start_redis, stop_redis
 from tests.sandbox.docker_support import CA_BUNDLE
 
@@ -92,6 +94,7 @@ def swarm(swarm_nodes: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Ite
                     "DOCKER_HOST", "unix:///var/run/docker.sock"
                 ),
                 "KILN_SWARM_SUBNET": SUBNET,
+                **DISK_QUOTA,
                 "KILN_INSTANCE": instance,
                 "KILN_DATA_DIR": str(tmp_path_factory.mktemp("data")),
                 "KILN_SANDBOX_MEMORY": "512m",
@@ -111,7 +114,7 @@ async def manager(swarm: Swarm) -> AsyncIterator[SandboxManager]:
     """A sandbox manager on the swarm (opened as ``kiln serve`` opens it); everything of the
     instance removed after: sandboxes, every node's proxy and relay, the network."""
     with pytest.MonkeyPatch.context() as env:
-        for name in ("DOCKER_HOST", "KILN_SWARM_IMAGE_SOURCE", "KILN_SWARM_SUBNET"):
+        for name in ("DOCKER_HOST", "KILN_SWARM_IMAGE_SOURCE", "KILN_SWARM_SUBNET", *DISK_QUOTA):
             env.setenv(name, swarm.env[name])
         opened = await SandboxManager.open(swarm.settings)
     try:
@@ -159,6 +162,8 @@ async def test_doctor_lists_each_node_with_its_capacity_and_hardening(swarm: Swa
         assert line["ok"], line
         for seen in ("ready/active", "room for", "no-new-privileges: met", "mem_limit: met"):
             assert seen in line["detail"], line
+        if DISK_QUOTA:
+            assert f"disk quota 2g on {str(DEFAULT_DISK_ROOT)!r}" in line["detail"], line
     # The images are read where kiln builds them (KILN_SWARM_IMAGE_SOURCE), not on the manager,
     # which holds only those some sandbox needed ("missing" there is no fault).
     images = {c["name"]: c for c in checks if c["name"].startswith("image ")}

@@ -5,6 +5,7 @@ sandbox.backends.swarm runs on real nodes: the contract suite in tests/cluster/.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -36,9 +37,13 @@ def test_the_settings_have_defaults_and_read_their_variables() -> None:
             "KILN_SWARM_SUBNET": "10.9.8.0/25",
             "KILN_SWARM_RELAY_PORT": "30000",
             "KILN_SWARM_IMAGE_SOURCE": "tcp://10.0.0.1:2376",
+            "KILN_SWARM_DISK_ROOT": "/srv/kiln-disk",
         }
     )
-    assert read == SwarmSettings("10.9.8.0/25", 30000, "tcp://10.0.0.1:2376")
+    assert read == SwarmSettings(
+        "10.9.8.0/25", 30000, "tcp://10.0.0.1:2376", Path("/srv/kiln-disk")
+    )
+    assert SwarmSettings.from_env({"KILN_SWARM_DISK_ROOT": " "}).disk_root is None
 
 
 @pytest.mark.parametrize(
@@ -51,6 +56,7 @@ def test_the_settings_have_defaults_and_read_their_variables() -> None:
         pytest.param(
             {"KILN_SWARM_RELAY_PORT": "65000"}, "pass 65535", id="relay-ports-past-the-end"
         ),
+        pytest.param({"KILN_SWARM_DISK_ROOT": "disk"}, "absolute path", id="relative-disk-root"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_value(env: dict[str, str], words: str) -> None:
