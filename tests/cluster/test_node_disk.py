@@ -15,7 +15,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from sandbox.backends.choice import open_backend
 from sandbox.backends.contract import SandboxClaim, sandbox_template
 from sandbox.backends.swarm import SwarmBackend
 from sandbox.cluster.capacity import NodeCapacity
@@ -34,9 +33,8 @@ from sandbox.disk_mounts import DEFAULT_DISK_ROOT
 from sandbox.errors import DiskFull, SandboxCapacity, SandboxConfigError, SandboxUnavailable
 from sandbox.images.builder import PROXY_IMAGE
 from sandbox.images.templates import SANDBOX_UID, get_template
-from sandbox.settings import SandboxSettings
 from tests.cluster.nodes import Cluster
-from tests.cluster.test_swarm_contract import DISK_QUOTA, swarm_environment
+from tests.cluster.test_swarm_contract import DISK_QUOTA, opened_swarm
 from tests.sandbox.containers.test_disk_quota import BOUND, FILL, QUOTA, SLACK
 
 CLUSTER_IMAGES = (get_template("vanilla").image, PROXY_IMAGE)
@@ -99,25 +97,8 @@ def test_the_keeper_has_no_network_and_only_the_capabilities_its_commands_need()
 @pytest.fixture(scope="module")
 async def quota_backend(swarm_nodes: Cluster) -> AsyncIterator[SwarmBackend]:
     """The swarm backend with a 300 MiB disk quota per sandbox on the nodes' btrfs root."""
-    settings = SandboxSettings(
-        instance=f"test-nodedisk-{secrets.token_hex(3)}",
-        mem_limit="256m",
-        nano_cpus=500_000_000,
-        backend="swarm",
-        disk_quota="300m",
-    )
-    with pytest.MonkeyPatch.context() as env:
-        for name, value in swarm_environment(swarm_nodes).items():
-            env.setenv(name, value)
-        for name, value in DISK_QUOTA.items():
-            env.setenv(name, value)
-        backend = await open_backend(settings)
-    assert isinstance(backend, SwarmBackend)
-    try:
+    async with opened_swarm(swarm_nodes, "nodedisk", disk_quota="300m") as backend:
         yield backend
-        await backend.release_shared()
-    finally:
-        await backend.aclose()
 
 
 @pytest.mark.anyio

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import AsyncIterator
-from contextlib import closing
+from contextlib import asynccontextmanager, closing
 
 import pytest
 
@@ -70,21 +70,29 @@ async def swarm_backend(swarm_nodes: Cluster) -> AsyncIterator[Opened]:
     """The swarm backend on the session's nodes, on an instance of its own, with a disk quota
     where the host has a btrfs root (the test nodes' folders are the host's); every node's
     proxy, relay, disk keeper and the network removed after."""
+    async with opened_swarm(swarm_nodes, "swarmcontract") as backend:
+        yield Opened(backend, backend.settings)
+
+
+@asynccontextmanager
+async def opened_swarm(cluster: Cluster, name: str, **options: str) -> AsyncIterator[SwarmBackend]:
+    """The swarm backend as ``kiln serve`` opens it on ``cluster`` (the nodes' disk quota on
+    where the host has a root), on an instance of its own named after ``name``; its shared
+    parts on every node removed after. ``options``: more of its settings."""
     settings = SandboxSettings(
-        instance=f"test-swarmcontract-{secrets.token_hex(3)}",
+        instance=f"test-{name}-{secrets.token_hex(3)}",
         mem_limit="256m",
         nano_cpus=500_000_000,
         backend="swarm",
+        **options,  # type: ignore[arg-type]
     )
     with pytest.MonkeyPatch.context() as env:
-        for name, value in swarm_environment(swarm_nodes).items():
-            env.setenv(name, value)
-        for name, value in DISK_QUOTA.items():
-            env.setenv(name, value)
+        for variable, value in {**swarm_environment(cluster), **DISK_QUOTA}.items():
+            env.setenv(variable, value)
         backend = await open_backend(settings)
     assert isinstance(backend, SwarmBackend)
     try:
-        yield Opened(backend, backend.settings)
+        yield backend
         await backend.release_shared()
     finally:
         await backend.aclose()
