@@ -43,15 +43,14 @@ from sandbox.containers.disk_quota import (
     SandboxDisk,
     parse_qgroup_usage,
 )
-from sandbox.containers.labels import shared_labels
+from sandbox.containers.labels import ROLE_LABEL, shared_labels
+from sandbox.containers.named_containers import ensure_named_container, named_container
 from sandbox.containers.provisioning import create_volume
 from sandbox.docker_boundary import call
 from sandbox.errors import (
     DiskFull,
-    ImageMissing,
     SandboxCapacity,
     SandboxConfigError,
-    SandboxError,
     SandboxNotFound,
     SandboxUnavailable,
 )
@@ -59,7 +58,6 @@ from sandbox.images.builder import PROXY_IMAGE
 from sandbox.images.templates import SANDBOX_UID
 
 KEEPER_ROLE = "disk-keeper"
-ROLE_LABEL = "kiln.role"
 CONFIG_LABEL = "kiln.disk.config"
 KEEPER_CAPABILITIES = ("SYS_ADMIN", "CHOWN", "DAC_OVERRIDE", "FOWNER")
 MISSING = 3  # a script's exit status when the folder it was given is not there
@@ -184,14 +182,7 @@ async def ensure_node_disk(node: docker.DockerClient, layout: SandboxDisk, where
     with this configuration) once its disk root is a btrfs filesystem with quotas on;
     ``SandboxConfigError`` in words naming the node ``where`` and the root otherwise."""
     kwargs = keeper_run_kwargs(layout.instance, layout.root)
-    keeper = await _current(node, layout.instance)
-    labels = (keeper.attrs.get("Config", {}).get("Labels") or {}) if keeper else {}
-    if (
-        keeper is None
-        or keeper.status != "running"
-        or labels.get(CONFIG_LABEL) != (kwargs["labels"][CONFIG_LABEL])
-    ):
-        keeper = await _start(node, layout.instance, keeper, kwargs, where)
+    keeper, _started = await ensure_named_container(node, kwargs, CONFIG_LABEL, f"node {where!r}")
     disk = NodeDisk(layout, keeper, where)
     if await disk._run(CHECK_ROOT, str(layout.root)) is None:
         raise SandboxConfigError(
@@ -201,30 +192,12 @@ async def ensure_node_disk(node: docker.DockerClient, layout: SandboxDisk, where
     return disk
 
 
-async def _start(
-    node: docker.DockerClient, instance: str, current: Any, kwargs: dict[str, Any], where: str
-) -> Any:
-    if current is not None:
-        await call(current.remove, force=True)
-    try:
-        return await call(node.containers.run, **kwargs)
-    except SandboxNotFound as exc:
-        raise ImageMissing(f"node {where!r} has no image {PROXY_IMAGE!r}") from exc
-    except SandboxError as exc:
-        if "Conflict" not in str(exc):  # another kiln process started it just now
-            raise
-        found = await _current(node, instance)
-        if found is None:
-            raise
-        return found
-
-
 async def remove_node_disk_keeper(
     node: docker.DockerClient, instance: str, instance_folder: Path | None
 ) -> bool:
     """Remove the instance's keeper from the node, and its folder of subvolumes when empty
     (the subvolumes of parked sandboxes stay); ``False`` if it had no keeper."""
-    keeper = await _current(node, instance)
+    keeper = await named_container(node, keeper_name(instance))
     if keeper is None:
         return False
     if instance_folder is not None and keeper.status == "running":
@@ -240,13 +213,6 @@ async def _running(keeper: Any) -> bool:
     except SandboxNotFound:
         return False
     return bool(keeper.status == "running")
-
-
-async def _current(node: docker.DockerClient, instance: str) -> Any:
-    try:
-        return await call(node.containers.get, keeper_name(instance))
-    except SandboxNotFound:
-        return None
 
 
 def roomiest_node(

@@ -39,14 +39,14 @@ from typing import Any
 import anyio
 import docker
 
-from sandbox.containers.labels import shared_labels
+from sandbox.containers.labels import ROLE_LABEL, shared_labels
+from sandbox.containers.named_containers import ensure_named_container, remove_named_container
 from sandbox.docker_boundary import call
-from sandbox.errors import ImageMissing, SandboxError, SandboxNotFound, SandboxUnavailable
+from sandbox.errors import SandboxUnavailable
 from sandbox.images.builder import PROXY_IMAGE
 from sandbox.images.templates import TEMPLATES
 
 RELAY_ROLE = "preview-relay"
-ROLE_LABEL = "kiln.role"
 CONFIG_LABEL = "kiln.relay.config"
 # argv: listen host, first port, subnet's first address (as a number), subnet size, dev ports.
 RELAY_SCRIPT = r"""
@@ -175,27 +175,10 @@ async def ensure_preview_relay(
     address), started or adopted, once every port of it listens (a sandbox's preview address
     would be refused before); whether it was started now."""
     kwargs = relay_run_kwargs(instance, relay_argv(host, base, subnet))
-    current = await _current(node, instance)
-    if current is not None:
-        labels = current.attrs.get("Config", {}).get("Labels") or {}
-        if (
-            current.status == "running"
-            and labels.get(CONFIG_LABEL) == kwargs["labels"][CONFIG_LABEL]
-        ):
-            await _wait_listening(current)  # another process may have started it just now
-            return False
-        await call(current.remove, force=True)
-    try:
-        started = await call(node.containers.run, **kwargs)
-    except SandboxNotFound as exc:
-        raise ImageMissing(f"node engine has no image {PROXY_IMAGE!r} for the relay") from exc
-    except SandboxError as exc:
-        if "Conflict" not in str(exc):  # another kiln process started it just now
-            raise
-        started = await _current(node, instance)
-    if started is not None:
-        await _wait_listening(started)
-    return True
+    where = f"node engine {node.api.base_url!r}"
+    relay, started = await ensure_named_container(node, kwargs, CONFIG_LABEL, where)
+    await _wait_listening(relay)  # one adopted may have been started by another process now
+    return started
 
 
 async def _wait_listening(relay: Any) -> None:
@@ -215,15 +198,4 @@ async def _wait_listening(relay: Any) -> None:
 
 async def remove_preview_relay(node: docker.DockerClient, instance: str) -> bool:
     """Remove the instance's relay from the node; ``False`` if it had none."""
-    current = await _current(node, instance)
-    if current is None:
-        return False
-    await call(current.remove, force=True)
-    return True
-
-
-async def _current(node: docker.DockerClient, instance: str) -> Any:
-    try:
-        return await call(node.containers.get, relay_container_name(instance))
-    except SandboxNotFound:
-        return None
+    return await remove_named_container(node, relay_container_name(instance))

@@ -18,6 +18,8 @@ CHAT_LABEL = "kiln.chat"
 TEMPLATE_LABEL = "kiln.template"
 CREATED_LABEL = "kiln.created"
 EXPIRY_LABEL = "kiln.expiry"  # unix seconds after which the reaper removes the object regardless
+ROLE_LABEL = "kiln.role"  # what a shared helper is: npm proxy, relay, disk keeper, render browser
+RENDER_ROLE = "render-check"  # the render check's browser (sandbox.preview.render_check)
 
 
 def sandbox_labels(

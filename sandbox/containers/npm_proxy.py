@@ -48,14 +48,15 @@ import anyio
 import docker
 
 from sandbox.containers.hardening import CA_BUNDLE_PATH, DEFAULT_NPM_REGISTRY
-from sandbox.containers.labels import shared_labels
+from sandbox.containers.labels import ROLE_LABEL, shared_labels
+from sandbox.containers.named_containers import named_container
 from sandbox.docker_boundary import call
 from sandbox.env_settings import size_bytes
 from sandbox.errors import ImageMissing, SandboxError, SandboxNotFound, SandboxUnavailable
 from sandbox.images.builder import PROXY_IMAGE
 from sandbox.settings import SandboxSettings
 
-PROXY_ROLE_LABEL = "kiln.role"
+PROXY_ROLE_LABEL = ROLE_LABEL
 PROXY_ROLE = "npm-proxy"
 # A digest of the environment the proxy was started with: a changed setting (a proxy variable
 # added or dropped too) replaces the container. A digest, as the values may hold credentials.
@@ -215,10 +216,7 @@ async def remove_proxy(
 
 
 async def _current(client: docker.DockerClient, instance: str) -> Any:
-    try:
-        return await call(client.containers.get, proxy_container_name(instance))
-    except SandboxNotFound:
-        return None
+    return await named_container(client, proxy_container_name(instance))
 
 
 def _env(container: Any) -> set[str]:

@@ -25,14 +25,13 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from sandbox.containers.labels import shared_labels
+from sandbox.containers.labels import ROLE_LABEL, shared_labels
 from sandbox.docker_boundary import call, connect
 from sandbox.errors import InstanceClaimed
 from sandbox.settings import instance_for
 
 DATA_DIR_LABEL = "kiln.data-dir"
 DEPLOYMENT_LABEL = "kiln.deployment"
-ROLE_LABEL = "kiln.role"
 CLAIM_ROLE = "instance-claim"
 
 
