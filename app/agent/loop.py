@@ -40,7 +40,7 @@ from app.providers.base import Message, Provider, ProviderRequest
 from app.tokens import TokenCounter
 from parser import StreamParser
 from prompts.compose import Mode, continuation_prompt, fixup_prompt, nudge_prompt
-from sandbox import get_template
+from sandbox import SandboxLost, get_template
 
 __all__ = ["EMPTY_ANSWER", "NO_CHANGES", "AgentRun", "Emit", "RunResult", "RunSettings", "Save"]
 
@@ -86,6 +86,7 @@ class AgentRun:
         self._cancellable = self._watch.cancellable
         self._postgen: PostGenReport | None = None
         self._render_files: dict[str, str] = {}  # files the render check's findings name
+        self._lost_said = False  # the sandbox_lost that ends the run was told
         self._mode, self._template = settings.mode, settings.template
 
     async def run(self, request: str = "", checkpoint: Checkpoint | None = None) -> RunResult:
@@ -286,22 +287,38 @@ class AgentRun:
                 answer.append(delta)
                 for event in parser.feed(delta):
                     await self._events.handle(event, turn)
+                if self._events.lost is not None:
+                    break  # nothing more can be written: the answer is cut here
         except ProviderError as exc:
             fatal = str(exc)
             await self._events.error(error_code(exc), fatal, "fatal")
         finally:
             await stream.aclose()
         closing = parser.close()
+        lost = await self._sandbox_lost()
         # A cancel cuts the answer: what the parser ends at the cut (a file half written) was
-        # never finished by the model, so it is not handled; the session rolls it back.
-        for event in () if self._cancel.is_set() else closing:
+        # never finished by the model, so it is not handled; the session rolls it back. A
+        # lost sandbox takes nothing more (the project store keeps what was written).
+        for event in () if self._cancel.is_set() or lost else closing:
             await self._events.handle(event, turn)
-        await self._commands_done(turn, note)
+        if lost is None:
+            await self._commands_done(turn, note)
+            lost = await self._sandbox_lost()
         usage = stream.usage
         self._tracker.record_usage(
             usage.input_tokens, usage.output_tokens, estimated=usage.estimated
         )
-        return "".join(answer), fatal
+        return "".join(answer), fatal or lost
+
+    async def _sandbox_lost(self) -> str | None:
+        """The run's fatal error once its sandbox was lost with its cluster node (said once):
+        what it wrote is kept, and the chat's next message starts on another node."""
+        lost = self._events.lost
+        if lost is not None and not self._lost_said:
+            self._lost_said = True
+            words = f"{lost}: the run stops here; the chat's next message goes on elsewhere"
+            await self._events.error(SandboxLost.code, words, "fatal")
+        return lost
 
     async def _commands_done(self, turn: int, note: str) -> None:
         """The turn ends once the commands its answer asked for have run (their results are

@@ -17,7 +17,10 @@ import anyio
 from anyio.abc import TaskGroup
 
 from sandbox import (
+    RENDER_IMAGE,
     RENDER_SKIP_FAILED,
+    RENDER_SKIP_IMAGE,
+    ImageMissing,
     RenderBrowser,
     RenderCheckSettings,
     RenderReport,
@@ -71,7 +74,7 @@ class RenderAhead:
         with anyio.CancelScope(shield=True):
             try:
                 ahead.browser = await RenderBrowser.start(
-                    self._manager.client,
+                    await self._manager.engine_beside(sandbox.container_id, RENDER_IMAGE),
                     self.settings,
                     sandbox_container=sandbox.container_id,
                     dev_port=sandbox.dev_port,
@@ -161,13 +164,22 @@ class RenderAhead:
         if browser is not None:
             report = await browser.check()
         else:
-            report = await run_render_check(
-                self._manager.client,
-                self.settings,
-                sandbox_container=sandbox.container_id,
-                dev_port=sandbox.dev_port,
-                instance=self._manager.settings.instance,
-            )
+            report = await self._check_in_new_browser(sandbox)
         if report.findings:  # a fix-up turn follows: its check's browser starts meanwhile
             self.start_browser(sandbox)
         return report
+
+    async def _check_in_new_browser(self, sandbox: Sandbox) -> RenderReport:
+        try:  # the sandbox's own engine: a swarm node's, the browser's image copied there
+            engine = await self._manager.engine_beside(sandbox.container_id, RENDER_IMAGE)
+        except ImageMissing as exc:
+            return RenderReport.skip(RENDER_SKIP_IMAGE, f"the render browser is missing: {exc}")
+        except SandboxError as exc:
+            return RenderReport.skip(RENDER_SKIP_FAILED, f"the render check could not run: {exc}")
+        return await run_render_check(
+            engine,
+            self.settings,
+            sandbox_container=sandbox.container_id,
+            dev_port=sandbox.dev_port,
+            instance=self._manager.settings.instance,
+        )

@@ -45,7 +45,7 @@ from parser.events import (
     UrlScrape,
     WebSearch,
 )
-from sandbox import AppliedEdit
+from sandbox import AppliedEdit, SandboxLost
 
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 _SANDBOX_EVENTS = (
@@ -61,6 +61,7 @@ _SANDBOX_EVENTS = (
 )
 _VERSION_RECORDS = ("version", "version_unchanged")
 MALFORMED_EDIT = "malformed_edit_block"
+SANDBOX_LOST = SandboxLost.code
 
 
 class TurnEvents:
@@ -83,6 +84,8 @@ class TurnEvents:
         self.edits = ProjectEdits.none()  # the project an edit changes, as the run left it
         self.recorder = TurnRecorder(0)
         self.errors: list[dict[str, Any]] = []
+        # The words of the sandbox lost with its cluster node (``sandbox_lost``): the run ends.
+        self.lost: str | None = None
         self._output: list[str] = []
         self._versions: Counter[str] = Counter()  # version records this run, by kind
 
@@ -146,6 +149,8 @@ class TurnEvents:
             self.recorder.command_finished(list(record["argv"]), record["exit_code"])
         elif kind == "error":
             self.errors.append(dict(record))
+            if record.get("code") == SANDBOX_LOST and self.lost is None:
+                self.lost = str(record.get("message", ""))
             if record.get("code") == "command_refused":
                 self.recorder.tool_results.append(
                     ToolResult("command", "refused", False, str(record.get("message", "")))

@@ -115,7 +115,7 @@ async def run_checks(
     if source is None:
         results.extend(await check_images(client))
     else:  # on a swarm, the engine the images are built on and copied to the nodes from
-        results.extend(await check_images_on(source))
+        results.extend(await check_images_on(source, env))
     results.extend(await check_capacity(client, env))
     nodes = await check_swarm(env)
     results.extend(nodes)
@@ -123,7 +123,8 @@ async def run_checks(
     results.append(await anyio.to_thread.run_sync(check_firewall, env))
     if not nodes:  # on a swarm these would probe the manager's engine, not a sandbox's node
         results.extend(await check_npm(client, env))
-        results.append(await check_render(client, env))
+        if source is None:  # on a swarm, checked on the image source above
+            results.append(await check_render(client, env))
     results.append(await anyio.to_thread.run_sync(check_tokenizer_files))
     results.append(check_parser(activate()))  # the choice app.cli.main made
     if client is not None:
@@ -183,15 +184,17 @@ async def check_docker() -> tuple[docker.DockerClient | None, CheckResult]:
     return client, CheckResult("docker", True, f"engine {version.get('Version', '?')}")
 
 
-async def check_images_on(url: str) -> list[CheckResult]:
-    """:func:`check_images` on the engine at ``url`` (a swarm's image source)."""
+async def check_images_on(url: str, env: Mapping[str, str]) -> list[CheckResult]:
+    """:func:`check_images` and :func:`check_render` on the engine at ``url`` (a swarm's image
+    source: a node gets the render browser from there at its first check)."""
     try:
         client: docker.DockerClient = await anyio.to_thread.run_sync(connect, url)
     except SandboxError as exc:
         hint = "start it, or point KILN_SWARM_IMAGE_SOURCE at the engine kiln builds images on"
         return [CheckResult("images", False, f"image source {url!r}: {exc}", hint)]
     try:
-        return await check_images(client, f"DOCKER_HOST={url} kiln images build")
+        images = await check_images(client, f"DOCKER_HOST={url} kiln images build")
+        return [*images, await check_render(client, env)]
     finally:
         await call(client.close)
 

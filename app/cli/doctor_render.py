@@ -3,7 +3,8 @@
 Off (``KILN_RENDER_CHECK=0``) passes and says so. On, the render browser is started the way a
 check starts it (:func:`sandbox.probe_render_browser`: the same confinement, no network) on an
 empty page; a missing image or a browser that does not start fails with the words of the check's
-own skip and a hint.
+own skip and a hint. On a swarm it runs on kiln's image source, from where a sandbox's node gets
+the browser at its first check (:meth:`sandbox.SandboxManager.engine_beside`).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ failures are kiln's sandbox exceptions (:mod:`sandbox.errors`), wrapped at its o
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -238,3 +238,15 @@ class EngineBackend(SandboxBackend, Protocol):
     async def container(self, workload: str) -> Any:
         """The docker ``Container`` of a workload (the execution path's handle); ``None``
         when it is gone."""
+
+    async def reap_elsewhere(self, known: Callable[[], Awaitable[set[str]]]) -> list[str]:
+        """Remove what engines other than kiln's own hold of sandboxes ``known()`` does not
+        name (a cluster's nodes, after one was lost and came back); what was removed. One
+        engine: nothing (the reaper sweeps kiln's own engine by label)."""
+
+    async def engine_beside(self, workload: str, image: str) -> Any:
+        """The docker client of the engine ``workload`` runs on, for a helper container of
+        ``image`` that joins its network namespace (the render check's browser), ``image``
+        present there: a cluster copies it to that node from kiln's engine first.
+        ``SandboxLost`` when the workload runs nowhere, ``ImageMissing`` when kiln's engine
+        lacks the image."""

@@ -22,7 +22,7 @@ blocks it is made of:
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -163,6 +163,15 @@ class DockerBackend:
             return await call(self.client.containers.get, workload or "-")
         except SandboxNotFound:
             return None
+
+    async def reap_elsewhere(self, known: Callable[[], Awaitable[set[str]]]) -> list[str]:
+        """Nothing: every object is on this engine, which the reaper sweeps by label."""
+        return []
+
+    async def engine_beside(self, workload: str, image: str) -> Any:
+        """This engine: every sandbox and image of it is here (a missing image is the
+        helper's create's ``ImageMissing``)."""
+        return self.client
 
     async def list_by_labels(self, labels: Mapping[str, str]) -> list[SandboxStatus]:
         """The sandbox containers (running or not) carrying all of ``labels``."""

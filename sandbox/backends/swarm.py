@@ -29,8 +29,10 @@ deployment; this module joins the primitives of :mod:`sandbox.cluster` behind th
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -41,7 +43,7 @@ import docker.errors
 from sandbox.backends.contract import HostCapacity, PreviewAddress, SandboxClaim, SandboxStatus
 from sandbox.backends.engine_probe import PING_TIMEOUT_SECONDS
 from sandbox.cluster.capacity import cluster_capacity
-from sandbox.cluster.image_distribution import ensure_images_on_nodes, swarm_node_engines
+from sandbox.cluster.image_distribution import NodeImages, swarm_node_engines
 from sandbox.cluster.networks import (
     ensure_isolated_network,
     ensure_node_config,
@@ -50,6 +52,7 @@ from sandbox.cluster.networks import (
 from sandbox.cluster.node_disk import SwarmDisk, roomiest_node
 from sandbox.cluster.node_proxy import ensure_node_proxy, node_registry_url
 from sandbox.cluster.node_reach import NodeReach
+from sandbox.cluster.node_sweep import sweep_node
 from sandbox.cluster.placement import (
     Placement,
     apply_node_limits,
@@ -155,7 +158,7 @@ class SwarmBackend:
         self._ready_nodes: set[str] = set()  # nodes whose proxy and relay run
         self._configured: set[str] = set()  # nodes with the network's config-only half
         self._reach = NodeReach(lambda url: engine_client(environment, url, PING_TIMEOUT_SECONDS))
-        self._ready_images: set[str] = set()
+        self._images = NodeImages(source, manager)
         self._lock = anyio.Lock()
         self._probe: docker.DockerClient | None = None
 
@@ -191,7 +194,7 @@ class SwarmBackend:
     async def create(self, claim: SandboxClaim) -> SandboxStatus:
         """The template's images on every node, then the service, placed by the swarm (with
         a disk quota: on the node kiln picked and made the quota-limited volume on)."""
-        await self._ensure_images(claim.template.image)
+        await self._images.everywhere([claim.template.image, PROXY_IMAGE])
         await self.npm_registry()
         if self.disk is None:
             return await self._place(claim, constraints=())
@@ -287,15 +290,6 @@ class SwarmBackend:
             )
             self._ready_nodes.add(placement.node_id)
 
-    async def _ensure_images(self, image: str) -> None:
-        """``image`` and the npm proxy's on every node (once per process per image)."""
-        if image in self._ready_images:
-            return
-        async with self._lock:
-            if image not in self._ready_images:
-                await ensure_images_on_nodes(self.client, self.manager, [image, PROXY_IMAGE])
-                self._ready_images.add(image)
-
     async def _volume_node(self, volume: str) -> str | None:
         """The reachable, ready node holding the workspace ``volume``; ``None`` if none."""
         ready = {
@@ -335,6 +329,26 @@ class SwarmBackend:
                     await (await self.disk.on_node(node_id, engine)).remove(claim.volume)
             except SandboxUnavailable as exc:
                 self._reach.failed(node_id, exc)
+
+    async def reap_elsewhere(self, known: Callable[[], Awaitable[set[str]]]) -> list[str]:
+        """What each reachable node kept of sandboxes ``known()`` does not name
+        (:func:`~sandbox.cluster.node_sweep.sweep_node`)."""
+        removed = []
+        for node_id, engine in (await self._node_engines()).items():
+            remove_subvolume = None
+            if self.disk is not None:
+                remove_subvolume = functools.partial(self._remove_subvolume, node_id, engine)
+            try:
+                removed += await sweep_node(engine, self.settings.instance, known, remove_subvolume)
+            except SandboxUnavailable as exc:
+                self._reach.failed(node_id, exc)
+        return removed
+
+    async def _remove_subvolume(
+        self, node_id: str, engine: docker.DockerClient, volume: str
+    ) -> bool:
+        assert self.disk is not None  # (only handed out with a disk)
+        return await (await self.disk.on_node(node_id, engine)).remove(volume)
 
     async def status(self, workload: str) -> SandboxStatus | None:
         """The workload on its node now; ``None`` when it or its node is gone."""
@@ -411,11 +425,31 @@ class SwarmBackend:
             self._reach.failed(placement.node_id, exc)
             return None
 
-    async def _node_of(self, workload: str) -> docker.DockerClient:
+    async def engine_beside(self, workload: str, image: str) -> Any:
+        """The engine of the node ``workload`` runs on, ``image`` copied there first."""
+        placement = await self._placed_somewhere(workload)
+        await self._images.on_node(placement.node_id, image)
+        return self.engine(placement.engine_url)
+
+    @contextlib.asynccontextmanager
+    async def _on_node(self, workload: str) -> AsyncIterator[docker.DockerClient]:
+        """The engine of ``workload``'s node, for calls that need the sandbox itself: one that
+        does not answer (while the manager does) has lost the sandbox with it."""
+        placement = await self._placed_somewhere(workload)
+        try:
+            yield self.engine(placement.engine_url)
+        except DockerUnavailable as exc:
+            self._reach.failed(placement.node_id, exc)
+            raise SandboxLost(
+                f"sandbox container {workload[:12]!r} was lost with its swarm node "
+                f"{placement.node_id[:12]!r}, whose engine does not answer"
+            ) from exc
+
+    async def _placed_somewhere(self, workload: str) -> Placement:
         placement = await self._placement(workload)
         if placement is None:
             raise SandboxLost(f"sandbox container {workload[:12]!r} runs on no swarm node")
-        return self.engine(placement.engine_url)
+        return placement
 
     async def exec(
         self,
@@ -428,27 +462,28 @@ class SwarmBackend:
         redaction: Redaction | None = None,
     ) -> ExecResult:
         """``docker exec`` on the sandbox's node as the sandbox user (:func:`exec_streaming`)."""
-        return await exec_streaming(
-            await self._node_of(sandbox.workload),
-            sandbox.workload,
-            argv,
-            timeout=timeout,
-            output_cap=output_cap,
-            on_output=on_output,
-            redaction=NO_SECRETS if redaction is None else redaction,
-        )
+        async with self._on_node(sandbox.workload) as node:
+            return await exec_streaming(
+                node,
+                sandbox.workload,
+                argv,
+                timeout=timeout,
+                output_cap=output_cap,
+                on_output=on_output,
+                redaction=NO_SECRETS if redaction is None else redaction,
+            )
 
     async def put_archive(self, sandbox: SandboxStatus, path: str, archive: bytes) -> None:
         """Unpack ``archive`` at ``path`` through the node's engine."""
-        node = await self._node_of(sandbox.workload)
-        container = await call(node.containers.get, sandbox.workload)
-        await write_archive(container, path, archive)
+        async with self._on_node(sandbox.workload) as node:
+            container = await call(node.containers.get, sandbox.workload)
+            await write_archive(container, path, archive)
 
     async def get_archive(self, sandbox: SandboxStatus, path: str) -> bytes:
         """``path`` of the sandbox as a tar, through the node's engine."""
-        node = await self._node_of(sandbox.workload)
-        container = await call(node.containers.get, sandbox.workload)
-        return await read_archive(container, path)
+        async with self._on_node(sandbox.workload) as node:
+            container = await call(node.containers.get, sandbox.workload)
+            return await read_archive(container, path)
 
     async def preview_address(self, sandbox: SandboxStatus, port: int) -> PreviewAddress:
         """The node's relay port for the sandbox's bridge address and ``port``."""
@@ -465,8 +500,8 @@ class SwarmBackend:
         """Poll the port from inside the sandbox (kiln reaches it only through the relay,
         which accepts before its far end does); ``SandboxUnavailable`` when the sandbox stops
         first or ``timeout`` seconds pass."""
-        node = await self._node_of(sandbox.workload)
-        await wait_port_inside(node, sandbox.workload, port, timeout)
+        async with self._on_node(sandbox.workload) as node:
+            await wait_port_inside(node, sandbox.workload, port, timeout)
 
     async def npm_registry(self) -> str:
         """The isolated network (the config-only half on each answering node once, then the

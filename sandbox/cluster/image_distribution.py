@@ -1,11 +1,12 @@
 """kiln's images onto every swarm node before placement, from kiln's own engine.
 
 Nodes never pull sandbox images (``docs/cluster.md``): before kiln places sandboxes of a
-template it calls :func:`ensure_images_on_nodes`, which copies each image from kiln's own engine
-(where ``kiln images build`` made it) to every node that lacks it or holds another build of it
-(:mod:`sandbox.cluster.node_images` says which), and to no other node: a second call is a few
-inspects. The copy is ``docker save`` streamed into ``docker load``: one save per image, its
-chunks fanned out to every lacking node's load at once (:class:`_Fanout`), with a few chunks
+template it calls :func:`ensure_images_on_nodes` (through :class:`NodeImages`, which also puts a
+helper's image on one node when a helper first runs there), which copies each image from kiln's
+own engine (where ``kiln images build`` made it) to every node that lacks it or holds another
+build of it (:mod:`sandbox.cluster.node_images` says which), and to no other node: a second call
+is a few inspects. The copy is ``docker save`` streamed into ``docker load``: one save per image,
+its chunks fanned out to every lacking node's load at once (:class:`_Fanout`), with a few chunks
 buffered per node and no tar file of the whole image anywhere. After the load, each node's image
 ID must equal the source's (the image ID is the digest of its config, so equal IDs are the same
 build); a node that ends with another ID is an error in words naming the node and both IDs.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 
@@ -153,13 +154,22 @@ async def copy_image(
 
 
 async def ensure_images_on_nodes(
-    source: docker.DockerClient, manager: docker.DockerClient, images: Sequence[str]
+    source: docker.DockerClient,
+    manager: docker.DockerClient,
+    images: Sequence[str],
+    *,
+    only: Collection[str] | None = None,
 ) -> dict[str, list[str]]:
-    """Every image of ``images`` on every labelled swarm node, the same build as on ``source``
-    (kiln's engine), copied only where missing or another build (module docstring). Returns
-    ``image -> the node IDs it was copied to`` (empty when every node had them all)."""
+    """Every image of ``images`` on every labelled swarm node (those of the node IDs ``only``,
+    when given), the same build as on ``source`` (kiln's engine), copied only where missing or
+    another build (module docstring). Returns ``image -> the node IDs it was copied to`` (empty
+    when every node had them all)."""
     expected = await source_image_ids(source, images)
-    engines = await swarm_node_engines(manager)
+    engines = [
+        engine
+        for engine in await swarm_node_engines(manager)
+        if only is None or engine.node_id in only
+    ]
     on_nodes: dict[str, Mapping[str, str | None]] = {}
     async with anyio.create_task_group() as group:
         for engine in engines:
@@ -177,3 +187,32 @@ async def _ids_into(
     found: dict[str, Mapping[str, str | None]], engine: NodeEngine, images: list[str]
 ) -> None:
     found[engine.node_id] = await call(image_ids, engine.engine, images)
+
+
+class NodeImages:
+    """What one backend has made sure of (once per process): images on every node, before a
+    sandbox of them is placed, and helper images (the render browser) on one node, when a
+    helper first runs there. A node restarted keeps its images (its data root)."""
+
+    def __init__(self, source: docker.DockerClient, manager: docker.DockerClient) -> None:
+        """Copy from ``source`` (kiln's engine) to the nodes of ``manager``'s swarm."""
+        self._source, self._manager = source, manager
+        self._everywhere: set[str] = set()
+        self._on_node: set[tuple[str, str]] = set()  # (node ID, image)
+        self._lock = anyio.Lock()  # one copy at a time: two would save the same image twice
+
+    async def everywhere(self, images: Sequence[str]) -> None:
+        """``images`` on every labelled node."""
+        wanted = [image for image in images if image not in self._everywhere]
+        if wanted:
+            async with self._lock:
+                await ensure_images_on_nodes(self._source, self._manager, wanted)
+                self._everywhere.update(wanted)
+
+    async def on_node(self, node_id: str, image: str) -> None:
+        """``image`` on the node ``node_id``."""
+        if image in self._everywhere or (node_id, image) in self._on_node:
+            return
+        async with self._lock:
+            await ensure_images_on_nodes(self._source, self._manager, [image], only={node_id})
+            self._on_node.add((node_id, image))

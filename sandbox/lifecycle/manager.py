@@ -313,6 +313,12 @@ class SandboxManager:
             await self._touch(sandbox_id)
             return container
 
+    async def engine_beside(self, container_id: str, image: str) -> Any:
+        """The docker client of the engine the sandbox container runs on, with ``image`` there,
+        for a helper container in its network namespace (the render check's browser); a swarm
+        node's engine on a cluster (:meth:`EngineBackend.engine_beside`)."""
+        return await self.backend.engine_beside(container_id, image)
+
     async def app_env_of(self, sandbox_id: str) -> AppEnvironment:
         """The app environment of the sandbox's chat (none for a sandbox of no chat)."""
         record = await self.registry.get(sandbox_id)
@@ -355,9 +361,14 @@ class SandboxManager:
         """One reaper pass over this instance (idle, expired, orphans)."""
         when = self._clock() if now is None else now
         host_disk = self.disk if isinstance(self.disk, SandboxDisk) else None
-        return await reaper.reap(
+        report = await reaper.reap(
             self.client, self.registry, self.settings, self.destroy, now=when, disk=host_disk
         )
+        report.elsewhere = await self.backend.reap_elsewhere(self._known_ids)
+        return report
+
+    async def _known_ids(self) -> set[str]:
+        return {record.id for record in await self.registry.all()}
 
     async def ensure_network(self) -> str:
         """The instance's sandbox network and npm proxy, made or adopted; the registry URL

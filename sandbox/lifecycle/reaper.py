@@ -55,12 +55,14 @@ class ReapReport:
     orphan_networks: list[str] = field(default_factory=list)
     orphan_volumes: list[str] = field(default_factory=list)
     orphan_disks: list[str] = field(default_factory=list)
+    elsewhere: list[str] = field(default_factory=list)  # on a cluster's nodes (the backend's)
 
     @property
     def total(self) -> int:
         """How many sandboxes and objects were removed."""
         groups = (self.idle, self.expired, self.orphan_containers, self.orphan_networks)
-        return sum(len(items) for items in (*groups, self.orphan_volumes, self.orphan_disks))
+        others = (self.orphan_volumes, self.orphan_disks, self.elsewhere)
+        return sum(len(items) for items in (*groups, *others))
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,15 +34,14 @@ import docker
 import requests
 from docker.models.containers import Container
 
-from sandbox.containers.labels import shared_labels
+from sandbox.containers.labels import RENDER_ROLE, ROLE_LABEL, shared_labels
 from sandbox.docker_boundary import call
 from sandbox.env_settings import EnvReader
 from sandbox.errors import ImageMissing, SandboxError, SandboxNotFound
 from sandbox.images.builder import RENDER_IMAGE
 from sandbox.preview.error_reports import PreviewError, merge, normalize_report
 
-RENDER_ROLE_LABEL = "kiln.role"
-RENDER_ROLE = "render-check"
+RENDER_ROLE_LABEL = ROLE_LABEL
 # What makes a run's app "not ok": console warnings and logs are shown, never findings.
 FINDING_KINDS = frozenset(
     {
@@ -58,7 +57,7 @@ FINDING_KINDS = frozenset(
 BLANK_MESSAGE = "the page rendered nothing: its root element stayed empty"
 # Stable codes of a check that could not run (app/errors.py's vocabulary words them).
 RENDER_SKIP_DISABLED = SKIP_DISABLED = "render_check_disabled"
-SKIP_IMAGE = "render_check_image_missing"
+RENDER_SKIP_IMAGE = SKIP_IMAGE = "render_check_image_missing"
 SKIP_TIMEOUT = "render_check_timeout"
 RENDER_SKIP_FAILED = SKIP_FAILED = "render_check_failed"
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024  # a runner's JSON line with its screenshot
@@ -338,8 +337,10 @@ def _output(container: Container, timeout: float) -> bytes:
 
 
 async def _removed(container: Container) -> None:
-    """Remove the container, even in a cancelled scope (a stop must leave nothing behind)."""
-    with anyio.CancelScope(shield=True):
+    """Remove the container, even in a cancelled scope (a stop must leave nothing behind);
+    an engine that does not answer (a lost swarm node) leaves it to a sweep, never failing
+    the run."""
+    with anyio.CancelScope(shield=True), contextlib.suppress(SandboxError):
         await call(_remove, container)
 
 

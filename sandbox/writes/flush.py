@@ -36,6 +36,7 @@ from sandbox.docker_boundary import call
 from sandbox.errors import (
     DiskQuotaExceeded,
     SandboxError,
+    SandboxLost,
     SandboxNotFound,
     SandboxUnavailable,
     WriteFailed,
@@ -200,13 +201,16 @@ class Flusher:
     async def _flush_locked(self) -> FlushReport:
         try:
             return await self._attempt()
-        except WriteFailed:
+        except (WriteFailed, SandboxLost):
             raise
         except SandboxError:
             # The container died or vanished between resolving and writing: resolve again (the
-            # resolver provisions a fresh one) and replay; a second failure is reported.
+            # resolver provisions a fresh one) and replay; a second failure is reported. A
+            # sandbox lost with its cluster node is said as that (the run ends on it).
             try:
                 return await self._attempt()
+            except SandboxLost:
+                raise
             except SandboxError as exc:
                 sandbox_id = self.buffer.sandbox_id
                 raise WriteFailed(f"cannot write the files of sandbox {sandbox_id!r}") from exc

@@ -43,6 +43,7 @@ class FakeTarget:
         self._on_record = on_record
         self._exit_codes = exit_codes
         self.commands_held: anyio.Event | None = None  # set: commands end only when it is
+        self.lost_after: str | None = None  # this file's end: the sandbox is lost (its node)
 
     @property
     def files(self) -> dict[str, str]:
@@ -59,6 +60,12 @@ class FakeTarget:
     async def handle(self, event: Event) -> None:
         self.events.append(event)
         self.assembler.apply(event)
+        if isinstance(event, FileEnd) and event.path == self.lost_after:
+            # As the session tells a flush that found the sandbox's node gone.
+            lost = "sandbox container 'c0ffee' was lost with its swarm node 'n2'"
+            await self._on_record(
+                "error", {"code": "sandbox_lost", "message": lost, "severity": "recoverable"}
+            )
         if isinstance(event, EditStart | EditBlock | EditEnd):
             await self._edit(event)
         elif isinstance(event, InstallContent) and event.dependencies:
@@ -124,12 +131,14 @@ class FakeWorkspace:
         hold_commands: bool = False,
         hold_commands_for_warmup: bool = False,
         version_kinds: tuple[str, ...] = (),
+        lost_after: str | None = None,
     ) -> None:
         """``hold_commands``: the target's commands end only once a version was recorded
         (``hold_commands_for_warmup``: once the dev server was warmed up);
         ``version_kinds``: what each recording of a version tells, in order (as ProjectSync
         does: ``version`` or ``version_unchanged``); nothing once they are used up."""
         self._version_kinds = list(version_kinds)
+        self._lost_after = lost_after  # the target's sandbox is lost at this file's end
         self.project = project
         self.version_recorded = anyio.Event()
         self._hold_commands = hold_commands
@@ -169,6 +178,7 @@ class FakeWorkspace:
                 self.target_.commands_held = self.version_recorded
             if self._hold_commands_for_warmup:
                 self.target_.commands_held = self.warmed
+            self.target_.lost_after = self._lost_after
             self.sandbox_id, self.dev_url = "fake1", "http://127.0.0.1:1/"
         return self.target_
 

@@ -291,6 +291,29 @@ async def test_provider_failure_fails_the_run_with_its_code() -> None:
     assert result.errors[0]["code"] == "provider_overloaded"
 
 
+async def test_a_sandbox_lost_with_its_node_ends_the_run_in_words(tmp_path: Path) -> None:
+    lines = "".join(f"  {n},\n" for n in range(400))
+    answer = (
+        '<edward_sandbox project="p" base="vite-react">\n'
+        '<file path="src/a.js">\nexport const A = 1;\n</file>\n'
+        f'<file path="src/b.js">\nexport const B = [\n{lines}];\n</file>\n'
+        '<file path="src/c.js">\nexport const C = 3;\n</file>\n'
+        "</edward_sandbox>\n<edward_done />\n"
+    )
+    workspace, events = FakeWorkspace(lost_after="src/a.js"), Collector()
+    result = await run(write(tmp_path, "lost.jsonl", [answer]), workspace=workspace, emit=events)
+    assert (result.status, result.stop_reason) == ("failed", "error")
+    fatal = [e for e in events.of_type("error") if e["severity"] == "fatal"]
+    assert [e["code"] for e in fatal] == ["sandbox_lost"]
+    assert fatal[0]["message"].startswith("sandbox container 'c0ffee' was lost")
+    assert "the chat's next message goes on elsewhere" in fatal[0]["message"]
+    assert workspace.target_ is not None
+    assert "src/c.js" not in workspace.target_.files  # the answer was cut at the loss
+    assert not events.of_type("postgen")  # no build, no render check on a lost sandbox
+    assert workspace.render_checks == 0
+    assert workspace.closed
+
+
 async def test_cancel_stops_a_slow_stream_promptly() -> None:
     cancel, events = anyio.Event(), Collector()
 

@@ -1,4 +1,6 @@
-"""The run's render checks started ahead: a browser is never lost to a cancelled taker."""
+"""The run's render checks: a browser started ahead is never lost to a cancelled taker; the
+browser runs on the engine of the sandbox's own node (a swarm node's), and an engine that cannot
+have it is a skipped check in words."""
 
 from __future__ import annotations
 
@@ -10,9 +12,36 @@ import pytest
 
 from app.agent import render_ahead
 from app.agent.render_ahead import RenderAhead
-from sandbox import RenderCheckSettings
+from sandbox import (
+    RENDER_IMAGE,
+    RENDER_SKIP_FAILED,
+    RENDER_SKIP_IMAGE,
+    ImageMissing,
+    RenderCheckSettings,
+    RenderReport,
+    SandboxError,
+)
+from sandbox.errors import SandboxLost
 
 pytestmark = pytest.mark.anyio
+
+
+class _Manager:
+    """The manager's part a check uses: the sandbox, the engine beside it (or its failure)."""
+
+    def __init__(self, engine: object = None, failure: SandboxError | None = None) -> None:
+        self.engine, self.failure = engine, failure
+        self.settings = SimpleNamespace(instance="i")
+        self.asked: list[tuple[str, str]] = []
+
+    async def engine_beside(self, container_id: str, image: str) -> object:
+        self.asked.append((container_id, image))
+        if self.failure is not None:
+            raise self.failure
+        return self.engine
+
+    async def wait_ready(self, sandbox_id: str) -> Any:
+        return SimpleNamespace(container_id="box", dev_port=5173)
 
 
 class _SlowStarts:
@@ -38,7 +67,7 @@ async def test_a_taker_cancelled_while_the_browser_starts_leaves_it_to_the_close
 ) -> None:
     starts = _SlowStarts()
     monkeypatch.setattr(render_ahead, "RenderBrowser", starts)
-    manager: Any = SimpleNamespace(client=None, settings=SimpleNamespace(instance="i"))
+    manager: Any = _Manager(engine="the box's engine")
     ahead = RenderAhead(manager, RenderCheckSettings())
     sandbox: Any = SimpleNamespace(container_id="box", dev_port=5173)
     with anyio.fail_after(10):
@@ -50,3 +79,46 @@ async def test_a_taker_cancelled_while_the_browser_starts_leaves_it_to_the_close
             starts.go.set()  # the (shielded) start ends after its taker left
             await ahead.discard_browser()  # the workspace's close
     assert len(starts.discarded) == 1
+
+
+async def test_the_check_runs_on_the_engine_of_the_sandboxs_node(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    used: list[object] = []
+
+    async def check(engine: object, *args: Any, **kwargs: Any) -> RenderReport:
+        used.append((engine, kwargs["sandbox_container"]))
+        return RenderReport(ok=True)
+
+    monkeypatch.setattr(render_ahead, "run_render_check", check)
+    manager: Any = _Manager(engine="node-2's engine")
+    report = await RenderAhead(manager, RenderCheckSettings())._check_settled("sb")
+    assert (report.ok, report.skipped) == (True, None)
+    assert manager.asked == [("box", RENDER_IMAGE)]
+    assert used == [("node-2's engine", "box")]
+
+
+@pytest.mark.parametrize(
+    ("failure", "code", "words"),
+    [
+        pytest.param(
+            ImageMissing("kiln's engine has no image 'kiln/render-browser'"),
+            RENDER_SKIP_IMAGE,
+            "the render browser is missing: kiln's engine has no image",
+            id="image-missing",
+        ),
+        pytest.param(
+            SandboxLost("sandbox container 'box' runs on no swarm node"),
+            RENDER_SKIP_FAILED,
+            "the render check could not run: sandbox container 'box' runs on no swarm node",
+            id="node-lost",
+        ),
+    ],
+)
+async def test_an_engine_that_cannot_hold_the_browser_is_a_skip_in_words(
+    failure: SandboxError, code: str, words: str
+) -> None:
+    manager: Any = _Manager(failure=failure)
+    report = await RenderAhead(manager, RenderCheckSettings())._check_settled("sb")
+    assert (report.ok, report.skipped) == (True, code)
+    assert report.skipped_message.startswith(words)

@@ -247,7 +247,7 @@ def test_on_a_swarm_images_are_checked_on_their_source(
 async def test_an_image_source_that_does_not_answer_is_one_line_in_words() -> None:
     # tcp: docker-py leaks the socket of a refused unix-socket connection
     url = f"tcp://127.0.0.1:{free_port()}"
-    [result] = await check_images_on(url)
+    [result] = await check_images_on(url, {})
     assert (result.name, result.ok) == ("images", False)
     assert url in result.detail
     assert "KILN_SWARM_IMAGE_SOURCE" in (result.hint or "")

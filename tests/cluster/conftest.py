@@ -57,6 +57,14 @@ def objects_on(cluster: nodes.Cluster) -> list[str]:
     return found
 
 
+@pytest.fixture
+def docker_client() -> Iterator[docker.DockerClient]:
+    """A client of the host's engine (kiln's own: where the tests run helpers of one node)."""
+    client = docker.from_env()
+    yield client
+    client.close()
+
+
 @pytest.fixture(scope="session")
 def swarm_cluster() -> Iterator[nodes.Cluster]:
     """The session's nodes in a swarm (no images yet); removed, and checked gone, at its end."""

@@ -68,6 +68,7 @@ SWARM_ADDRESS_POOL = "10.213.0.0/16"
 # The images are loaded, never pulled: without this a swarm task spends ~20 s "preparing"
 # (trying the registry, unreachable from a node) before it uses the local image.
 DAEMON_ENV = {"DOCKER_SERVICE_PREFER_OFFLINE_IMAGE": "1"}
+NODE_READY_SECONDS = 60.0  # a restarted engine back in the swarm
 TMPFS_SIZE = "8g"  # the nodes' folders: an upper bound, only what is written takes memory
 
 
@@ -430,3 +431,29 @@ def down(cluster: Cluster) -> None:
         list(pool.map(stop_node, cluster.nodes))
     remove_leftovers(cluster.prefix)
     cluster.timings["down"] = time.monotonic() - began
+
+
+def kill_engine(node: Node) -> None:
+    """SIGKILL the node's dockerd (its containerd and containers live on): the node is lost to
+    the swarm and to kiln until :func:`restart_engine`."""
+    dockerd = node.processes[-1]
+    dockerd.send_signal(signal.SIGKILL)
+    dockerd.wait()
+
+
+def restart_engine(cluster: Cluster, node: Node) -> None:
+    """Start the killed node's dockerd again, its network store reset (a dockerd killed with a
+    sandbox on a config-from network keeps that config-only network "in use" for good after a
+    restart: Docker 20.10, measured), and wait until the swarm has it ready again."""
+    node.processes.pop()
+    (node.folder / "data" / "network" / "files" / "local-kv.db").unlink(missing_ok=True)
+    start_daemon(node, dockerd_args(cluster, node), "dockerd.log")
+    wait_for("dockerd", lambda: engine_answers(node), node, "dockerd.log")
+    with closing(cluster.manager.client()) as manager:
+        deadline = time.monotonic() + NODE_READY_SECONDS
+        while time.monotonic() < deadline:
+            ready = [n for n in manager.nodes.list() if n.attrs["Status"]["State"] == "ready"]
+            if len(ready) == len(cluster.nodes):
+                return
+            time.sleep(0.2)
+    raise AssertionError(f"node {node.name!r} did not rejoin the swarm")

@@ -7,7 +7,6 @@ import random
 import secrets
 import socket
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -60,13 +59,6 @@ def test_the_relay_is_told_its_address_ports_and_subnet() -> None:
     assert argv[3:] == ["198.18.0.10", "42000", str(10 << 24 | 214 << 16), "256"] + [
         str(port) for port in dev_ports()
     ]
-
-
-@pytest.fixture
-def docker_client() -> Iterator[docker.DockerClient]:
-    client = docker.from_env()
-    yield client
-    client.close()
 
 
 @pytest.mark.docker

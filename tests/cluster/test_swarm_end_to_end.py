@@ -12,10 +12,8 @@ import gc
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import closing
 from dataclasses import dataclass, replace
@@ -52,7 +50,6 @@ KILN = Path(sys.executable).parent / "kiln"
 SUBNET = "10.216.0.0/24"  # clear of the other cluster modules' subnets
 CLI_TIMEOUT = 600.0
 CHATS = 6
-NODE_READY_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -76,6 +73,24 @@ class Swarm:
         )
 
 
+def swarm_env(cluster: Cluster, instance: str, subnet: str, upstream: str) -> dict[str, str]:
+    """kiln's settings for the swarm of ``cluster`` (its manager as ``DOCKER_HOST``, images
+    copied from the host's engine, the disk quota where it can be had) with the nodes' proxies
+    going out through ``upstream``; sandboxes of 512 MiB, no warm pool."""
+    return {
+        "HTTPS_PROXY": upstream,
+        "https_proxy": upstream,
+        "KILN_SANDBOX_BACKEND": "swarm",
+        "DOCKER_HOST": cluster.manager.url,
+        "KILN_SWARM_IMAGE_SOURCE": os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"),
+        "KILN_SWARM_SUBNET": subnet,
+        **DISK_QUOTA,
+        "KILN_INSTANCE": instance,
+        "KILN_SANDBOX_MEMORY": "512m",
+        "KILN_WARM_POOL_SIZE": "0",
+    }
+
+
 @pytest.fixture(scope="module")
 def swarm(swarm_nodes: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Swarm]:
     """A Redis of the module's own, the nodes' forward proxy, and kiln's settings on the swarm
@@ -87,18 +102,8 @@ def swarm(swarm_nodes: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Ite
             proxy_env = {"HTTPS_PROXY": upstream.url, "https_proxy": upstream.url}
             env = {
                 **os.environ,
-                **proxy_env,
-                "KILN_SANDBOX_BACKEND": "swarm",
-                "DOCKER_HOST": swarm_nodes.manager.url,
-                "KILN_SWARM_IMAGE_SOURCE": os.environ.get(
-                    "DOCKER_HOST", "unix:///var/run/docker.sock"
-                ),
-                "KILN_SWARM_SUBNET": SUBNET,
-                **DISK_QUOTA,
-                "KILN_INSTANCE": instance,
+                **swarm_env(swarm_nodes, instance, SUBNET, upstream.url),
                 "KILN_DATA_DIR": str(tmp_path_factory.mktemp("data")),
-                "KILN_SANDBOX_MEMORY": "512m",
-                "KILN_WARM_POOL_SIZE": "0",
                 "REDIS_URL": redis_url,
             }
             settings = replace(
@@ -194,9 +199,7 @@ async def test_six_chats_spread_over_the_nodes_and_a_lost_node_moves_its_chat(
     status = await backend.status(lost.container_id)
     assert status is not None
     killed = swarm.cluster.node_at(await node_address(backend, status.node))
-    dockerd = killed.processes[-1]
-    dockerd.send_signal(signal.SIGKILL)
-    dockerd.wait()
+    nodes.kill_engine(killed)
     try:
         with pytest.raises(SandboxLost, match="no reachable swarm node") as said:
             await manager.container_for(lost.id)
@@ -207,7 +210,7 @@ async def test_six_chats_spread_over_the_nodes_and_a_lost_node_moves_its_chat(
         assert moved is not None
         assert moved.node not in (status.node, "")
     finally:
-        restart(swarm.cluster, killed)
+        nodes.restart_engine(swarm.cluster, killed)
         # The lost sandbox's workspace stayed on its node: removed once its old task is.
         await remove_workspace_volume(backend.engine(killed.url), f"kiln-ws-{lost.id}")
         gc.collect()
@@ -217,21 +220,3 @@ async def node_address(backend: SwarmBackend, node_id: str) -> str:
     """The swarm's address of node ``node_id``."""
     node = backend.manager.nodes.get(node_id)
     return str(node.attrs["Status"]["Addr"])
-
-
-def restart(cluster: Cluster, node: nodes.Node) -> None:
-    """Start the killed node's dockerd again, its network store reset (a dockerd killed with a
-    sandbox on a config-from network keeps that config-only network "in use" for good after a
-    restart: Docker 20.10, measured), and wait until the swarm has it ready again."""
-    node.processes.pop()
-    (node.folder / "data" / "network" / "files" / "local-kv.db").unlink(missing_ok=True)
-    nodes.start_daemon(node, nodes.dockerd_args(cluster, node), "dockerd.log")
-    nodes.wait_for("dockerd", lambda: nodes.engine_answers(node), node, "dockerd.log")
-    with closing(cluster.manager.client()) as manager:
-        deadline = time.monotonic() + NODE_READY_SECONDS
-        while time.monotonic() < deadline:
-            ready = [n for n in manager.nodes.list() if n.attrs["Status"]["State"] == "ready"]
-            if len(ready) == len(cluster.nodes):
-                return
-            time.sleep(0.2)
-    raise AssertionError(f"node {node.name!r} did not rejoin the swarm")

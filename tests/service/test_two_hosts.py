@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import re
 import signal
 import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,14 +37,13 @@ from tests.app.kiln_process import LOGIN_LINK, KilnProcess, kiln_env
 from tests.postgres_server import PostgresServer
 from tests.sandbox.docker_support import swept_instance
 from tests.servers import free_port
+from tests.service.chat_api import finished, follow, new_chat, post, preview_headers
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis, pytest.mark.slow]
 REDIS_DB = 1
 SECRET = "one secret key for every host"
 WORKER_READY = re.compile(r"worker\(s\) consuming the run queue")
-RUN_LIMIT_SECONDS = 150.0
 CLAIM_IDLE_SECONDS = "4"  # how soon B's worker takes over the run of A's killed worker
-Event = tuple[int, dict[str, Any]]
 
 FIRST = """<Response>
 A greeting page.
@@ -247,54 +245,6 @@ def _started(deployment: Deployment) -> Deployment:
     return deployment
 
 
-def follow(
-    client: httpx.Client,
-    run_id: str,
-    after: int | None = None,
-    stop: Callable[[dict[str, Any]], bool] | None = None,
-) -> list[Event]:
-    """The run's events through ``client`` after ``after`` (Last-Event-ID), until the run ends
-    or ``stop(event)`` holds."""
-    headers = {} if after is None else {"Last-Event-ID": str(after)}
-    events: list[Event] = []
-    seq = 0
-    path = f"/api/runs/{run_id}/events"
-    with client.stream("GET", path, headers=headers, timeout=RUN_LIMIT_SECONDS) as response:
-        assert response.status_code == 200, response.read()
-        for line in response.iter_lines():
-            if line.startswith("id: "):
-                seq = int(line.removeprefix("id: "))
-            elif line.startswith("data: "):
-                event = json.loads(line.removeprefix("data: "))
-                events.append((seq, event))
-                if event["type"] == "run_finished" or (stop is not None and stop(event)):
-                    break
-    return events
-
-
-def post(client: httpx.Client, chat_id: str, model: str) -> str:
-    """Send a message to the chat; the run's id."""
-    answer = client.post(f"/api/chats/{chat_id}/messages", json={"content": model, "model": model})
-    assert answer.status_code == 202, answer.text
-    run_id: str = answer.json()["run_id"]
-    return run_id
-
-
-def new_chat(client: httpx.Client, model: str) -> tuple[str, str]:
-    """A chat made with its first message; its id and the run's."""
-    made = client.post("/api/chats", json={"message": {"content": model, "model": model}})
-    assert made.status_code == 201, made.text
-    return made.json()["chat"]["id"], made.json()["run_id"]
-
-
-def finished(events: list[Event]) -> dict[str, Any]:
-    """The ``run_finished`` event (the last one)."""
-    assert events, "no events"
-    last = events[-1][1]
-    assert last["type"] == "run_finished", events[-3:]
-    return last
-
-
 def project_views(client: httpx.Client, chat_id: str) -> dict[str, Any]:
     """What a host shows of the chat's project: versions, the latest diff, its zip's files."""
     versions = client.get(f"/api/chats/{chat_id}/versions").json()["versions"]
@@ -311,16 +261,10 @@ def preview_through(host: Host, sandbox_id: str, made_on: Host, path: str) -> ht
     another host (sealed with the shared secret key)."""
     assert host.client is not None
     assert made_on.client is not None
-    link = made_on.client.post(f"/api/sandboxes/{sandbox_id}/preview-login").json()["url"]
-    preview_host = f"{sandbox_id}.preview.kiln.localhost:{host.port}"
-    signed = host.client.get(
-        "/__kiln/login" + link.split("/__kiln/login", 1)[1], headers={"Host": preview_host}
-    )
-    assert signed.status_code in (302, 303), signed.text
-    cookie = signed.headers["set-cookie"].split(";", 1)[0]
+    headers = preview_headers(made_on.client, host.client, sandbox_id, host.port)
     deadline = time.monotonic() + 120
     while True:  # the dev server may still be starting
-        page = host.client.get(path, headers={"Host": preview_host, "Cookie": cookie})
+        page = host.client.get(path, headers=headers)
         if page.status_code != 503 or time.monotonic() > deadline:
             return page
         time.sleep(0.5)  # polling under the deadline above

@@ -22,7 +22,7 @@ import redis.asyncio
 from docker.models.containers import Container
 
 from sandbox.docker_boundary import call, connect
-from sandbox.errors import SandboxError, SandboxUnavailable, WriteFailed
+from sandbox.errors import SandboxError, SandboxLost, SandboxUnavailable, WriteFailed
 from sandbox.images.templates import WORKSPACE
 from sandbox.settings import LABEL
 from sandbox.writes.flush import (
@@ -181,6 +181,24 @@ async def test_a_second_failure_is_write_failed_and_keeps_the_files_dirty(
     with pytest.raises(WriteFailed, match=buffer.sandbox_id) as caught:
         await Flusher(buffer, FakeResolver(container)).flush()
     assert isinstance(caught.value.__cause__, SandboxUnavailable)
+    assert [f.path for f in await buffer.dirty_files()] == ["a.js"]
+
+
+async def test_a_sandbox_lost_with_its_node_is_said_as_that_and_keeps_the_files_dirty(
+    buffer: WriteBuffer,
+) -> None:
+    dying = FakeContainer("on-a-dead-node")
+    dying.failures_left = 1
+    resolver = FakeResolver(dying)
+
+    async def resolve(sandbox_id: str) -> ArchiveTarget:
+        if dying.failures_left == 0:  # resolved again: no node holds its workspace now
+            raise SandboxLost(f"sandbox {sandbox_id!r}: no reachable swarm node holds it")
+        return resolver.current
+
+    await _write(buffer, "a.js", "a")
+    with pytest.raises(SandboxLost, match="no reachable swarm node"):
+        await Flusher(buffer, resolve).flush()
     assert [f.path for f in await buffer.dirty_files()] == ["a.js"]
 
 
