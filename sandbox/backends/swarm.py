@@ -42,14 +42,14 @@ import docker.errors
 
 from sandbox.backends.contract import HostCapacity, PreviewAddress, SandboxClaim, SandboxStatus
 from sandbox.backends.engine_probe import PING_TIMEOUT_SECONDS
-from sandbox.cluster.capacity import cluster_capacity
+from sandbox.cluster.capacity import cluster_capacity, roomiest_node
 from sandbox.cluster.image_distribution import NodeImages, swarm_node_engines
 from sandbox.cluster.networks import (
     ensure_isolated_network,
     ensure_node_config,
     remove_isolated_network,
 )
-from sandbox.cluster.node_disk import SwarmDisk, roomiest_node
+from sandbox.cluster.node_disk import SwarmDisk
 from sandbox.cluster.node_proxy import ensure_node_proxy, node_registry_url
 from sandbox.cluster.node_reach import NodeReach
 from sandbox.cluster.node_sweep import sweep_node
@@ -157,10 +157,18 @@ class SwarmBackend:
         self._workloads: dict[str, str] = {}  # sandbox ID -> its workload, as placed here
         self._ready_nodes: set[str] = set()  # nodes whose proxy and relay run
         self._configured: set[str] = set()  # nodes with the network's config-only half
-        self._reach = NodeReach(lambda url: engine_client(environment, url, PING_TIMEOUT_SECONDS))
+        self._reach = NodeReach(
+            lambda url: engine_client(environment, url, PING_TIMEOUT_SECONDS), self._node_back
+        )
         self._images = NodeImages(source, manager)
         self._lock = anyio.Lock()
         self._probe: docker.DockerClient | None = None
+
+    def _node_back(self, node_id: str) -> None:
+        """A node that failed answers again: its network half, proxy and relay are checked
+        anew before its next sandbox (a restarted engine may have lost them)."""
+        self._ready_nodes.discard(node_id)
+        self._configured.discard(node_id)
 
     async def ping(self) -> None:
         """``DockerUnavailable`` unless the manager answers within a short timeout."""
@@ -192,20 +200,22 @@ class SwarmBackend:
         return found
 
     async def create(self, claim: SandboxClaim) -> SandboxStatus:
-        """The template's images on every node, then the service, placed by the swarm (with
-        a disk quota: on the node kiln picked and made the quota-limited volume on)."""
+        """The template's images on every node, then the service on the roomiest reachable
+        node kiln picked (its quota-limited volume made there first, with a disk quota),
+        pinned to it: the swarm never moves a sandbox away from its workspace by itself (a
+        drained node's sandboxes move as their chats are next used: :meth:`revive`)."""
         await self._images.everywhere([claim.template.image, PROXY_IMAGE])
         await self.npm_registry()
-        if self.disk is None:
-            return await self._place(claim, constraints=())
         memory = size_bytes(claim.template.resources.memory)
         engines = await self._node_engines()
         report = await cluster_capacity(self.manager, self.settings.instance)
         node_id = roomiest_node(report, memory, set(engines), self._placing).node_id
         self._placing[node_id] = self._placing.get(node_id, 0) + memory
         try:
-            engine, volume = engines[node_id], claim.volume
-            disk = await self.disk.workspace_volume(node_id, engine, volume, dict(claim.labels))
+            disk = None
+            if self.disk is not None:
+                engine, labels = engines[node_id], dict(claim.labels)
+                disk = await self.disk.workspace_volume(node_id, engine, claim.volume, labels)
             return await self._place(claim, constraints=(f"node.id=={node_id}",), disk=disk)
         finally:  # placed, its reservation is among the node's tasks; or not placed at all
             self._placing[node_id] -= memory
@@ -223,13 +233,19 @@ class SwarmBackend:
 
     async def revive(self, claim: SandboxClaim) -> SandboxStatus:
         """A new service on the node holding the workspace (``SandboxLost`` when that node
-        is gone or unreachable)."""
+        is gone, unreachable, drained or paused: the chat then starts over elsewhere)."""
         await self.park(claim)
         node_id = await self._volume_node(claim.volume)
         if node_id is None:
             raise SandboxLost(
                 f"sandbox {claim.sandbox_id!r}: its workspace {claim.volume!r} is on no "
                 "reachable swarm node (the node was lost)"
+            )
+        availability = (await call(self.manager.nodes.get, node_id)).attrs["Spec"]["Availability"]
+        if availability != "active":  # drained or paused: it takes no sandbox, not even back
+            raise SandboxLost(
+                f"sandbox {claim.sandbox_id!r}: its swarm node {node_id[:12]!r} is "
+                f"{availability!r} (taken out of service)"
             )
         await self.npm_registry()
         disk = None

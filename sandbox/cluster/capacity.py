@@ -5,11 +5,13 @@ A sandbox service reserves its memory limit (:mod:`sandbox.cluster.service_spec`
 holds as many more sandboxes as its unreserved memory has room for; the scheduler counts every
 task's reservation, kiln's or not, and so does :func:`cluster_capacity`. A node that is not
 ``ready`` and ``active`` (down, drained, paused) has no room, whatever its memory.
+:func:`roomiest_node` is where kiln places a new sandbox (and pins it: the swarm backend).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import docker
@@ -17,6 +19,7 @@ import docker
 from sandbox.cluster.service_spec import ENGINE_LABEL
 from sandbox.containers.labels import INSTANCE_LABEL
 from sandbox.docker_boundary import call
+from sandbox.errors import SandboxCapacity
 
 
 @dataclass(frozen=True)
@@ -81,3 +84,26 @@ def _capacity(manager: docker.DockerClient, instance: str) -> list[NodeCapacity]
 async def cluster_capacity(manager: docker.DockerClient, instance: str) -> list[NodeCapacity]:
     """Every node of the swarm with its capacity (``instance``: whose sandboxes to count)."""
     return await call(_capacity, manager, instance)
+
+
+def roomiest_node(
+    nodes: Sequence[NodeCapacity],
+    memory: int,
+    reachable: set[str],
+    placing: Mapping[str, int],
+) -> NodeCapacity:
+    """The reachable node with room for one more sandbox reserving ``memory`` and the most
+    unreserved memory, counting ``placing`` (node ID -> bytes of sandboxes being placed there
+    now, not yet among its tasks); fewest of the instance's sandboxes first among equals.
+    ``SandboxCapacity`` when no node has room."""
+    counted = [
+        replace(node, reserved_bytes=node.reserved_bytes + placing.get(node.node_id, 0))
+        for node in nodes
+        if node.node_id in reachable
+    ]
+    fitting = [node for node in counted if node.room(memory) > 0]
+    if not fitting:
+        raise SandboxCapacity(
+            f"no swarm node has {memory} bytes of memory unreserved for another sandbox"
+        )
+    return max(fitting, key=lambda node: (node.memory_bytes - node.reserved_bytes, -node.sandboxes))

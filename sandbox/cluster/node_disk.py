@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import docker
 
-from sandbox.cluster.capacity import NodeCapacity
 from sandbox.containers.disk_quota import (
     BOUND_FOLDERS,
     SUBVOLUME_INODE,
@@ -49,7 +48,6 @@ from sandbox.containers.provisioning import create_volume
 from sandbox.docker_boundary import call
 from sandbox.errors import (
     DiskFull,
-    SandboxCapacity,
     SandboxConfigError,
     SandboxNotFound,
     SandboxUnavailable,
@@ -213,29 +211,6 @@ async def _running(keeper: Any) -> bool:
     except SandboxNotFound:
         return False
     return bool(keeper.status == "running")
-
-
-def roomiest_node(
-    nodes: Sequence[NodeCapacity],
-    memory: int,
-    reachable: set[str],
-    placing: Mapping[str, int],
-) -> NodeCapacity:
-    """The reachable node with room for one more sandbox reserving ``memory`` and the most
-    unreserved memory, counting ``placing`` (node ID -> bytes of sandboxes being placed there
-    now, not yet among its tasks); fewest of the instance's sandboxes first among equals.
-    ``SandboxCapacity`` when no node has room."""
-    counted = [
-        replace(node, reserved_bytes=node.reserved_bytes + placing.get(node.node_id, 0))
-        for node in nodes
-        if node.node_id in reachable
-    ]
-    fitting = [node for node in counted if node.room(memory) > 0]
-    if not fitting:
-        raise SandboxCapacity(
-            f"no swarm node has {memory} bytes of memory unreserved for another sandbox"
-        )
-    return max(fitting, key=lambda node: (node.memory_bytes - node.reserved_bytes, -node.sandboxes))
 
 
 class SwarmDisk:

@@ -27,9 +27,16 @@ log = logging.getLogger(__name__)
 class NodeReach:
     """The nodes whose engine failed a call, until it answers again."""
 
-    def __init__(self, ping_client: Callable[[str], docker.DockerClient]) -> None:
-        """``ping_client(url)``: a short-timeout client of the engine at ``url``."""
+    def __init__(
+        self,
+        ping_client: Callable[[str], docker.DockerClient],
+        on_back: Callable[[str], None] | None = None,
+    ) -> None:
+        """``ping_client(url)``: a short-timeout client of the engine at ``url``; ``on_back``
+        is told of a node that answers again (it may have restarted: what kiln set up there
+        is to be checked anew)."""
         self._ping_client = ping_client
+        self._on_back = on_back
         self._failed: dict[str, float] = {}  # node ID -> when it last failed
 
     def failed(self, node_id: str, why: object) -> None:
@@ -55,6 +62,8 @@ class NodeReach:
             return False
         del self._failed[node_id]
         log.warning("swarm node %r answers again", node_id)
+        if self._on_back is not None:
+            self._on_back(node_id)
         return True
 
     def constraints(self) -> list[str]:

@@ -9,7 +9,6 @@ import secrets
 import subprocess
 from collections.abc import AsyncIterator
 from contextlib import closing
-from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,7 +16,6 @@ import pytest
 
 from sandbox.backends.contract import SandboxClaim, sandbox_template
 from sandbox.backends.swarm import SwarmBackend
-from sandbox.cluster.capacity import NodeCapacity
 from sandbox.cluster.node_disk import (
     KEEPER_CAPABILITIES,
     NodeDisk,
@@ -25,12 +23,11 @@ from sandbox.cluster.node_disk import (
     keeper_name,
     keeper_run_kwargs,
     remove_node_disk_keeper,
-    roomiest_node,
 )
 from sandbox.containers.disk_quota import BOUND_FOLDERS, SUBVOLUME_INODE, SandboxDisk
 from sandbox.containers.labels import volume_name
 from sandbox.disk_mounts import DEFAULT_DISK_ROOT
-from sandbox.errors import DiskFull, SandboxCapacity, SandboxConfigError, SandboxUnavailable
+from sandbox.errors import DiskFull, SandboxConfigError, SandboxUnavailable
 from sandbox.images.builder import PROXY_IMAGE
 from sandbox.images.templates import SANDBOX_UID, get_template
 from tests.cluster.nodes import Cluster
@@ -42,45 +39,6 @@ GIB = 2**30
 needs_disk_root = pytest.mark.skipif(
     not DISK_QUOTA, reason="no btrfs disk root (scripts/setup.sh makes one)"
 )
-
-
-def node(node_id: str, memory_gib: int, reserved_gib: int, sandboxes: int = 0) -> NodeCapacity:
-    return NodeCapacity(
-        node_id,
-        "",
-        "ready",
-        "active",
-        "tcp://x",
-        memory_gib * GIB,
-        0,
-        reserved_gib * GIB,
-        sandboxes,
-    )
-
-
-@pytest.mark.parametrize(
-    ("nodes", "reachable", "placing", "picked"),
-    [
-        pytest.param([node("a", 8, 6), node("b", 8, 2)], {"a", "b"}, {}, "b", id="most-free"),
-        pytest.param(
-            [node("a", 8, 2), node("b", 8, 2, sandboxes=3)], {"a", "b"}, {}, "a", id="fewer"
-        ),
-        pytest.param([node("a", 8, 6), node("b", 8, 2)], {"a"}, {}, "a", id="unreachable"),
-        pytest.param(
-            [node("a", 8, 3), node("b", 8, 2)], {"a", "b"}, {"b": 2 * GIB}, "a", id="placing-now"
-        ),
-    ],
-)
-def test_the_roomiest_reachable_node_is_picked(
-    nodes: list[NodeCapacity], reachable: set[str], placing: dict[str, int], picked: str
-) -> None:
-    assert roomiest_node(nodes, GIB, reachable, placing).node_id == picked
-
-
-def test_no_node_with_room_is_capacity_in_words() -> None:
-    full = [node("a", 8, 8), replace(node("b", 8, 0), state="down")]
-    with pytest.raises(SandboxCapacity, match=f"no swarm node has {GIB} bytes"):
-        roomiest_node(full, GIB, {"a", "b"}, {})
 
 
 def test_the_keeper_has_no_network_and_only_the_capabilities_its_commands_need() -> None:

@@ -34,7 +34,8 @@ async def test_a_failed_node_is_avoided_until_a_ping_answers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     engine = Engine(up=False)
-    reach = NodeReach(lambda url: engine)  # type: ignore[arg-type,return-value]
+    back: list[str] = []
+    reach = NodeReach(lambda url: engine, back.append)  # type: ignore[arg-type,return-value]
     assert await reach.answers("n1", "unix:///n1.sock")
     assert reach.constraints() == []
     reach.failed("n1", "refused")
@@ -43,8 +44,10 @@ async def test_a_failed_node_is_avoided_until_a_ping_answers(
     assert engine.closed == 0
     monkeypatch.setattr(node_reach, "RECHECK_SECONDS", 0.0)
     assert not await reach.answers("n1", "unix:///n1.sock")  # pinged: still down
+    assert back == []
     engine.up = True
     assert await reach.answers("n1", "unix:///n1.sock")
+    assert back == ["n1"]  # told once it answers again: its set-up is checked anew
     assert reach.constraints() == []
     assert engine.closed == 2
 

@@ -4,7 +4,8 @@ check runs in the sandbox's own namespace on that node (kiln copies the browser'
 at its first check: no module loads it), the preview serves the app; then the node of the chat's
 sandbox is killed while a run streams: the run ends in words (``sandbox_lost``, never a
 traceback), and the chat's next message restores its project on another node, where the run
-completes and the preview serves the restored and the new files.
+completes and the preview serves the restored and the new files. Last, the node the chat moved
+to is drained: the chat's next message moves it again (restored on the node left).
 
 The manager node is drained for the module (sandboxes then land on the two workers only): the
 node killed is never the one keeping the swarm; it is made active again, and the killed engine
@@ -67,6 +68,13 @@ AGAIN = (
     "</edward_sandbox>\n</Response>\n<edward_done />\n"
 )
 
+THIRD = (
+    "<Response>\nOne more file, on the node left.\n"
+    '<edward_sandbox project="todo" base="vite-react">\n'
+    '<file path="src/third.js">\nexport const THIRD = "after the drain";\n</file>\n'
+    "</edward_sandbox>\n</Response>\n<edward_done />\n"
+)
+
 
 @dataclass
 class Service:
@@ -101,6 +109,7 @@ def service(swarm_nodes: Cluster, tmp_path_factory: pytest.TempPathFactory) -> I
     (recordings / "todo.txt").write_text((RECORDINGS / "todo-vite-react.txt").read_text())
     (recordings / "slow.txt").write_text(SLOW)
     (recordings / "again.txt").write_text(AGAIN)
+    (recordings / "third.txt").write_text(THIRD)
     redis, redis_url = start_redis(tmp_path_factory.mktemp("redis"))
     instance = f"test-swarmsrv-{secrets.token_hex(3)}"
     set_availability(swarm_nodes, swarm_nodes.manager, "drain")
@@ -236,6 +245,37 @@ def test_a_node_lost_mid_run_ends_the_run_in_words_and_the_next_message_moves_th
     # remove while it was away: kiln's reaper sweeps them (KILN_REAP_INTERVAL).
     left = wait_swept(lost, service.instance, lost_sandbox)
     assert not left, f"kiln left on the node that came back: {left}"
+
+
+def test_a_drained_nodes_sandbox_moves_when_its_chat_is_next_used(service: Service) -> None:
+    assert service.chat_id, "the first test made the chat"
+    drained = node_of_sandbox(service.cluster, service.sandbox_id)
+    set_availability(service.cluster, drained, "drain")
+    try:
+        # The swarm stops the drained node's tasks (pinned there, they are not moved).
+        deadline = time.monotonic() + SWEPT_LIMIT_SECONDS
+        while runs_sandbox(drained, service.sandbox_id) and time.monotonic() < deadline:
+            time.sleep(0.5)  # polling under the deadline above
+        assert not runs_sandbox(drained, service.sandbox_id), "the drain left the sandbox"
+        run_id = post(service.http, service.chat_id, "third")
+        events = follow(service.http, run_id, limit=RUN_LIMIT_SECONDS)
+        assert finished(events)["status"] == "completed", events[-3:]
+        moved = service.http.get(f"/api/runs/{run_id}").json()["sandbox_id"]
+        assert moved != service.sandbox_id
+        service.sandbox_id = moved
+        assert node_of_sandbox(service.cluster, moved) not in (drained, service.cluster.manager)
+        note = preview(service, "/src/note.js", "after the node was lost")  # restored
+        assert "written after the node was lost" in note.text
+        third = preview(service, "/src/third.js", "after the drain")
+        assert "after the drain" in third.text
+    finally:
+        set_availability(service.cluster, drained, "active")
+
+
+def runs_sandbox(node: nodes.Node, sandbox_id: str) -> bool:
+    """Whether ``node`` runs a container of the sandbox."""
+    with closing(node.client(timeout=10)) as client:
+        return bool(client.containers.list(filters={"label": f"{LABEL}={sandbox_id}"}))
 
 
 def kept_of(node: nodes.Node, instance: str, sandbox_id: str) -> list[str]:
