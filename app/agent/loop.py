@@ -179,7 +179,12 @@ class AgentRun:
         await self._post_generate(state)
         await self._record_version(state, "post-generation fixes")
         budget = self.settings.budgets.max_fixup_turns
-        while self._postgen and not self._postgen.ok and state.fixup_turns < budget:
+        while (
+            not await self._ended_by_loss(state)
+            and self._postgen
+            and not self._postgen.ok
+            and state.fixup_turns < budget
+        ):
             state.fixup_turns += 1
             state.messages.append(Message("user", self._fixup_prompt(state.fixup_turns)))
             if not await self._turn(state, fixup=True):
@@ -309,6 +314,14 @@ class AgentRun:
             usage.input_tokens, usage.output_tokens, estimated=usage.estimated
         )
         return "".join(answer), fatal or lost
+
+    async def _ended_by_loss(self, state: Checkpoint) -> bool:
+        """Whether the sandbox was lost (during post-generation): the run ends there, with no
+        fix-up turn for a sandbox that is gone."""
+        lost = await self._sandbox_lost()
+        if lost is not None:
+            state.stop_reason, state.stop_detail = StopReason.ERROR.value, lost
+        return lost is not None
 
     async def _sandbox_lost(self) -> str | None:
         """The run's fatal error once its sandbox was lost with its cluster node (said once):

@@ -43,7 +43,8 @@ class FakeTarget:
         self._on_record = on_record
         self._exit_codes = exit_codes
         self.commands_held: anyio.Event | None = None  # set: commands end only when it is
-        self.lost_after: str | None = None  # this file's end: the sandbox is lost (its node)
+        # At this file's end (or this command): the sandbox is lost with its node.
+        self.lost_after: str | None = None
 
     @property
     def files(self) -> dict[str, str]:
@@ -61,11 +62,7 @@ class FakeTarget:
         self.events.append(event)
         self.assembler.apply(event)
         if isinstance(event, FileEnd) and event.path == self.lost_after:
-            # As the session tells a flush that found the sandbox's node gone.
-            lost = "sandbox container 'c0ffee' was lost with its swarm node 'n2'"
-            await self._on_record(
-                "error", {"code": "sandbox_lost", "message": lost, "severity": "recoverable"}
-            )
+            await self._report_lost()  # as the session tells a flush that found the node gone
         if isinstance(event, EditStart | EditBlock | EditEnd):
             await self._edit(event)
         elif isinstance(event, InstallContent) and event.dependencies:
@@ -74,11 +71,20 @@ class FakeTarget:
             await self._on_record("install", record)
         elif isinstance(event, Command):
             argv = [event.command, *event.args]
+            if " ".join(argv) == self.lost_after:  # the node went while the command ran
+                await self._report_lost()
+                return
             await self._on_record("command_start", {"argv": argv})
             await self._on_record("output", {"line": f"ran {' '.join(argv)}"})
             record = {"argv": argv, "exit_code": self._exit_codes.get(" ".join(argv), 0)}
             self.log.commands.append(record)
             await self._on_record("command", record)
+
+    async def _report_lost(self) -> None:
+        lost = "sandbox container 'c0ffee' was lost with its swarm node 'n2'"
+        record = {"code": "sandbox_lost", "message": lost, "severity": "recoverable"}
+        self.log.errors.append(record)
+        await self._on_record("error", record)
 
     async def finish(self) -> SessionLog:
         return self.log

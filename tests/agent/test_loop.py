@@ -314,6 +314,20 @@ async def test_a_sandbox_lost_with_its_node_ends_the_run_in_words(tmp_path: Path
     assert workspace.closed
 
 
+async def test_a_sandbox_lost_during_the_build_ends_the_run_with_no_fixup(tmp_path: Path) -> None:
+    answer = (
+        '<edward_sandbox project="p" base="vite-react">\n'
+        '<file path="src/a.js">\nexport const A = 1;\n</file>\n'
+        "</edward_sandbox>\n<edward_done />\n"
+    )
+    workspace, events = FakeWorkspace(lost_after="npm run build"), Collector()
+    result = await run(write(tmp_path, "lost.jsonl", [answer]), workspace=workspace, emit=events)
+    assert (result.status, result.stop_reason) == ("failed", "error")
+    fatal = [e for e in events.of_type("error") if e["severity"] == "fatal"]
+    assert [e["code"] for e in fatal] == ["sandbox_lost"]
+    assert [e["fixup"] for e in events.of_type("turn_start")] == [False]  # no fix-up turn
+
+
 async def test_cancel_stops_a_slow_stream_promptly() -> None:
     cancel, events = anyio.Event(), Collector()
 
