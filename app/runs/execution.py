@@ -51,7 +51,7 @@ from app.runs.errors import QueueUnavailable
 from app.runs.events import RunEventWriter
 from app.runs.failures import Failure, failure_of, unfinished_reason
 from app.runs.history import chat_history, reply_text
-from app.runs.queue import Delivery, RunQueue
+from app.runs.queue import GONE, TAKEN, Delivery, RunQueue
 from app.store import FAILED, Chat, Message, Run, Store
 from prompts.compose import EnvName
 from sandbox import (
@@ -415,12 +415,18 @@ class RunExecution:
         while True:
             await anyio.sleep(interval)
             try:
-                owned = await self._ctx.queue.heartbeat(self._ctx.name, self._delivery.entry_id)
+                found = await self._ctx.queue.heartbeat(self._ctx.name, self._delivery.entry_id)
             except QueueUnavailable as exc:
                 log.warning("heartbeat of run %r failed: %s", self._run.id, exc)
                 continue
-            if not owned:
+            if found == TAKEN:
                 self._abandon("another worker took the run over")
+                return
+            if found == GONE:  # nobody can take it over: the run's record fences it (_watch)
+                log.warning(
+                    "run %r: its queue entry is gone (Redis lost it); the run goes on here",
+                    self._run.id,
+                )
                 return
 
     def _abandon(self, why: str) -> None:

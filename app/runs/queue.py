@@ -9,7 +9,10 @@ takes it over with ``XAUTOCLAIM`` and resumes the run from its checkpoint.
 itself (``XCLAIM ... JUSTID``, which resets the idle time without counting a delivery). The
 re-claim runs in a Lua script that first checks, with ``XPENDING``, that the entry is still its
 own: a worker that paused too long (and so lost its entry to another) learns it from the
-heartbeat's answer instead of stealing the entry back.
+heartbeat's answer instead of stealing the entry back. An entry gone from the stream altogether
+(a Redis killed while an append-only write was postponed comes back without the run's last
+queue writes: measured, a run then hung until its deadline) is nobody's to take: its worker
+goes on, fenced by the run's record (a run ended or taken over elsewhere is abandoned).
 
 Acknowledged entries are deleted (``XACK`` + ``XDEL``), so the stream only holds work not done.
 
@@ -89,12 +92,19 @@ return ''
 """
 _HEARTBEAT = """
 local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+if #pending == 0 and #redis.call('XRANGE', KEYS[1], ARGV[3], ARGV[3]) == 0 then
+  return 2
+end
 if #pending == 0 or pending[1][2] ~= ARGV[2] then
   return 0
 end
 redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'JUSTID')
 return 1
 """
+# What a heartbeat found: the entry is the worker's (kept fresh), another's, or in no one's hands
+# and gone from the stream (acknowledged, or lost by a Redis that came back without its last
+# writes: nobody can take the run over through the queue, the run's record is the fence).
+TAKEN, OWNED, GONE = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -177,11 +187,13 @@ class RunQueue:
             if (delivery := _delivery(entry_id, fields, reclaimed=True)) is not None
         ]
 
-    async def heartbeat(self, consumer: str, entry_id: str) -> bool:
-        """Keep ``consumer``'s entry fresh; False if it is no longer ``consumer``'s."""
+    async def heartbeat(self, consumer: str, entry_id: str) -> int:
+        """Keep ``consumer``'s entry fresh: :data:`OWNED`; :data:`TAKEN` when another consumer
+        has it (or it waits to be read again); :data:`GONE` when it is in no one's hands and
+        no longer in the stream."""
         with redis_errors(f"refreshing queue entry {entry_id!r}"):
-            owned = await self._heartbeat(keys=[self.stream], args=[self.group, consumer, entry_id])
-        return bool(owned)
+            found = await self._heartbeat(keys=[self.stream], args=[self.group, consumer, entry_id])
+        return int(found)
 
     async def ack(self, entry_id: str) -> None:
         """The entry's run is finished: forget the entry."""

@@ -8,7 +8,7 @@ import anyio
 import pytest
 import redis.asyncio
 
-from app.runs.queue import Delivery, RunQueue
+from app.runs.queue import GONE, OWNED, TAKEN, Delivery, RunQueue
 
 pytestmark = pytest.mark.anyio
 
@@ -73,7 +73,7 @@ async def test_a_heartbeat_keeps_the_entry_from_being_reclaimed(
     await wait_idle(
         client, queue, entry, HEARTBEAT_IDLE_SECONDS
     )  # reclaimable now, but for the beat
-    assert await queue.heartbeat("alive", entry)
+    assert await queue.heartbeat("alive", entry) == OWNED
     assert await queue.reclaim("other", min_idle_seconds=HEARTBEAT_IDLE_SECONDS) == []
 
 
@@ -84,7 +84,7 @@ async def test_a_heartbeat_after_a_takeover_reports_it_and_steals_nothing(
     await queue.read("slow", block_ms=10)
     await wait_idle(client, queue, entry, 0.01)
     await queue.reclaim("new", min_idle_seconds=0.01)
-    assert not await queue.heartbeat("slow", entry)
+    assert await queue.heartbeat("slow", entry) == TAKEN
     pending = await client.xpending_range(queue.stream, queue.group, "-", "+", 10)
     assert [item["consumer"] for item in pending] == [b"new"]
 
@@ -97,11 +97,21 @@ async def test_an_entry_without_a_run_id_is_delivered_for_dropping(
     assert [d.run_id for d in await queue.read("a", count=5, block_ms=10)] == ["", "run1"]
 
 
-async def test_a_heartbeat_of_an_acknowledged_entry_is_refused(queue: RunQueue) -> None:
+async def test_a_heartbeat_of_an_entry_gone_from_the_stream_says_so(queue: RunQueue) -> None:
     entry = await queue.enqueue("run1")
     await queue.read("a", block_ms=10)
-    await queue.ack(entry)
-    assert not await queue.heartbeat("a", entry)
+    await queue.ack(entry)  # or lost, with the read, by a Redis that came back without them
+    assert await queue.heartbeat("a", entry) == GONE
+
+
+async def test_an_entry_redis_forgot_was_read_is_not_the_readers(
+    queue: RunQueue, client: redis.asyncio.Redis
+) -> None:
+    entry = await queue.enqueue("run1")
+    await queue.read("a", block_ms=10)
+    await client.xgroup_setid(queue.stream, queue.group, "0")  # the read lost: to be read again
+    await client.xack(queue.stream, queue.group, entry)
+    assert await queue.heartbeat("a", entry) == TAKEN  # whoever reads it next runs it
 
 
 async def test_a_user_holding_slots_goes_behind_a_waiting_user_holding_fewer(

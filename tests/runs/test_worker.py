@@ -335,6 +335,26 @@ async def test_a_run_failed_by_the_reaper_is_dropped_quietly_by_its_worker(
     assert ended.status == "failed"
 
 
+async def test_a_run_whose_queue_entry_redis_lost_goes_on_and_completes(
+    settings: ServiceSettings, store: Store, client: redis.asyncio.Redis
+) -> None:
+    # A Redis killed while its append-only write was postponed came back without the run's
+    # entry (measured in CI: the worker then abandoned the run, which hung until its deadline).
+    service = RunService(store, client, settings)
+    providers = replay_factory(tokens_per_second=200.0)
+    async with running_workers(settings, store, client, MemoryWorkspaces(), providers):
+        run = await submit(service, store)
+        with anyio.fail_after(HANG_GUARD_SECONDS):
+            while not store.events_of_type(run.id, "file_end"):
+                await anyio.sleep(0.02)
+        queue = RunQueue(client)
+        for entry in await client.xrange(queue.stream):
+            await client.xdel(queue.stream, entry[0])
+        events = await events_until_finished(store, client, run.id)
+    assert events[-1]["status"] == "completed", events[-3:]
+    assert [m.role for m in store.list_messages(run.chat_id)] == ["user", "assistant"]
+
+
 async def test_a_resumed_run_continues_from_its_checkpoint(
     settings: ServiceSettings, store: Store, client: redis.asyncio.Redis
 ) -> None:
