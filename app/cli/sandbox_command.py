@@ -181,6 +181,11 @@ async def _run_reap(manager: SandboxManager, args: argparse.Namespace) -> int:
         )
         for obj in removed:
             print(f"removed {obj.kind} {obj.name}")
+        # A cluster's: every service of the instance (none is known now), what the nodes keep
+        # of them, then each node's relay, proxy and keeper, and the network.
+        for left in await manager.backend.reap_elsewhere(_none_known):
+            print(f"removed {left}")
+        await manager.backend.release_shared()
         return EXIT_OK
     report = await manager.reap()
     for rule, items in asdict(report).items():
@@ -188,6 +193,10 @@ async def _run_reap(manager: SandboxManager, args: argparse.Namespace) -> int:
             print(f"{rule}: {item}")
     print(f"reaped {report.total}")
     return EXIT_OK
+
+
+async def _none_known() -> set[str]:
+    return set()
 
 
 SUBCOMMANDS: dict[str, Subcommand] = {

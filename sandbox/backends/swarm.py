@@ -347,9 +347,17 @@ class SwarmBackend:
                 self._reach.failed(node_id, exc)
 
     async def reap_elsewhere(self, known: Callable[[], Awaitable[set[str]]]) -> list[str]:
-        """What each reachable node kept of sandboxes ``known()`` does not name
-        (:func:`~sandbox.cluster.node_sweep.sweep_node`)."""
+        """The instance's services of sandboxes ``known()`` does not name (a crash between
+        the record's removal and the service's), then what each reachable node kept of such
+        sandboxes (:func:`~sandbox.cluster.node_sweep.sweep_node`)."""
+        wanted = {"label": [LABEL, f"{INSTANCE_LABEL}={self.settings.instance}"]}
+        services = await call(self.manager.services.list, filters=wanted)
+        ids = await known()  # after the listing: a record is written before its service
         removed = []
+        for service in services:
+            sandbox_id = (service.attrs["Spec"].get("Labels") or {}).get(LABEL, "")
+            if sandbox_id not in ids and await remove_sandbox_service(self.manager, service.id):
+                removed.append(f"service {service.name}")
         for node_id, engine in (await self._node_engines()).items():
             remove_subvolume = None
             if self.disk is not None:

@@ -7,7 +7,8 @@ gone. The swarm removes the tasks of removed services itself; the reaper removes
 each pass, node by node (:func:`sweep_node`):
 
 - a workspace volume of the instance whose sandbox the registry does not know (one still in
-  use, by a task container the swarm is removing, waits for the next pass), with its subvolume;
+  use, by a task container the swarm is removing, is waited for a few seconds, then left to the
+  next pass), with its subvolume;
 - a render browser of the instance whose sandbox container (the namespace it joined) is gone.
 
 The node's volumes are listed before the registry is read (``known`` is called after): a record
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 import docker
 
 from sandbox.containers.labels import INSTANCE_LABEL, RENDER_ROLE, ROLE_LABEL, SHARED
@@ -29,6 +31,8 @@ from sandbox.settings import LABEL
 Known = Callable[[], Awaitable[set[str]]]
 RemoveSubvolume = Callable[[str], Awaitable[bool]]
 NAMESPACE_PREFIX = "container:"
+IN_USE_WAIT_SECONDS = 15.0
+POLL_SECONDS = 0.2
 
 
 async def sweep_node(
@@ -55,15 +59,21 @@ async def sweep_node(
 
 
 async def _removed(volume: Any) -> bool:
-    try:
-        await call(volume.remove)
-    except SandboxNotFound:
-        return False
-    except SandboxError as exc:
-        if "in use" in str(exc):
-            return False  # its task's container is still being removed: the next pass
-        raise
-    return True
+    """Remove the volume once its task's container is gone (the swarm removes it a moment
+    after its service, which may just have been removed); one still in use after
+    :data:`IN_USE_WAIT_SECONDS` is left to the next pass."""
+    with anyio.move_on_after(IN_USE_WAIT_SECONDS):
+        while True:
+            try:
+                await call(volume.remove)
+                return True
+            except SandboxNotFound:
+                return False
+            except SandboxError as exc:
+                if "in use" not in str(exc):
+                    raise
+            await anyio.sleep(POLL_SECONDS)
+    return False
 
 
 async def _sweep_browsers(engine: docker.DockerClient, instance: str) -> list[str]:

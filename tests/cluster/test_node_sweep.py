@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import docker
 import pytest
 
+from sandbox.cluster import node_sweep
 from sandbox.cluster.node_sweep import sweep_node
 from sandbox.containers.labels import INSTANCE_LABEL, SHARED, shared_labels
 from sandbox.images.builder import PROXY_IMAGE
@@ -55,8 +56,9 @@ def sleeper(
 
 
 async def test_only_what_no_known_sandbox_uses_is_swept(
-    docker_client: docker.DockerClient, instance: str
+    docker_client: docker.DockerClient, instance: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(node_sweep, "IN_USE_WAIT_SECONDS", 0.5)  # the holder stays: not waited
     unknown = volume(docker_client, instance, "gone")
     kept = {
         volume(docker_client, instance, "known"),

@@ -31,8 +31,9 @@ from sandbox.errors import SandboxLost
 from sandbox.images.builder import PROXY_IMAGE
 from sandbox.images.templates import get_template
 from sandbox.lifecycle.manager import SandboxManager
-from sandbox.settings import SandboxSettings
+from sandbox.settings import LABEL, SandboxSettings
 from tests.cluster import nodes
+from tests.cluster.conftest import objects_on
 from tests.cluster.forward_proxy import ForwardProxy, forward_proxy
 from tests.cluster.nodes import Cluster
 from tests.cluster.test_swarm_contract import DISK_QUOTA
@@ -220,3 +221,26 @@ async def node_address(backend: SwarmBackend, node_id: str) -> str:
     """The swarm's address of node ``node_id``."""
     node = backend.manager.nodes.get(node_id)
     return str(node.attrs["Status"]["Addr"])
+
+
+async def test_the_reaper_removes_a_service_whose_record_is_gone(
+    swarm: Swarm, manager: SandboxManager
+) -> None:
+    sandbox = await manager.acquire("orphan-chat", "orphan-owner", "vanilla")
+    record = await manager.registry.get(sandbox.id)
+    assert record is not None
+    await manager.registry.delete(record)  # a crash between the record's removal and the rest
+    report = await manager.reap()
+    assert f"service kiln-sb-{sandbox.id}" in report.elsewhere, report
+    with closing(swarm.cluster.manager.client()) as client:
+        assert not client.services.list(filters={"label": f"{LABEL}={sandbox.id}"})
+
+
+async def test_reap_all_leaves_nothing_of_the_instance_on_any_node(
+    swarm: Swarm, manager: SandboxManager
+) -> None:
+    await manager.acquire("last-chat", "last-owner", "vanilla")
+    done = swarm.kiln("sandbox", "reap", "--all")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "removed service kiln-sb-" in done.stdout, done.stdout  # the swarm's, too
+    assert not objects_on(swarm.cluster), done.stdout
