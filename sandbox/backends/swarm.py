@@ -212,10 +212,7 @@ class SwarmBackend:
         node_id = roomiest_node(report, memory, set(engines), self._placing).node_id
         self._placing[node_id] = self._placing.get(node_id, 0) + memory
         try:
-            disk = None
-            if self.disk is not None:
-                engine, labels = engines[node_id], dict(claim.labels)
-                disk = await self.disk.workspace_volume(node_id, engine, claim.volume, labels)
+            disk = await self._quota_volume(node_id, engines[node_id], claim)
             return await self._place(claim, constraints=(f"node.id=={node_id}",), disk=disk)
         finally:  # placed, its reservation is among the node's tasks; or not placed at all
             self._placing[node_id] -= memory
@@ -248,12 +245,18 @@ class SwarmBackend:
                 f"{availability!r} (taken out of service)"
             )
         await self.npm_registry()
-        disk = None
-        if self.disk is not None:
-            engine = await self._engine_of(node_id)
-            labels = dict(claim.labels)
-            disk = await self.disk.workspace_volume(node_id, engine, claim.volume, labels)
+        disk = await self._quota_volume(node_id, await self._engine_of(node_id), claim)
         return await self._place(claim, constraints=(f"node.id=={node_id}",), disk=disk)
+
+    async def _quota_volume(
+        self, node_id: str, engine: docker.DockerClient, claim: SandboxClaim
+    ) -> QuotaDisk | None:
+        """With a disk quota, the claim's workspace volume bound to its subvolume on the node
+        (made there before the task is placed); ``None`` without one."""
+        if self.disk is None:
+            return None
+        labels = dict(claim.labels)
+        return await self.disk.workspace_volume(node_id, engine, claim.volume, labels)
 
     async def _place(
         self, claim: SandboxClaim, constraints: Sequence[str], disk: QuotaDisk | None = None
@@ -340,9 +343,8 @@ class SwarmBackend:
         await self.park(claim)
         for node_id, engine in (await self._node_engines()).items():
             try:
-                removed = await remove_workspace_volume(engine, claim.volume)
-                if removed and self.disk is not None:
-                    await (await self.disk.on_node(node_id, engine)).remove(claim.volume)
+                if await remove_workspace_volume(engine, claim.volume) and self.disk is not None:
+                    await self._remove_subvolume(node_id, engine, claim.volume)
             except SandboxUnavailable as exc:
                 self._reach.failed(node_id, exc)
 
@@ -371,7 +373,7 @@ class SwarmBackend:
     async def _remove_subvolume(
         self, node_id: str, engine: docker.DockerClient, volume: str
     ) -> bool:
-        assert self.disk is not None  # (only handed out with a disk)
+        assert self.disk is not None  # (only called with a disk)
         return await (await self.disk.on_node(node_id, engine)).remove(volume)
 
     async def status(self, workload: str) -> SandboxStatus | None:

@@ -20,19 +20,18 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import anyio
 import docker
 
+from sandbox.cluster.placement import remove_workspace_volume
 from sandbox.containers.labels import INSTANCE_LABEL, RENDER_ROLE, ROLE_LABEL, SHARED
 from sandbox.docker_boundary import call
-from sandbox.errors import SandboxError, SandboxNotFound
+from sandbox.errors import SandboxNotFound
 from sandbox.settings import LABEL
 
 Known = Callable[[], Awaitable[set[str]]]
 RemoveSubvolume = Callable[[str], Awaitable[bool]]
 NAMESPACE_PREFIX = "container:"
 IN_USE_WAIT_SECONDS = 15.0
-POLL_SECONDS = 0.2
 
 
 async def sweep_node(
@@ -50,7 +49,7 @@ async def sweep_node(
     removed: list[str] = []
     for volume in volumes:
         sandbox_id = (volume.attrs.get("Labels") or {}).get(LABEL, "")
-        if sandbox_id in ("", SHARED) or sandbox_id in ids or not await _removed(volume):
+        if sandbox_id in ("", SHARED) or sandbox_id in ids or not await _removed(engine, volume):
             continue
         removed.append(f"volume {volume.name}")
         if remove_subvolume is not None and await remove_subvolume(volume.name):
@@ -58,22 +57,14 @@ async def sweep_node(
     return removed + await _sweep_browsers(engine, instance)
 
 
-async def _removed(volume: Any) -> bool:
-    """Remove the volume once its task's container is gone (the swarm removes it a moment
-    after its service, which may just have been removed); one still in use after
+async def _removed(engine: docker.DockerClient, volume: Any) -> bool:
+    """Whether the volume was removed, once its task's container is gone (the swarm removes it
+    a moment after its service, which may just have been removed); one still in use after
     :data:`IN_USE_WAIT_SECONDS` is left to the next pass."""
-    with anyio.move_on_after(IN_USE_WAIT_SECONDS):
-        while True:
-            try:
-                await call(volume.remove)
-                return True
-            except SandboxNotFound:
-                return False
-            except SandboxError as exc:
-                if "in use" not in str(exc):
-                    raise
-            await anyio.sleep(POLL_SECONDS)
-    return False
+    try:
+        return await remove_workspace_volume(engine, volume.name, within=IN_USE_WAIT_SECONDS)
+    except TimeoutError:
+        return False
 
 
 async def _sweep_browsers(engine: docker.DockerClient, instance: str) -> list[str]:

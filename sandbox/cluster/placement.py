@@ -119,10 +119,13 @@ async def remove_sandbox_service(manager: docker.DockerClient, service_id: str) 
     return True
 
 
-async def remove_workspace_volume(node: docker.DockerClient, name: str) -> bool:
+async def remove_workspace_volume(
+    node: docker.DockerClient, name: str, within: float = CLIENT_TIMEOUT_SECONDS
+) -> bool:
     """Remove a sandbox's workspace volume from its node once its container is gone (the
-    swarm leaves named volumes behind); ``False`` if already gone."""
-    with anyio.fail_after(CLIENT_TIMEOUT_SECONDS):
+    swarm leaves named volumes behind); ``False`` if already gone, ``TimeoutError`` when it is
+    still in use after ``within`` seconds."""
+    with anyio.fail_after(within):
         while True:
             try:
                 volume = await call(node.volumes.get, name)

@@ -40,6 +40,7 @@ from tests.cluster.test_swarm_end_to_end import swarm_env
 from tests.redis_server import start_redis, stop_redis
 from tests.servers import free_port
 from tests.service.chat_api import Event, finished, follow, new_chat, post, preview_headers
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.npm, pytest.mark.slow]
 CLUSTER_IMAGES = (get_template("vite-react").image, get_template("vanilla").image)
@@ -228,13 +229,7 @@ def test_a_node_lost_mid_run_ends_the_run_in_words_and_the_next_message_moves_th
         for error in errors:
             assert "Traceback" not in error["message"]
             assert "TaskGroup" not in error["message"]
-        again = post(service.http, service.chat_id, "again")
-        events = follow(service.http, again, limit=RUN_LIMIT_SECONDS)
-        assert finished(events)["status"] == "completed", events[-3:]
-        moved = service.http.get(f"/api/runs/{again}").json()["sandbox_id"]
-        assert moved != service.sandbox_id
-        service.sandbox_id = moved
-        elsewhere = node_of_sandbox(service.cluster, moved)
+        elsewhere = message_moves_the_chat(service, "again")
         assert elsewhere not in (lost, service.cluster.manager)
         assert "Todos" in preview(service, "/src/App.jsx", "Todos").text  # restored
         note = preview(service, "/src/note.js", "after the node was lost")
@@ -253,23 +248,30 @@ def test_a_drained_nodes_sandbox_moves_when_its_chat_is_next_used(service: Servi
     set_availability(service.cluster, drained, "drain")
     try:
         # The swarm stops the drained node's tasks (pinned there, they are not moved).
-        deadline = time.monotonic() + SWEPT_LIMIT_SECONDS
-        while runs_sandbox(drained, service.sandbox_id) and time.monotonic() < deadline:
-            time.sleep(0.5)  # polling under the deadline above
+        old = service.sandbox_id
+        stopped = "the drain to stop the chat's sandbox"
+        wait_until(lambda: not runs_sandbox(drained, old), stopped, SWEPT_LIMIT_SECONDS, 0.5)
         assert not runs_sandbox(drained, service.sandbox_id), "the drain left the sandbox"
-        run_id = post(service.http, service.chat_id, "third")
-        events = follow(service.http, run_id, limit=RUN_LIMIT_SECONDS)
-        assert finished(events)["status"] == "completed", events[-3:]
-        moved = service.http.get(f"/api/runs/{run_id}").json()["sandbox_id"]
-        assert moved != service.sandbox_id
-        service.sandbox_id = moved
-        assert node_of_sandbox(service.cluster, moved) not in (drained, service.cluster.manager)
+        moved_to = message_moves_the_chat(service, "third")
+        assert moved_to not in (drained, service.cluster.manager)
         note = preview(service, "/src/note.js", "after the node was lost")  # restored
         assert "written after the node was lost" in note.text
         third = preview(service, "/src/third.js", "after the drain")
         assert "after the drain" in third.text
     finally:
         set_availability(service.cluster, drained, "active")
+
+
+def message_moves_the_chat(service: Service, model: str) -> nodes.Node:
+    """Send the chat ``model``'s message; once its run completed in a new sandbox (the chat's
+    becomes that one), the node it runs on."""
+    run_id = post(service.http, service.chat_id, model)
+    events = follow(service.http, run_id, limit=RUN_LIMIT_SECONDS)
+    assert finished(events)["status"] == "completed", events[-3:]
+    moved = service.http.get(f"/api/runs/{run_id}").json()["sandbox_id"]
+    assert moved != service.sandbox_id
+    service.sandbox_id = moved
+    return node_of_sandbox(service.cluster, moved)
 
 
 def runs_sandbox(node: nodes.Node, sandbox_id: str) -> bool:
