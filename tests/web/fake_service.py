@@ -104,6 +104,9 @@ class FakeService:
     render: dict[str, Any] | None = None  # the postgen event's render check result
     run_preview_errors: list[dict[str, Any]] = field(default_factory=list)  # before postgen
     preview_errors: PreviewErrorLog = field(default_factory=PreviewErrorLog)
+    # What the page asked for, in order: "run <id>" (a run read), "login <sandbox>" (a preview
+    # sign-in link), "frame <sandbox>" (the preview's frame loading with one).
+    asked: list[str] = field(default_factory=list)
     login_token: str = field(default_factory=lambda: secrets.token_hex(8))
     chats: dict[str, dict[str, Any]] = field(default_factory=dict)
     messages: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -272,15 +275,15 @@ def build_app(service: FakeService) -> ASGIApp:
         Mount("/static", StaticFiles(directory=WEB_DIR)),
     ]
     api = Starlette(routes=routes)
-    return _PreviewHosts(api, service.preview_errors)
+    return _PreviewHosts(api, service)
 
 
 class _PreviewHosts:
     """Answers ``<id>.preview.localhost`` itself; anything else goes to the API app."""
 
-    def __init__(self, app: ASGIApp, preview_errors: PreviewErrorLog) -> None:
+    def __init__(self, app: ASGIApp, service: FakeService) -> None:
         self.app = app
-        self.preview_errors = preview_errors
+        self.service = service
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         host = dict(scope.get("headers", [])).get(b"host", b"").decode()
@@ -289,7 +292,8 @@ class _PreviewHosts:
             return
         response: Response
         if scope["path"] == "/__kiln/login":
-            self.preview_errors.frame_loads += 1
+            self.service.preview_errors.frame_loads += 1
+            self.service.asked.append(f"frame {host.partition('.')[0]}")
             response = RedirectResponse("/", 303)
             response.set_cookie(COOKIE, SESSION, samesite="none", secure=True)
         else:
@@ -419,7 +423,10 @@ def _find_run(service: FakeService, request: Request) -> FakeRun | None:
 
 async def _run(service: FakeService, request: Request) -> Response:
     run = _find_run(service, request)
-    return JSONResponse(run.view()) if run else _error(404, "not_found", "no such run")
+    if run is None:
+        return _error(404, "not_found", "no such run")
+    service.asked.append(f"run {run.id}")
+    return JSONResponse(run.view())
 
 
 async def _events(service: FakeService, request: Request) -> Response:
@@ -460,6 +467,7 @@ async def _preview_login(service: FakeService, request: Request) -> Response:
     sandbox = request.path_params["id"]
     if sandbox not in service.files or not _authorized(request):
         return _error(404, "not_found", "no such sandbox")
+    service.asked.append(f"login {sandbox}")
     url = f"http://{sandbox}.preview.localhost:{service.port}/__kiln/login?token=x"
     return JSONResponse({"url": url})
 

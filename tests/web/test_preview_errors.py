@@ -11,6 +11,7 @@ from typing import Any
 
 from playwright.sync_api import Page, expect
 
+from tests.waiting import wait_until
 from tests.web.conftest import RUN_LIMIT_MS, PageProblems, fake_base_url, screenshot, sign_in
 from tests.web.fake_service import FakeService
 from tests.web.recording import send_message
@@ -33,16 +34,25 @@ CLICK_ERROR = preview_error(
 
 def built_app(page: Page, service: FakeService, message: str = "make me a todo app") -> str:
     """Send ``message``, wait for its run and for the preview's load at the run's end (which
-    clears the console); the id of the sandbox shown."""
-    with page.expect_response(lambda r: "preview-login" in r.url, timeout=60_000):
-        send_message(page, message)
-        footers = page.locator(".run-footer[data-state='completed']")
-        expect(footers).to_have_count(len(service.runs), timeout=60_000)
-    page.frame_locator("#preview-frame").get_by_role("heading", name="Todos").wait_for()
-    runs = sorted(service.runs.values(), key=lambda run: run.created)
-    sandbox_id = runs[-1].sandbox_id
+    clears the console, so a report made before it would be gone); the id of the sandbox shown."""
+    send_message(page, message)
+    footers = page.locator(".run-footer[data-state='completed']")
+    expect(footers).to_have_count(len(service.runs), timeout=60_000)
+    run = max(service.runs.values(), key=lambda run: run.created)
+    sandbox_id = run.sandbox_id
     assert sandbox_id is not None
+    # The page reads the ended run, then signs the frame in to what it built: the frame's load
+    # after both is the run's last.
+    chain = [f"run {run.id}", f"login {sandbox_id}", f"frame {sandbox_id}"]
+    wait_until(lambda: _in_order(service.asked, chain), "the preview's load at the run's end", 60)
+    page.frame_locator("#preview-frame").get_by_role("heading", name="Todos").wait_for()
     return sandbox_id
+
+
+def _in_order(asked: list[str], chain: list[str]) -> bool:
+    """Whether ``chain`` occurs in ``asked`` in its order (others may come in between)."""
+    rest = iter(list(asked))
+    return all(step in rest for step in chain)
 
 
 def open_app(page: Page, service: FakeService) -> str:
