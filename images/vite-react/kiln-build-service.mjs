@@ -9,9 +9,12 @@
 //   and the client, which checks whose listener it reached, builds as a new process.
 //
 // - {op: 'warm'} is answered at once; a builder is started (if none runs for the installed
-//   packages) and builds once into memory, so the next build finds it warm and its Rollup cache
-//   full (kiln-rollup-cache.mjs). A builder warm already (it warmed up or built) does nothing:
-//   its cache holds every dependency, and the app's own modules are transformed at each build.
+//   packages) and builds into memory WARM_ROUNDS times, so the next build finds its Rollup cache
+//   full (kiln-rollup-cache.mjs) and its JIT warm: V8 optimises Rollup's tree-shaking only after
+//   a few builds (template app, 1 CPU: ~1.6 s, 0.9 s, 0.75 s, 0.7 s, then ~0.45 s). A build asked
+//   for meanwhile goes before the rounds left. A builder warm already (it warmed up or built)
+//   does nothing: its cache holds every dependency, and the app's own modules are transformed
+//   at each build.
 // - {op: 'build'} waits for its turn, then streams the build's output and {exit}; one that
 //   comes early in a warm-up (PREEMPT_MS) stops it and builds on a new builder instead.
 // - The installed packages changed since a builder started (kiln installed one): that builder
@@ -34,6 +37,7 @@ const WARM_LIMIT_MS = 120000 // a warm-up nobody waits for must not hold the que
 // in a 1-CPU sandbox: warm-up ~1.8 s, warm build ~1.1 s, cold build ~1.9 s).
 const PREEMPT_MS = 1000
 const HEAP_MB = 512 // a builder past this dies (a request then builds without it), not the sandbox
+const WARM_ROUNDS = 4
 
 function requestedOp(line) {
   try {
@@ -49,6 +53,7 @@ export function startBuildService({ workspace, fingerprint, say }) {
   let idleTimer = null
   let pending = 0 // requests queued or running
   let warming = null // { builder, since } while a warm-up runs
+  let buildsWaiting = 0 // build requests queued, not yet started
 
   function stopBuilder(reason) {
     if (!builder) return
@@ -115,7 +120,13 @@ export function startBuildService({ workspace, fingerprint, say }) {
       if (current.warm) return
       const limit = setTimeout(() => stopBuilder('its warm-up took too long'), WARM_LIMIT_MS)
       warming = { builder: current, since: Date.now() }
-      if ((await run('warm', () => {})) !== null) current.warm = true
+      let rounds = 0
+      while (rounds < WARM_ROUNDS && buildsWaiting === 0) {
+        if ((await run('warm', () => {})) === null || builder !== current) break
+        rounds += 1
+        current.warm = true
+      }
+      if (rounds) say(`resident builder warmed up (${rounds} of ${WARM_ROUNDS} builds)`)
       warming = null
       clearTimeout(limit)
     })
@@ -127,7 +138,9 @@ export function startBuildService({ workspace, fingerprint, say }) {
     if (warming && warming.builder === builder && Date.now() - warming.since < PREEMPT_MS) {
       stopBuilder('a build came early in its warm-up')
     }
+    buildsWaiting += 1
     enqueue(async () => {
+      buildsWaiting -= 1
       if (gone) return
       const send = (message) => socket.write(`${JSON.stringify(message)}\n`)
       const current = currentBuilder()

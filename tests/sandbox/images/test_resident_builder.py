@@ -59,6 +59,23 @@ SLOW_BUILD = (
     " && echo \"import big from './big.js'; console.log(big.length)\" >> src/main.jsx"
 )
 EARLY_BUILD_ATTEMPTS = 3  # the build must come within the service's first second
+# Each build (a warm-up's round or a build) notes itself in a file and takes 3 s more.
+SLOW_ROUNDS = """import { appendFileSync } from 'node:fs'
+import { defineConfig } from 'vite'
+import react from '@vitejs/plugin-react'
+
+const slow = {
+  name: 'slow',
+  apply: 'build', // not the dev server's start
+  buildStart: () => {
+    appendFileSync('/tmp/builds.log', 'build\\n')
+    return new Promise((resolve) => setTimeout(resolve, 3000))
+  },
+}
+export default defineConfig({ plugins: [react(), slow] })
+"""
+BUILDS_SO_FAR = "cat /tmp/builds.log 2>/dev/null | wc -l"
+WARMED_UP = re.compile(r"resident builder warmed up \((\d+) of (\d+) builds\)")
 
 
 @pytest.fixture
@@ -217,6 +234,26 @@ async def test_a_build_that_comes_early_in_a_warm_up_takes_its_place(
         if stopped in await _supervisor_log(manager, sandbox):
             break
     assert stopped in await _supervisor_log(manager, sandbox)
+
+
+async def test_a_build_asked_for_during_the_warm_ups_rounds_waits_only_for_the_one_under_way(
+    manager: SandboxManager, sandbox: Sandbox
+) -> None:
+    """A warm-up builds several times (V8 optimises Rollup only after a few builds); a build
+    asked for meanwhile goes before the rounds left."""
+    await _shell(manager, sandbox, f"cat > vite.config.js <<'EOF'\n{SLOW_ROUNDS}EOF")
+    await manager.run_builder(sandbox.id, TEMPLATE, warm=True)  # answered at once
+    with anyio.fail_after(LIMIT_SECONDS):  # the second round is under way, past the preemption
+        while int((await _shell(manager, sandbox, BUILDS_SO_FAR)).strip()) < 2:
+            await anyio.sleep(0.1)
+    built = await _resident_build(manager, sandbox)
+    assert built.exit_code == 0, built.output
+    log = await _supervisor_log(manager, sandbox)
+    warmed = WARMED_UP.search(log)
+    assert warmed is not None, log
+    rounds, planned = int(warmed[1]), int(warmed[2])
+    assert 2 <= rounds < planned
+    assert int((await _shell(manager, sandbox, BUILDS_SO_FAR)).strip()) == rounds + 1
 
 
 async def test_anything_else_on_its_socket_is_dropped_and_the_supervisor_goes_on(
