@@ -180,8 +180,13 @@ class SandboxSession:
     async def settle(self) -> SessionLog:
         """Wait until what was handed over can no longer change the project's source files:
         installs, flushes and every command but the template's build done (the build may go on;
-        see the module docstring)."""
+        see the module docstring). A config file never ended is dropped: the stream is over."""
         await self.writer.abandon()
+        return await self.quiet()
+
+    async def quiet(self) -> SessionLog:
+        """:meth:`settle` while the stream may go on: what was handed over so far is in, and
+        nothing queued can still change the source files; a file being written stays open."""
         await self.commands.wait_changing()
         await self.commands.wait_installs()
         await self.commands.flushed()

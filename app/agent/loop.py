@@ -349,14 +349,8 @@ class AgentRun:
                 # Beside the build, before turn_end releases the preview: the module warm-up
                 # (sandbox/preview/module_warmup.py), then, when post-generation follows, its
                 # render check (it loads the dev server's app, not the build's output).
-                tasks.start_soon(self._workspace.warm_preview, self._postgen_follows())
+                tasks.start_soon(self._workspace.warm_preview, self._events.postgen_follows)
             await target.wait_commands()
-
-    def _postgen_follows(self) -> bool:
-        """Whether this turn will end the loop into post-generation: it wrote code and no
-        edit was refused (``app.agent.turn_outcome``'s rules; a wrong guess costs a check)."""
-        recorder = self._events.recorder
-        return bool(recorder.files_written) and not recorder.edits_refused
 
     async def _decide(self, state: Checkpoint, fatal: str | None) -> None:
         facts = self._events.recorder.facts(

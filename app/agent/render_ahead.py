@@ -3,9 +3,11 @@
 Chromium's start is most of a check's cost (:class:`sandbox.RenderBrowser`), so the browser starts
 when the run's sandbox session opens, while the answer streams, and waits on an empty page. The
 check itself loads the dev server's app, not the build's output, so it starts beside the turn's
-build once the turn's files are final (issue 24 item 5): :meth:`RenderAhead.check` then takes its
-report when no source file changed since (the session's ``source_state``), else checks again. A
-check nobody took (the build failed) is stopped (:meth:`RenderAhead.void_check`).
+build once the answer's files are complete (``sandbox_end``, while the stream goes on; issue 24
+item 5): :meth:`RenderAhead.check` then takes its report when no source file changed since (the
+session's ``source_state``), else checks again. A check nobody took (the build failed) is stopped
+at the close, which starts none from then on (:meth:`RenderAhead.stop`); one voided by a newer
+check had taken the browser started ahead, so another starts for the newer one.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class _CheckAhead:
     done: anyio.Event = field(default_factory=anyio.Event)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     report: RenderReport | None = None
+    sandbox: Sandbox | None = None  # once the check has its sandbox (and takes a browser)
 
 
 class RenderAhead:
@@ -61,6 +64,7 @@ class RenderAhead:
         self.tasks: TaskGroup | None = None
         self._browser: _BrowserAhead | None = None
         self._check: _CheckAhead | None = None
+        self._stopped = False
 
     def start_browser(self, sandbox: Sandbox) -> None:
         """Start the check's browser now, in the background (nothing when the check is off)."""
@@ -104,20 +108,24 @@ class RenderAhead:
             if browser is not None:
                 await browser.discard()
 
-    def start_check(self, session: SandboxSession, sandbox_id: str) -> None:
-        """Start checking the files as they are now (the caller settled them), in the
-        background (a check started before is void)."""
-        if self.settings.enabled and self.tasks is not None:
+    def start_check(self, session: SandboxSession, sandbox_id: str, source_state: int) -> None:
+        """Start checking the files at ``source_state`` (the caller had them in, settled), in
+        the background (a check started before is void); none if they changed since."""
+        if self.settings.enabled and self.tasks is not None and not self._stopped:
+            voided = self._check
             self.void_check()
-            self._check = _CheckAhead(session.log.source_state)
-            self.tasks.start_soon(self._run_check, self._check, sandbox_id)
+            if voided is not None and voided.sandbox is not None and not voided.done.is_set():
+                self.start_browser(voided.sandbox)  # it took the browser ahead (one check each)
+            if session.log.source_state == source_state:
+                self._check = _CheckAhead(source_state)
+                self.tasks.start_soon(self._run_check, self._check, sandbox_id)
 
     async def _run_check(self, ahead: _CheckAhead, sandbox_id: str) -> None:
         # Not settling again: that drops config files being written, and post-generation may
         # write some meanwhile (its fixes void this check then).
         try:
             with ahead.scope:
-                ahead.report = await self._check_settled(sandbox_id)
+                ahead.report = await self._check_settled(sandbox_id, ahead)
         finally:
             ahead.done.set()
 
@@ -126,6 +134,12 @@ class RenderAhead:
         ahead, self._check = self._check, None
         if ahead is not None:
             ahead.scope.cancel()
+
+    def stop(self) -> None:
+        """The run is over: :meth:`void_check`, and start no check ahead from now on (a
+        warm-up still under way would start one at the close)."""
+        self._stopped = True
+        self.void_check()
 
     async def check(self, session: SandboxSession, sandbox_id: str) -> RenderReport:
         """The check of the files there are now: the one started ahead if it checked them."""
@@ -152,11 +166,15 @@ class RenderAhead:
             return RenderReport.skip(RENDER_SKIP_FAILED, f"the dev server is not ready: {exc}")
         return await self._check_settled(sandbox_id)
 
-    async def _check_settled(self, sandbox_id: str) -> RenderReport:
+    async def _check_settled(
+        self, sandbox_id: str, ahead: _CheckAhead | None = None
+    ) -> RenderReport:
         try:
             sandbox = await self._manager.wait_ready(sandbox_id)
         except SandboxError as exc:
             return RenderReport.skip(RENDER_SKIP_FAILED, f"the dev server is not ready: {exc}")
+        if ahead is not None:
+            ahead.sandbox = sandbox
         browser = await self._take_browser()
         if browser is not None and browser.sandbox_container != sandbox.container_id:
             await browser.discard()  # its sandbox's container was replaced meanwhile

@@ -5,9 +5,10 @@
 (:class:`parser.assemble.FileAssembler`), then sends it on: sandbox events to the workspace's
 target (a chunk of a file goes straight to :meth:`sandbox.SandboxSession.handle`), an edit's end
 to ``end_edit`` (its outcome goes to :class:`app.agent.project_edits.ProjectEdits`), a file that
-ended to the rewrite guard, ``read``/``web_search``/``url_scrape`` to the tools within the
-tool-call budget. The sandbox session's records come back through :meth:`TurnEvents.on_record`:
-published as run events and fed to the turn's facts.
+ended to the rewrite guard, the end of the answer's files (``sandbox_end``) to the workspace's
+preview warm-up ahead (``Workspace.files_ended``), ``read``/``web_search``/``url_scrape`` to the
+tools within the tool-call budget. The sandbox session's records come back through
+:meth:`TurnEvents.on_record`: published as run events and fed to the turn's facts.
 """
 
 from __future__ import annotations
@@ -94,6 +95,12 @@ class TurnEvents:
         """The run recorded only versions that changed nothing."""
         return bool(self._versions["version_unchanged"] and not self._versions["version"])
 
+    @property
+    def postgen_follows(self) -> bool:
+        """Whether this turn will end the loop into post-generation: it wrote code and no
+        edit was refused (``app.agent.turn_outcome``'s rules; a wrong guess costs a check)."""
+        return bool(self.recorder.files_written) and not self.recorder.edits_refused
+
     def start_turn(self, turn: int) -> None:
         """A new turn: its facts start empty."""
         self.recorder = TurnRecorder(turn)
@@ -135,6 +142,8 @@ class TurnEvents:
         await self._cancel.cancellable(target.handle(event))
         if isinstance(event, FileEnd) and event.path in self.edits.files:
             await self._guard_rewrite(target, event.path)
+        elif isinstance(event, SandboxEnd):  # the preview's warm-up and check, beside the build
+            self._workspace.files_ended(self.postgen_follows)
 
     async def on_record(self, kind: str, record: Mapping[str, Any]) -> None:
         """A sandbox session record: shown to the user, and fed to the turn's facts."""

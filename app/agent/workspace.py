@@ -74,6 +74,16 @@ class _EarlyAcquire:
     restoring: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
 
+@dataclass(slots=True)
+class _Warmed:
+    """A warm-up of the dev server for the files at ``source_state``, and whether the render
+    check was started after it."""
+
+    source_state: int
+    checked: bool
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+
 class Workspace(Protocol):
     """A run's sandbox, acquired lazily."""
 
@@ -116,6 +126,13 @@ class Workspace(Protocol):
         ``check_follows`` (post-generation will check the render), the render check then starts
         in the background, so that it runs beside the build; :meth:`check_render` takes its
         report if no file changed since."""
+        ...
+
+    def files_ended(self, check_follows: bool) -> None:
+        """The answer's files so far are complete (``sandbox_end``) while the stream goes on:
+        do :meth:`warm_preview`'s work in the background once they are in, without ending
+        anything being written; :meth:`warm_preview` at the stream's end then waits for it
+        instead of starting over when no file changed since."""
         ...
 
     async def record_version(self, turn: int, note: str = "") -> None:
@@ -161,6 +178,7 @@ class SandboxWorkspace:
         # record (the tar out of the sandbox costs ~0.1 s at the end of every run).
         self._recorded_state: int | None = None
         self._early: _EarlyAcquire | None = None
+        self._warmed: _Warmed | None = None  # the last warm-up (and render check) started
         self._render = RenderAhead(manager, RenderCheckSettings.from_env())
         self.sandbox_id: str | None = None
         self.dev_url: str | None = None
@@ -261,7 +279,7 @@ class SandboxWorkspace:
                     await self._manager.release(early.sandbox.id)
             return None
         log = self._session.log
-        self._render.void_check()  # a check nobody took (the build failed): of no use now
+        self._render.stop()  # a check nobody took (the build failed): of no use now
         try:
             with anyio.move_on_after(CLOSE_LIMIT_SECONDS):
                 log = await (self._session.abandon() if abandon else self._session.finish())
@@ -288,9 +306,35 @@ class SandboxWorkspace:
             await self._session.settle()
         except SandboxError:
             return  # the preview and the render check say what is wrong with it
-        await warm_preview_of(self._manager, self.sandbox_id)
-        if check_follows:
-            self._render.start_check(self._session, self.sandbox_id)
+        await self._warm(self._session, self.sandbox_id, check_follows)
+
+    def files_ended(self, check_follows: bool) -> None:
+        """See :meth:`Workspace.files_ended` (nothing before the session is open)."""
+        session, sandbox_id, tasks = self._session, self.sandbox_id, self._render.tasks
+        if session is not None and sandbox_id is not None and tasks is not None:
+            tasks.start_soon(self._warm_ahead, session, sandbox_id, check_follows)
+
+    async def _warm_ahead(self, session: SandboxSession, sandbox_id: str, check: bool) -> None:
+        try:
+            await session.quiet()
+        except SandboxError:
+            return
+        await self._warm(session, sandbox_id, check)
+
+    async def _warm(self, session: SandboxSession, sandbox_id: str, check: bool) -> None:
+        """Warm the dev server up for the files as they are now, then start the render check
+        when ``check``; the same files warmed (and checked when need be) already wait for it."""
+        state, last = session.log.source_state, self._warmed
+        if last is not None and last.source_state == state and (last.checked or not check):
+            await last.done.wait()
+            return
+        warmed = self._warmed = _Warmed(state, check)
+        try:
+            await warm_preview_of(self._manager, sandbox_id)
+            if check:
+                self._render.start_check(session, sandbox_id, state)
+        finally:
+            warmed.done.set()
 
     async def check_render(self) -> RenderReport | None:
         """The render check of the sandbox's dev server (:mod:`sandbox.preview.render_check`),

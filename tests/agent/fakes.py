@@ -163,7 +163,11 @@ class FakeWorkspace:
         # The turn_end events emitted before each warm-up (a test's emit sets turn_ends_seen).
         self.warmups: list[int] = []
         self.checks_follow: list[bool] = []  # each warm-up's check_follows
+        self.files_ended_with: list[bool] = []  # each warm-up ahead's check_follows
         self.turn_ends_seen = 0
+
+    def files_ended(self, check_follows: bool) -> None:
+        self.files_ended_with.append(check_follows)
 
     async def warm_preview(self, check_follows: bool = False) -> None:
         self.warmups.append(self.turn_ends_seen)

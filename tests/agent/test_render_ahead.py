@@ -81,6 +81,56 @@ async def test_a_taker_cancelled_while_the_browser_starts_leaves_it_to_the_close
     assert len(starts.discarded) == 1
 
 
+class _CheckingStarts:
+    """Render browsers that start at once and whose check runs until cancelled."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.checking = 0
+
+    async def start(self, *args: Any, **kwargs: Any) -> Any:
+        self.started += 1
+        return SimpleNamespace(sandbox_container="box", check=self._check, discard=self._discard)
+
+    async def _check(self) -> RenderReport:
+        self.checking += 1
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def _discard(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("changed", "browsers"),
+    [
+        pytest.param(True, 2, id="voided-while-checking-a-new-browser-starts"),
+        pytest.param(False, 1, id="files-changed-before-the-start-no-check"),
+    ],
+)
+async def test_a_check_voided_by_a_newer_one_leaves_it_a_browser(
+    monkeypatch: pytest.MonkeyPatch, changed: bool, browsers: int
+) -> None:
+    """Each browser checks once: a check ahead voided while it ran had taken the browser
+    started ahead, so the newer check gets one started meanwhile, not at its own start."""
+    starts = _CheckingStarts()
+    monkeypatch.setattr(render_ahead, "RenderBrowser", starts)
+    ahead = RenderAhead(_Manager(engine="engine"), RenderCheckSettings())  # type: ignore[arg-type]
+    session: Any = SimpleNamespace(log=SimpleNamespace(source_state=1))
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tasks:
+            ahead.tasks = tasks
+            ahead.start_browser(SimpleNamespace(container_id="box", dev_port=5173))  # type: ignore[arg-type]
+            ahead.start_check(session, "sb", 1 if changed else 0)
+            await anyio.wait_all_tasks_blocked()
+            assert starts.checking == (1 if changed else 0)
+            session.log.source_state = 2
+            ahead.start_check(session, "sb", 2)
+            await anyio.wait_all_tasks_blocked()
+            assert starts.started == browsers
+            tasks.cancel_scope.cancel()
+
+
 async def test_the_check_runs_on_the_engine_of_the_sandboxs_node(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

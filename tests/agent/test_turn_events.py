@@ -8,7 +8,7 @@ import pytest
 from app.agent.budgets import Budgets, BudgetTracker
 from app.agent.cancel_watch import CancelWatch
 from app.agent.turn_events import TurnEvents
-from parser.events import FileContent, FileEnd, FileStart, WebSearch
+from parser.events import FileContent, FileEnd, FileStart, SandboxEnd, SandboxStart, WebSearch
 from tests.agent.fakes import Collector, FakeTools, FakeWorkspace
 
 pytestmark = pytest.mark.anyio
@@ -29,6 +29,29 @@ async def test_a_files_chunks_reach_the_sandbox_and_are_published() -> None:
     assert workspace.target_.files == {"a.js": "1;"}
     assert events.assembler.files == {"a.js": "1;"}
     assert [e["type"] for e in collector.events] == ["file_start", "file_content", "file_end"]
+
+
+@pytest.mark.parametrize(
+    ("written", "check_follows"),
+    [
+        pytest.param(["a.js"], [True], id="code-written-the-check-starts-too"),
+        pytest.param([], [False], id="nothing-written-a-warm-up-only"),
+    ],
+)
+async def test_the_end_of_the_answers_files_starts_the_preview_work_ahead(
+    written: list[str], check_follows: list[bool]
+) -> None:
+    """At ``sandbox_end``, while the stream goes on (commands and prose may follow): the
+    preview's warm-up, and its render check when post-generation will want one."""
+    workspace = FakeWorkspace()
+    events = _events(Collector(), workspace, FakeTools())
+    await events.handle(SandboxStart("todo", "vite-react"), 1)
+    for path in written:
+        for event in (FileStart(path), FileContent(path, "1;"), FileEnd(path)):
+            await events.handle(event, 1)
+    assert workspace.files_ended_with == []
+    await events.handle(SandboxEnd(), 1)
+    assert workspace.files_ended_with == check_follows
 
 
 async def test_a_tool_call_past_the_budget_is_refused_in_words() -> None:

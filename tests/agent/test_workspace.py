@@ -198,12 +198,17 @@ class _Session:
     log: _Log = field(default_factory=_Log)
 
     settled: int = 0
+    quieted: int = 0
 
     async def finish(self) -> _Log:
         return self.log
 
     async def settle(self) -> _Log:
         self.settled += 1
+        return self.log
+
+    async def quiet(self) -> _Log:
+        self.quieted += 1
         return self.log
 
     async def written_files(self) -> None:
@@ -310,7 +315,7 @@ class _Checks:
         self.started = 0
         self.gate: anyio.Event | None = None
 
-    async def __call__(self, sandbox_id: str) -> RenderReport:
+    async def __call__(self, sandbox_id: str, ahead: object = None) -> RenderReport:
         self.started += 1
         number = self.started
         if self.gate is not None:
@@ -372,3 +377,79 @@ async def test_a_check_ahead_nobody_took_is_stopped_when_the_run_ends(checks: _C
             await workspace.warm_preview(check_follows=True)
             await workspace.close()  # the build failed: no check_render came
     assert checks.started == 1
+
+
+@pytest.mark.parametrize(
+    ("changed_after_the_files", "checks_run"),
+    [
+        pytest.param(0, 1, id="the-check-ahead-of-sandbox-end-counts"),
+        pytest.param(1, 2, id="a-file-after-it-checked-again"),
+    ],
+)
+async def test_the_check_starts_at_the_end_of_the_answers_files_while_the_stream_goes_on(
+    checks: _Checks, changed_after_the_files: int, checks_run: int
+) -> None:
+    """``sandbox_end``: the warm-up and check start without ending the stream's files (no
+    settle, which would drop a config file being written); the stream's end then waits for
+    them instead of checking again, unless a file came since."""
+    workspace, session = _open_workspace(_Project())
+    workspace._render._check_settled = checks  # type: ignore[method-assign]
+    checks.gate = anyio.Event()
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tasks:
+            workspace._render.tasks = tasks
+            workspace.files_ended(check_follows=True)
+            await anyio.wait_all_tasks_blocked()
+            assert (session.quieted, session.settled, checks.started) == (1, 0, 1)
+            session.log.source_state += changed_after_the_files
+            await workspace.warm_preview(check_follows=True)  # the stream's end
+            await anyio.wait_all_tasks_blocked()
+            assert checks.started == checks_run
+            checks.gate.set()
+            report = await workspace.check_render()
+    assert report is not None
+    assert report.seconds == checks_run
+
+
+async def test_a_warm_up_ahead_without_a_check_is_checked_at_the_streams_end(
+    checks: _Checks,
+) -> None:
+    """An edit refused after ``sandbox_end`` may have made the guess wrong either way: a
+    warm-up ahead that started no check leaves it to the stream's end."""
+    workspace, _ = _open_workspace(_Project())
+    workspace._render._check_settled = checks  # type: ignore[method-assign]
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tasks:
+            workspace._render.tasks = tasks
+            workspace.files_ended(check_follows=False)
+            await anyio.wait_all_tasks_blocked()
+            assert checks.started == 0
+            await workspace.warm_preview(check_follows=True)
+            await anyio.wait_all_tasks_blocked()
+            assert checks.started == 1
+
+
+async def test_a_warm_up_ahead_still_under_way_at_the_close_starts_no_check(
+    checks: _Checks, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The build failed (no check_render) while the warm-up ahead ran: the close does not wait
+    for a render check nobody will take."""
+    gate = anyio.Event()
+
+    async def slow_warmup(manager: object, sandbox_id: str) -> None:
+        await gate.wait()
+
+    monkeypatch.setattr("app.agent.workspace.warm_preview_of", slow_warmup)
+    workspace, _ = _open_workspace(_Project())
+    workspace._render._check_settled = checks  # type: ignore[method-assign]
+    checks.gate = anyio.Event()  # never set: a check would hold the close forever
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tasks:
+            workspace._render.tasks = tasks
+            workspace.files_ended(check_follows=True)
+            await anyio.wait_all_tasks_blocked()
+            async with anyio.create_task_group() as closing:
+                closing.start_soon(workspace.close)
+                await anyio.wait_all_tasks_blocked()
+                gate.set()  # the warm-up ends during the close
+    assert checks.started == 0

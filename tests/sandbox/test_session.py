@@ -647,6 +647,33 @@ async def test_the_files_settle_while_the_answers_build_still_runs(
     assert log.source_state == running.log.source_state  # the build changed no source file
 
 
+@pytest.mark.parametrize(
+    ("wait", "kept"),
+    [
+        pytest.param("quiet", True, id="quiet-mid-stream-leaves-it-open"),
+        pytest.param("settle", False, id="settle-at-the-end-drops-it"),
+    ],
+)
+async def test_a_config_file_being_written_survives_a_quiet_but_not_a_settle(
+    session: tuple[SandboxSession, list[tuple[str, Record]]],
+    sandbox: FakeSandbox,
+    wait: str,
+    kept: bool,
+) -> None:
+    """``quiet`` is for the middle of a stream (the preview's warm-up at ``sandbox_end``, more
+    files may follow); ``settle`` for its end, where a config file never ended is cut."""
+    running, _ = session
+    manifest = '{"dependencies": {"react": "^18", "zustand": "^4"}}'
+    for event in [*ANSWER_FILES, FileStart("package.json"), FileContent("package.json", manifest)]:
+        await running.handle(event)
+    with anyio.fail_after(5):
+        await getattr(running, wait)()
+    await running.handle(FileEnd("package.json"))
+    await running.finish()
+    assert (b"zustand" in sandbox.files["package.json"]) is kept  # merged once it ended
+    assert sandbox.files["src/App.jsx"] == b"export default 1;\n"
+
+
 async def test_the_files_settle_only_after_another_command_ran(
     session: tuple[SandboxSession, list[tuple[str, Record]]], sandbox: FakeSandbox
 ) -> None:
