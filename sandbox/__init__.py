@@ -20,6 +20,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from sandbox.backends.contract import HostCapacity
     from sandbox.backends.host_memory import HostMemory, busy_bytes, room_for
     from sandbox.backends.swarm_nodes import NodeReport, swarm_node_reports
     from sandbox.cluster.swarm_settings import SwarmSettings
@@ -236,6 +237,7 @@ _EXPORTS: dict[str, str] = {
     "DEFAULT_DISK_ROOT": "sandbox.disk_mounts",
     "usable_root": "sandbox.disk_mounts",
     "registry_prefix": "sandbox.lifecycle.registry",
+    "HostCapacity": "sandbox.backends.contract",
     "HostMemory": "sandbox.backends.host_memory",
     "busy_bytes": "sandbox.backends.host_memory",
     "room_for": "sandbox.backends.host_memory",
@@ -345,6 +347,7 @@ __all__ = [
     "FailedEdit",
     "FileTooLarge",
     "HmrHold",
+    "HostCapacity",
     "HostMemory",
     "ImageBuildFailed",
     "ImageBuildSettings",

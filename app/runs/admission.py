@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -49,6 +49,7 @@ from app.runs.errors import redis_errors
 from app.store import Store
 from sandbox import (
     DEFAULT_TEMPLATE,
+    HostCapacity,
     HostMemory,
     SandboxSettings,
     busy_bytes,
@@ -165,17 +166,22 @@ class Admission:
         client: redis.asyncio.Redis,
         settings: ServiceSettings,
         sandboxes: SandboxSettings | None = None,
-        memory: Callable[[], HostMemory] = HostMemory.read,
+        room: Callable[[], Awaitable[HostCapacity]] | None = None,
     ) -> None:
         """Limits come from ``settings`` (``max_active_runs*``, ``user_requests_per_minute``)
         and ``sandboxes`` (instance, ``sandbox_limit``, the per-user limit and the memory
-        reserve; from the environment unless given, as the sandbox manager's do); ``memory``
-        reads the host's memory."""
+        reserve; from the environment unless given, as the sandbox manager's do); ``room``
+        tells the memory a new sandbox may take where sandboxes live (the manager's
+        ``memory_room``: each swarm node's; this host's ``MemAvailable`` above the reserve
+        unless given)."""
         self._redis = client
         self._settings = settings
         self._sandboxes = sandboxes or SandboxSettings.from_env()
         self._admit = client.register_script(_ADMIT)
-        self._memory = memory
+        self._room = room or self._host_room
+
+    async def _host_room(self) -> HostCapacity:
+        return HostCapacity(HostMemory.read().headroom(self._sandboxes.memory_reserve_percent))
 
     async def admit(
         self, run_id: str, user_id: str, chat_id: str, template: str = DEFAULT_TEMPLATE
@@ -191,18 +197,17 @@ class Admission:
         sandboxes = self._sandboxes
         arguments += [sandboxes.sandbox_limit, registry_prefix(sandboxes.instance), chat_id]
         arguments += [user_id, sandboxes.max_sandboxes_per_user, sandboxes.idle_ttl_full_seconds]
-        memory = self._memory()
-        headroom = memory.headroom(sandboxes.memory_reserve_percent)
-        arguments += [headroom, busy_bytes(template), busy_bytes(DEFAULT_TEMPLATE)]
+        room = await self._room()
+        arguments += [room.headroom, busy_bytes(template), busy_bytes(DEFAULT_TEMPLATE)]
         with redis_errors(f"admitting run {run_id!r}"):
             verdict, count, wait_ms = await self._admit(keys=keys, args=arguments)
         verdict = _text(verdict)
         if verdict != "ok":
             retry_after = RETRY_AFTER_SECONDS.get(verdict) or max(1, math.ceil(wait_ms / 1000))
-            message = self._refusal(verdict, int(count), memory, template)
+            message = self._refusal(verdict, int(count), room, template)
             raise AdmissionRefused(message, verdict, retry_after=retry_after)
 
-    def _refusal(self, limit: str, count: int, memory: HostMemory, template: str) -> str:
+    def _refusal(self, limit: str, count: int, room: HostCapacity, template: str) -> str:
         settings = self._settings
         if limit == "rate":
             return (
@@ -221,7 +226,7 @@ class Admission:
                 "wait for a run to finish or cancel one"
             )
         if limit == "memory":
-            return self._memory_refusal(memory, template)
+            return self._memory_refusal(room, template)
         if limit == "global":
             return (
                 f"the service is busy: {count} runs are active, the limit is "
@@ -237,13 +242,20 @@ class Admission:
             f"{settings.max_active_runs_per_chat}; wait for it to finish or cancel it"
         )
 
-    def _memory_refusal(self, memory: HostMemory, template: str) -> str:
+    def _memory_refusal(self, room: HostCapacity, template: str) -> str:
+        size = f"a new {template!r} app may use {busy_bytes(template) // MIB} MiB"
+        left = max(room.headroom, 0) / GIB
+        if room.node:  # a swarm: the node with the most memory unreserved
+            return (
+                f"the sandboxes' nodes are low on memory for another app: the roomiest, "
+                f"{room.node[:12]}, has {left:.1f} GiB unreserved, and {size}; try again in a "
+                "minute"
+            )
         percent = self._sandboxes.memory_reserve_percent
         return (
-            f"this host is low on memory for another app: {memory.available / GIB:.1f} GiB "
-            f"available, {memory.reserve(percent) / GIB:.1f} GiB ({percent:.3g} %, "
-            f"KILN_HOST_MEMORY_RESERVE) kept free, and a new {template!r} app may use "
-            f"{busy_bytes(template) // MIB} MiB; try again in a minute"
+            f"this host is low on memory for another app: {left:.1f} GiB available above the "
+            f"{percent:.3g} % of its memory kept free (KILN_HOST_MEMORY_RESERVE), and {size}; "
+            "try again in a minute"
         )
 
     async def release(self, run_id: str, user_id: str, chat_id: str) -> None:

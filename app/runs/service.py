@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -38,7 +38,7 @@ from app.runs.follow import RunFollower
 from app.runs.live import LiveEvents
 from app.runs.queue import RunQueue
 from app.store import FAILED, QUEUED, Chat, Run, Store, new_id
-from sandbox import DEFAULT_TEMPLATE, TEMPLATES, SandboxSettings
+from sandbox import DEFAULT_TEMPLATE, TEMPLATES, HostCapacity, SandboxSettings
 
 MAX_CONTENT_CHARS = 100_000
 
@@ -69,15 +69,17 @@ class RunService:
         env: Mapping[str, str] | None = None,
         live: LiveEvents | None = None,
         sandboxes: SandboxSettings | None = None,
+        room: Callable[[], Awaitable[HostCapacity]] | None = None,
     ) -> None:
         """``env`` supplies the operator's provider keys (default: the process environment);
         ``live`` is the process's one pub/sub fan-out for followers (see :mod:`app.runs.live`);
         ``sandboxes`` are the sandbox manager's settings admission counts against (from the
-        environment unless given)."""
+        environment unless given), ``room`` the memory where sandboxes live (the manager's
+        ``memory_room``; this host's unless given)."""
         self._store, self._redis, self._settings = store, client, settings
         self._live = live
         self._env = os.environ if env is None else env
-        self.admission = Admission(client, settings, sandboxes)
+        self.admission = Admission(client, settings, sandboxes, room)
         self.queue = RunQueue(client)
 
     async def submit(

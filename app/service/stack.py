@@ -206,7 +206,12 @@ def build_app_for(stack: ServiceStack, stopping: anyio.Event) -> ASGIApp:
         secret_key=settings.secret_key,  # preview links sealed by one process open in another
     )
     runs = RunService(
-        stack.store, stack.redis, settings, live=stack.live, sandboxes=stack.manager.settings
+        stack.store,
+        stack.redis,
+        settings,
+        live=stack.live,
+        sandboxes=stack.manager.settings,
+        room=stack.manager.memory_room,  # a swarm's nodes, not this host, hold the sandboxes
     )
     return build_app(
         stack.store,

@@ -9,7 +9,9 @@ sandboxes (and everything else on the host) as they really are, and each templat
 busy size (:attr:`~sandbox.images.templates.Template.busy_mib`) is what the new one may add.
 Chats admitted whose sandbox is not made yet have not shown up in ``MemAvailable``: admission
 counts them at their busy size too (:mod:`app.runs.admission`). The warm pool grows only into
-the same room (:meth:`~sandbox.lifecycle.manager.SandboxManager`'s free slots).
+the same room (:meth:`~sandbox.lifecycle.manager.SandboxManager`'s free slots). On a swarm the
+nodes hold the sandboxes: the room is each node's unreserved memory there
+(:meth:`~sandbox.lifecycle.manager.SandboxManager.memory_room`), not this host's.
 
 ``KILN_MAX_SANDBOXES`` stays as an upper bound of the count (pids, addresses), per instance.
 """

@@ -58,6 +58,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from operator import attrgetter
 from types import TracebackType
 from typing import Any
 
@@ -65,7 +66,7 @@ import anyio
 import anyio.abc
 
 from sandbox.backends.choice import open_backend
-from sandbox.backends.contract import EngineBackend, SandboxStatus
+from sandbox.backends.contract import EngineBackend, HostCapacity, SandboxStatus
 from sandbox.backends.host_memory import busy_bytes, room_for
 from sandbox.containers.disk_quota import QuotaDisk, SandboxDisk
 from sandbox.errors import (
@@ -478,9 +479,14 @@ class SandboxManager:
         return held >= limit or await self._headroom() < busy_bytes(template)
 
     async def _headroom(self) -> int:
-        """The memory (bytes) above the reserve admission keeps, on the node with the most
-        (:meth:`SandboxBackend.capacity`: the one host on Docker)."""
-        return max(node.headroom for node in await self.backend.capacity())
+        return (await self.memory_room()).headroom
+
+    async def memory_room(self) -> HostCapacity:
+        """The node with the most memory a new sandbox may take (above the reserve admission
+        keeps; :meth:`SandboxBackend.capacity`: the one host on Docker); none with room
+        without nodes."""
+        nodes = await self.backend.capacity()
+        return max(nodes, key=attrgetter("headroom"), default=HostCapacity(0))
 
     async def _running(self, container_id: str) -> bool:
         """Whether the sandbox's workload exists and runs."""

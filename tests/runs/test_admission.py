@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -17,6 +18,7 @@ from app.config import ServiceSettings
 from app.errors import AdmissionRefused
 from app.runs.admission import OWNERS_KEY, Admission, chat_key, user_key
 from app.store import Store
+from sandbox.backends.contract import HostCapacity
 from sandbox.backends.host_memory import MIB, HostMemory, busy_bytes
 from sandbox.lifecycle.registry import SandboxRecord, SandboxRegistry
 from sandbox.settings import SandboxSettings
@@ -285,10 +287,14 @@ async def test_a_rate_refusal_says_when_the_oldest_request_leaves_the_minute(
     assert 55 <= refused.value.retry_after <= 60
 
 
-def host_with(headroom_mib: int) -> HostMemory:
-    """A 10 GiB host whose MemAvailable is ``headroom_mib`` above the 10 % reserve."""
-    total = 10 * 1024 * MIB
-    return HostMemory(total, total // 10 + headroom_mib * MIB)
+def host_with(headroom_mib: int, node: str = "") -> Callable[[], Awaitable[HostCapacity]]:
+    """Where sandboxes live: ``headroom_mib`` above the reserve (``node``: a swarm's roomiest
+    node, its memory unreserved)."""
+
+    async def room() -> HostCapacity:
+        return HostCapacity(headroom_mib * MIB, node)
+
+    return room
 
 
 @pytest.mark.parametrize(
@@ -301,21 +307,45 @@ def host_with(headroom_mib: int) -> HostMemory:
 async def test_a_new_chat_needs_room_for_its_sandbox_busy_above_the_memory_reserve(
     settings: ServiceSettings, client: redis.asyncio.Redis, headroom_mib: int, admitted: bool
 ) -> None:
-    admission = Admission(client, settings, small_host(100), lambda: host_with(headroom_mib))
+    admission = Admission(client, settings, small_host(100), host_with(headroom_mib))
     verdict = await refusal(admission, "r1", "u1", "c1")
     assert verdict == (None if admitted else "memory")
 
 
-async def test_a_memory_refusal_says_what_is_available_and_kept_free(
-    settings: ServiceSettings, client: redis.asyncio.Redis
+@pytest.mark.parametrize(
+    ("node", "words"),
+    [
+        pytest.param(
+            "", "0.1 GiB available above the 10 % of its memory kept free", id="this-host"
+        ),
+        pytest.param(
+            "n0d3a2b4c5d6e7f8",
+            "nodes are low on memory for another app: the roomiest, n0d3a2b4c5d6, has 0.1 GiB "
+            "unreserved",
+            id="a-swarms-nodes",
+        ),
+    ],
+)
+async def test_a_memory_refusal_says_what_is_left_where_the_sandboxes_live(
+    settings: ServiceSettings, client: redis.asyncio.Redis, node: str, words: str
 ) -> None:
-    admission = Admission(client, settings, small_host(100), lambda: host_with(100))
+    admission = Admission(client, settings, small_host(100), host_with(100, node))
     with pytest.raises(AdmissionRefused) as refused:
         await admission.admit("r1", "u1", "c1", "vite-react")
     message = str(refused.value)
-    assert "1.1 GiB available, 1.0 GiB (10 %, KILN_HOST_MEMORY_RESERVE) kept free" in message
+    assert words in message
     assert "'vite-react' app may use 244 MiB" in message
     assert refused.value.retry_after == 30
+
+
+async def test_without_a_room_reader_admission_reads_this_hosts_memory(
+    settings: ServiceSettings, client: redis.asyncio.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    total = 10 * 1024 * MIB
+    low = HostMemory(total, total // 10 + 100 * MIB)  # 100 MiB above the 10 % reserve
+    monkeypatch.setattr(HostMemory, "read", classmethod(lambda cls: low))
+    admission = Admission(client, settings, small_host(100))
+    assert await refusal(admission, "r1", "u1", "c1") == "memory"
 
 
 async def test_chats_still_waiting_for_their_sandbox_count_against_memory(
@@ -323,7 +353,7 @@ async def test_chats_still_waiting_for_their_sandbox_count_against_memory(
 ) -> None:
     """MemAvailable does not show a sandbox not made yet: admission counts it itself."""
     room = 2 * busy_bytes("vite-react") // MIB - 1  # one busy sandbox fits, two do not
-    admission = Admission(client, settings, small_host(100), lambda: host_with(room))
+    admission = Admission(client, settings, small_host(100), host_with(room))
     assert await refusal(admission, "r1", "u1", "c1") is None
     assert await refusal(admission, "r2", "u2", "c2") == "memory"
     # A chat that has its sandbox needs no new memory.
@@ -375,6 +405,6 @@ async def test_on_a_full_host_a_long_idle_sandbox_makes_room(
 ) -> None:
     await hold_sandboxes(client, "idle", idle_for=idle_for)
     host = dataclasses.replace(small_host(1), idle_ttl_full_seconds=300.0)
-    admission = Admission(client, settings, host, lambda: host_with(0))
+    admission = Admission(client, settings, host, host_with(0))
     verdict = await refusal(admission, "r1", "u1", "c1")
     assert verdict == (None if admitted else "sandboxes")

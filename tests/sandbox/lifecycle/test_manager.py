@@ -11,6 +11,7 @@ import docker
 import httpx
 import pytest
 
+from sandbox.backends.contract import HostCapacity
 from sandbox.containers.hardening import CA_BUNDLE_PATH, NPM_CACHE_DIR, object_labels
 from sandbox.containers.labels import network_name, volume_name
 from sandbox.containers.networks import BRIDGE_NAME_OPTION, bridge_interface
@@ -344,6 +345,32 @@ async def test_past_the_limit_provisioning_is_refused_in_words_and_creates_nothi
     )
     sandboxes = [c.id for c in containers if c.labels.get(LABEL) != "shared"]  # npm proxy aside
     assert sandboxes == [kept.container_id]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "room"),
+    [
+        pytest.param(
+            [HostCapacity(2 * 2**30, "n1"), HostCapacity(5 * 2**30, "n2"), HostCapacity(0, "n3")],
+            HostCapacity(5 * 2**30, "n2"),
+            id="the-roomiest-node",
+        ),
+        pytest.param([], HostCapacity(0), id="no-node-no-room"),
+    ],
+)
+async def test_the_memory_room_admission_reads_is_the_roomiest_nodes(
+    manager: SandboxManager,
+    monkeypatch: pytest.MonkeyPatch,
+    nodes: list[HostCapacity],
+    room: HostCapacity,
+) -> None:
+    """Admission asks the manager, not this host: on a swarm the nodes hold the sandboxes."""
+
+    async def capacity() -> list[HostCapacity]:
+        return nodes
+
+    monkeypatch.setattr(manager.backend, "capacity", capacity)
+    assert await manager.memory_room() == room
 
 
 async def test_at_the_limit_an_acquire_gives_up_a_warm_sandbox_of_another_template(
