@@ -13,6 +13,11 @@
   since then sandboxes on the shared network could reach each other;
 - **disk**: each sandbox's disk quota and the space left on the quota disk that holds them all;
   fails when sandboxes have no quota (generated code could fill the host's disk).
+
+On a swarm (``KILN_SANDBOX_BACKEND=swarm``) the nodes hold the sandboxes, so none of this host's
+numbers is read: **capacity** counts the instance's sandbox services in the swarm, memory and disk
+point at each node's ``swarm node`` line (:mod:`app.cli.doctor_swarm`), pids and networks say they
+are the nodes' own set-up.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ SHARED = "shared"
 
 @dataclass(frozen=True)
 class InUse:
-    """Sandbox containers: of this instance, and on the whole host."""
+    """Sandboxes: of this instance, and of every kiln on the host (or the swarm)."""
 
     instance: int
     host: int
@@ -67,6 +72,8 @@ async def check_capacity(
         settings = await anyio.to_thread.run_sync(SandboxSettings.from_env, env)
     except ValueError as exc:  # SandboxConfigError: a malformed setting, named in the message
         return [CheckResult("capacity", False, str(exc), "fix the setting it names")]
+    if settings.backend == "swarm":
+        return await swarm_capacity(client, settings)
     try:
         in_use = await sandboxes_in_use(client, settings.instance)
         networks = await kiln_networks(client)
@@ -78,6 +85,29 @@ async def check_capacity(
         pids_result(settings, _read_int(PID_MAX)),
         networks_result(networks, _read_int(BRIDGE_FILTER)),
         disk_result(settings),
+    ]
+
+
+async def swarm_capacity(
+    client: docker.DockerClient, settings: SandboxSettings
+) -> list[CheckResult]:
+    """On a swarm the nodes hold the sandboxes, not this host: the instance's sandbox services
+    against the limit; memory and disk are each node's (its ``swarm node`` line); this host's
+    pids and bridge filtering say nothing of the nodes."""
+    ours = {"label": [SANDBOX_LABEL, f"kiln.instance={settings.instance}"]}
+    try:
+        services = await call(client.services.list, filters=ours)
+        every = await call(client.services.list, filters={"label": SANDBOX_LABEL})
+    except SandboxError as exc:  # not a manager, say: the swarm line says so too
+        return [CheckResult("capacity", False, str(exc), "point DOCKER_HOST at a swarm manager")]
+    on_nodes = "each node's in its 'swarm node' line"
+    unread = "not read on a swarm's nodes: their set-up (docs/cluster.md, 'Node set-up')"
+    return [
+        capacity_result(settings, InUse(len(services), len(every)), "in the swarm"),
+        CheckResult("memory", True, f"unreserved memory and room: {on_nodes}"),
+        CheckResult("pids", True, f"kernel.pid_max {unread}"),
+        CheckResult("networks", True, f"bridged traffic filtering {unread}"),
+        CheckResult("disk", True, f"disk quota: {on_nodes}"),
     ]
 
 
@@ -98,13 +128,15 @@ async def kiln_networks(client: docker.DockerClient) -> list[dict[str, str]]:
     return [dict(network.attrs.get("Labels") or {}) for network in found]
 
 
-def capacity_result(settings: SandboxSettings, in_use: InUse) -> CheckResult:
-    """This instance's sandboxes against its limit."""
+def capacity_result(
+    settings: SandboxSettings, in_use: InUse, where: str = "on this host"
+) -> CheckResult:
+    """This instance's sandboxes against its limit (``in_use.host``: every kiln's ``where``)."""
     limit = settings.sandbox_limit
     origin = "KILN_MAX_SANDBOXES" if settings.max_sandboxes is not None else "derived"
     detail = (
         f"{in_use.instance} of {limit} sandboxes in use ({origin}; instance "
-        f"{settings.instance!r}); {in_use.host} kiln sandboxes on this host in all"
+        f"{settings.instance!r}); {in_use.host} kiln sandboxes {where} in all"
     )
     hint = "raise KILN_MAX_SANDBOXES if memory allows, or wait for idle sandboxes to be reaped"
     return CheckResult("capacity", in_use.instance < limit, detail, hint)

@@ -7,6 +7,8 @@ import json
 import os
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -14,6 +16,7 @@ from app.cli import main
 from app.cli.doctor_capacity import (
     InUse,
     capacity_result,
+    check_capacity,
     disk_result,
     memory_result,
     networks_result,
@@ -251,3 +254,29 @@ async def test_an_image_source_that_does_not_answer_is_one_line_in_words() -> No
     assert (result.name, result.ok) == ("images", False)
     assert url in result.detail
     assert "KILN_SWARM_IMAGE_SOURCE" in (result.hint or "")
+
+
+class _SwarmManager:
+    """A swarm manager's client as the doctor's capacity rows use it: services by label."""
+
+    def __init__(self, instances: list[str]) -> None:
+        self.services = SimpleNamespace(list=self._list)
+        self._instances = instances
+
+    def _list(self, filters: dict[str, list[str] | str]) -> list[object]:
+        labels = filters["label"]
+        wanted = [label for label in labels if "=" in label] if isinstance(labels, list) else []
+        ours = [i for i in self._instances if not wanted or wanted == [f"kiln.instance={i}"]]
+        return [object() for _ in ours]
+
+
+@pytest.mark.anyio
+async def test_on_a_swarm_the_capacity_rows_read_the_swarm_not_this_host() -> None:
+    env = {"KILN_SANDBOX_BACKEND": "swarm", "KILN_INSTANCE": "mine", "KILN_MAX_SANDBOXES": "9"}
+    client: Any = _SwarmManager(["mine", "mine", "other"])
+    rows = {row.name: row for row in await check_capacity(client, env)}
+    assert rows["capacity"].detail.startswith("2 of 9 sandboxes in use")
+    assert "3 kiln sandboxes in the swarm in all" in rows["capacity"].detail
+    assert "GiB" not in rows["memory"].detail  # this host's MemAvailable says nothing here
+    assert all(row.ok for row in rows.values())
+    assert set(rows) == {"capacity", "memory", "pids", "networks", "disk"}

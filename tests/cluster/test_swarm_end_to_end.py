@@ -174,6 +174,11 @@ async def test_doctor_lists_each_node_with_its_capacity_and_hardening(swarm: Swa
     # which holds only those some sandbox needed ("missing" there is no fault).
     images = {c["name"]: c for c in checks if c["name"].startswith("image ")}
     assert images["image vite-react"]["ok"], images
+    # None of kiln's own host's numbers: the nodes hold the sandboxes.
+    rows = {c["name"]: c["detail"] for c in checks}
+    assert "kiln sandboxes in the swarm in all" in rows["capacity"], rows["capacity"]
+    assert "'swarm node' line" in rows["memory"] and "'swarm node' line" in rows["disk"]
+    assert "GiB available" not in rows["memory"]
 
 
 # docker-py leaks the socket of a refused unix-socket connection (transport/unixconn.py makes it
