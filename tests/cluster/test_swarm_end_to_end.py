@@ -177,7 +177,8 @@ async def test_doctor_lists_each_node_with_its_capacity_and_hardening(swarm: Swa
     # None of kiln's own host's numbers: the nodes hold the sandboxes.
     rows = {c["name"]: c["detail"] for c in checks}
     assert "kiln sandboxes in the swarm in all" in rows["capacity"], rows["capacity"]
-    assert "'swarm node' line" in rows["memory"] and "'swarm node' line" in rows["disk"]
+    assert "'swarm node' line" in rows["memory"]
+    assert "'swarm node' line" in rows["disk"]
     assert "GiB available" not in rows["memory"]
 
 
