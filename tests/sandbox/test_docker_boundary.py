@@ -268,9 +268,10 @@ def _release(connection: _Connection) -> None:
 @pytest.mark.anyio
 async def test_a_connection_made_after_its_caller_left_is_released_by_the_thread() -> None:
     made = _Connection()
-    proceed, returned = threading.Event(), threading.Event()
+    started, proceed, returned = threading.Event(), threading.Event(), threading.Event()
 
     def exec_start() -> _Connection:
+        started.set()
         proceed.wait(HUNG_CALL_LIMIT_SECONDS)
         returned.set()
         return made
@@ -278,8 +279,11 @@ async def test_a_connection_made_after_its_caller_left_is_released_by_the_thread
     with anyio.fail_after(HUNG_CALL_LIMIT_SECONDS):
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(call_owned, _release, exec_start)
-            while docker_threads().borrowed_tokens == 0:
+            # This call's own thread, not a token another test's abandoned thread still holds
+            # (a cancel before the thread starts would leave nothing to release).
+            while not started.is_set():
                 await anyio.sleep(0.01)
+            assert docker_threads().borrowed_tokens >= 1
             tasks.cancel_scope.cancel()  # the caller leaves while the engine still answers
         proceed.set()
         while made.releases == 0:

@@ -555,11 +555,12 @@ async def test_a_name_too_long_for_the_filesystem_sinks_no_other_file(
 
 
 async def test_the_lock_is_renewed_while_a_slow_flush_runs(buffer: WriteBuffer) -> None:
-    # The lock lives 0.1 s unless renewed, the flush takes 0.5 s: a second flusher must still
-    # wait (a holder that dies stops renewing, so its lock frees within the 0.1 s).
-    container = FakeContainer("c1", delay=0.5)
+    # The lock lives 1 s unless renewed (every third of it), the flush takes 3 s: a second
+    # flusher must still wait (a holder that dies stops renewing, so its lock frees within the
+    # 1 s). A shorter life failed in CI: a loop stalled ~0.1 s on a loaded host let it lapse.
+    container = FakeContainer("c1", delay=3.0)
     await _write(buffer, "a.js", "a")
-    flushers = [Flusher(buffer, FakeResolver(container), lock_timeout=0.1) for _ in range(2)]
+    flushers = [Flusher(buffer, FakeResolver(container), lock_timeout=1.0) for _ in range(2)]
     async with anyio.create_task_group() as group:
         group.start_soon(flushers[0].flush)
         await until(lambda: container.active == 1, "the first flush writing", 30)
