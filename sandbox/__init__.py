@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from sandbox.backends.swarm_nodes import NodeReport, swarm_node_reports
     from sandbox.cluster.swarm_settings import SwarmSettings
     from sandbox.containers.disk_quota import sandbox_disk
+    from sandbox.containers.networks import BRIDGE_FILTER_FIX
     from sandbox.containers.npm_cache_report import ProxyCache, proxy_caches
     from sandbox.containers.npm_probe import (
         NpmProbe,
@@ -238,6 +239,7 @@ _EXPORTS: dict[str, str] = {
     "usable_root": "sandbox.disk_mounts",
     "registry_prefix": "sandbox.lifecycle.registry",
     "HostCapacity": "sandbox.backends.contract",
+    "BRIDGE_FILTER_FIX": "sandbox.containers.networks",
     "HostMemory": "sandbox.backends.host_memory",
     "busy_bytes": "sandbox.backends.host_memory",
     "room_for": "sandbox.backends.host_memory",
@@ -319,6 +321,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "BRIDGE_FILTER_FIX",
     "BUILD_COMMAND",
     "BUILD_LOCK",
     "DEFAULT_DATA_DIR",

@@ -15,9 +15,9 @@
   fails when sandboxes have no quota (generated code could fill the host's disk).
 
 On a swarm (``KILN_SANDBOX_BACKEND=swarm``) the nodes hold the sandboxes, so none of this host's
-numbers is read: **capacity** counts the instance's sandbox services in the swarm, memory and disk
-point at each node's ``swarm node`` line (:mod:`app.cli.doctor_swarm`), pids and networks say they
-are the nodes' own set-up.
+numbers is read: **capacity** counts the instance's sandbox services in the swarm; memory, disk
+and networks (bridged traffic filtering) point at each node's ``swarm node`` line
+(:mod:`app.cli.doctor_swarm`); pids says it is the nodes' own set-up.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import docker
 
 from app.cli.doctor_result import CheckResult
 from sandbox import (
+    BRIDGE_FILTER_FIX,
     DEFAULT_DISK_ROOT,
     DEFAULT_TEMPLATE,
     TEMPLATES,
@@ -92,8 +93,8 @@ async def swarm_capacity(
     client: docker.DockerClient, settings: SandboxSettings
 ) -> list[CheckResult]:
     """On a swarm the nodes hold the sandboxes, not this host: the instance's sandbox services
-    against the limit; memory and disk are each node's (its ``swarm node`` line); this host's
-    pids and bridge filtering say nothing of the nodes."""
+    against the limit; memory, disk and bridge filtering are each node's (its ``swarm node``
+    line); this host's pid_max says nothing of the nodes'."""
     ours = {"label": [SANDBOX_LABEL, f"kiln.instance={settings.instance}"]}
     try:
         services = await call(client.services.list, filters=ours)
@@ -106,7 +107,7 @@ async def swarm_capacity(
         capacity_result(settings, InUse(len(services), len(every)), "in the swarm"),
         CheckResult("memory", True, f"unreserved memory and room: {on_nodes}"),
         CheckResult("pids", True, f"kernel.pid_max {unread}"),
-        CheckResult("networks", True, f"bridged traffic filtering {unread}"),
+        CheckResult("networks", True, f"bridged traffic filtering: {on_nodes}"),
         CheckResult("disk", True, f"disk quota: {on_nodes}"),
     ]
 
@@ -180,7 +181,7 @@ def networks_result(networks: list[dict[str, str]], bridge_filter: int | None) -
     detail = f"{shared} shared, {own} per-sandbox from before sharing"
     if bridge_filter == 1:
         return CheckResult("networks", True, f"{detail}; bridged traffic is filtered")
-    hint = "modprobe br_netfilter && sysctl -w net.bridge.bridge-nf-call-iptables=1"
+    hint = BRIDGE_FILTER_FIX
     filtered = "unknown" if bridge_filter is None else "off"
     detail += f"; bridged traffic filtering is {filtered}: sandboxes could reach each other"
     return CheckResult("networks", False, detail, hint)

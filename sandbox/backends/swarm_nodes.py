@@ -2,7 +2,8 @@
 node"): one :class:`NodeReport` per node of the manager's ``docker node ls``.
 
 Per node: its state and availability, the ``kiln.engine`` label and that engine answering (its
-version), kiln's images there as the same builds as kiln's own engine has
+version, and whether its kernel filters bridged traffic: ``enable_icc=false`` needs it), kiln's
+images there as the same builds as kiln's own engine has
 (:mod:`sandbox.cluster.node_images`), its capacity (memory, CPUs, what every task reserves
 there, this instance's sandboxes, room for how many more: :mod:`sandbox.cluster.capacity`), and
 the node requirements read from a **probe sandbox** placed on that node with kiln's own
@@ -37,6 +38,7 @@ from sandbox.cluster.placement import (
 )
 from sandbox.cluster.service_spec import sandbox_service_kwargs
 from sandbox.containers.labels import volume_name
+from sandbox.containers.networks import BRIDGE_FILTER_FIX, engine_filters_bridges
 from sandbox.docker_boundary import call
 from sandbox.env_settings import size_bytes
 from sandbox.errors import SandboxError
@@ -96,10 +98,15 @@ async def _report(
         hint = "make it ready and active with a kiln.engine label (docs/cluster.md)"
         return NodeReport(node.address, False, "; ".join(seen), hint)
     try:
-        version = (await call(backend.engine(node.engine).version)).get("Version", "?")
+        info = await call(backend.engine(node.engine).info)
     except SandboxError as exc:
         return NodeReport(node.address, False, f"{'; '.join(seen)}; engine {node.engine!r}: {exc}")
-    seen.insert(1, f"engine {version}")
+    seen.insert(1, f"engine {info.get('ServerVersion', '?')}")
+    if not engine_filters_bridges(info):
+        unfiltered = "bridged traffic is not filtered: sandboxes on it could reach each other"
+        hint = f"on the node: {BRIDGE_FILTER_FIX}"
+        return NodeReport(node.address, False, f"{'; '.join(seen)}; {unfiltered}", hint)
+    seen.append("bridged traffic filtered")
     disk = await _disk_quota(backend, node)
     if disk is not None:
         hint = "make KILN_SWARM_DISK_ROOT a btrfs filesystem on the node (docs/cluster.md)"

@@ -41,6 +41,7 @@ replaced, the new one joins the shared network and the old network is removed
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 import docker
@@ -52,6 +53,19 @@ from sandbox.errors import SandboxError, SandboxNotFound, SandboxUnavailable
 BRIDGE_NAME_OPTION = "com.docker.network.bridge.name"
 ICC_OPTION = "com.docker.network.bridge.enable_icc"
 BRIDGE_PREFIX = "kiln"
+# enable_icc=false and the kiln+ host rules are iptables rules: they see traffic between two ports
+# of a bridge only while the kernel passes bridged frames through iptables.
+BRIDGE_FILTER_FIX = "modprobe br_netfilter && sysctl -w net.bridge.bridge-nf-call-iptables=1"
+BRIDGE_FILTER_OFF = "bridge-nf-call-iptables is disabled"  # the engine's warning
+
+
+def engine_filters_bridges(info: Mapping[str, Any]) -> bool:
+    """Whether the kernel under an engine passes bridged traffic through iptables, as the
+    engine's ``info`` says (``BridgeNfIptables``; engines that dropped the field warn instead)."""
+    reported = info.get("BridgeNfIptables")
+    if reported is not None:
+        return bool(reported)
+    return not any(BRIDGE_FILTER_OFF in str(warning) for warning in info.get("Warnings") or ())
 
 
 def is_own_network(sandbox_id: str, network: str) -> bool:

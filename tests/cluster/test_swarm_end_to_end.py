@@ -166,7 +166,13 @@ async def test_doctor_lists_each_node_with_its_capacity_and_hardening(swarm: Swa
     assert set(lines) == {f"swarm node {node.address}" for node in swarm.cluster.nodes}
     for line in lines.values():
         assert line["ok"], line
-        for seen in ("ready/active", "room for", "no-new-privileges: met", "mem_limit: met"):
+        for seen in (
+            "ready/active",
+            "room for",
+            "bridged traffic filtered",
+            "no-new-privileges: met",
+            "mem_limit: met",
+        ):
             assert seen in line["detail"], line
         if DISK_QUOTA:
             assert f"disk quota 2g on {str(DEFAULT_DISK_ROOT)!r}" in line["detail"], line

@@ -19,6 +19,7 @@ from sandbox.containers.networks import (
     BRIDGE_NAME_OPTION,
     ICC_OPTION,
     bridge_interface,
+    engine_filters_bridges,
     ensure_sandbox_network,
 )
 from sandbox.docker_boundary import call
@@ -197,3 +198,30 @@ async def test_an_exhausted_address_pool_is_sandbox_capacity_not_a_crash() -> No
     with pytest.raises(SandboxCapacity, match="non-overlapping IPv4 address pool") as caught:
         await ensure_sandbox_network(client, "kiln-sandboxes-x", "x")
     assert caught.value.code == "sandbox_capacity"
+
+
+@pytest.mark.parametrize(
+    ("info", "filtered"),
+    [
+        pytest.param({"BridgeNfIptables": True, "Warnings": None}, True, id="reported-on"),
+        pytest.param({"BridgeNfIptables": False}, False, id="reported-off"),
+        pytest.param(
+            {"Warnings": ["WARNING: bridge-nf-call-iptables is disabled"]},
+            False,
+            id="newer-engine-warns",
+        ),
+        pytest.param(
+            {"Warnings": ["WARNING: No swap limit support"]}, True, id="newer-engine-quiet"
+        ),
+    ],
+)
+def test_an_engine_says_whether_its_kernel_filters_bridged_traffic(
+    info: dict[str, Any], filtered: bool
+) -> None:
+    """enable_icc=false is an iptables rule: without the filter sandboxes reach each other."""
+    assert engine_filters_bridges(info) is filtered
+
+
+async def test_this_engine_filters_bridged_traffic(docker_client: docker.DockerClient) -> None:
+    """What the isolation tests above rely on, read as a swarm node's doctor line reads it."""
+    assert engine_filters_bridges(await call(docker_client.info))
