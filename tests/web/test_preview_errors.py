@@ -35,7 +35,9 @@ CLICK_ERROR = preview_error(
 def built_app(page: Page, service: FakeService, message: str = "make me a todo app") -> str:
     """Send ``message``, wait for its run and for the preview's load at the run's end (which
     clears the console, so a report made before it would be gone); the id of the sandbox shown."""
+    before = len(service.runs)
     send_message(page, message)
+    wait_until(lambda: len(service.runs) > before, "the message's run", 60)
     footers = page.locator(".run-footer[data-state='completed']")
     expect(footers).to_have_count(len(service.runs), timeout=60_000)
     run = max(service.runs.values(), key=lambda run: run.created)
