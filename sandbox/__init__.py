@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from sandbox.backends.swarm_nodes import NodeReport, swarm_node_reports
     from sandbox.cluster.swarm_settings import SwarmSettings
     from sandbox.containers.disk_quota import sandbox_disk
+    from sandbox.containers.labels import instance_filter
     from sandbox.containers.networks import BRIDGE_FILTER_FIX
     from sandbox.containers.npm_cache_report import ProxyCache, proxy_caches
     from sandbox.containers.npm_probe import (
@@ -240,6 +241,7 @@ _EXPORTS: dict[str, str] = {
     "registry_prefix": "sandbox.lifecycle.registry",
     "HostCapacity": "sandbox.backends.contract",
     "BRIDGE_FILTER_FIX": "sandbox.containers.networks",
+    "instance_filter": "sandbox.containers.labels",
     "HostMemory": "sandbox.backends.host_memory",
     "busy_bytes": "sandbox.backends.host_memory",
     "room_for": "sandbox.backends.host_memory",
@@ -413,6 +415,7 @@ __all__ = [
     "hold_preview",
     "host_memory_bytes",
     "host_name",
+    "instance_filter",
     "manager_ports",
     "manager_session",
     "ping_redis",

@@ -41,6 +41,7 @@ from sandbox import (
     SandboxSettings,
     busy_bytes,
     call,
+    instance_filter,
     room_for,
     size_bytes,
     usable_root,
@@ -95,9 +96,8 @@ async def swarm_capacity(
     """On a swarm the nodes hold the sandboxes, not this host: the instance's sandbox services
     against the limit; memory, disk and bridge filtering are each node's (its ``swarm node``
     line); this host's pid_max says nothing of the nodes'."""
-    ours = {"label": [SANDBOX_LABEL, f"kiln.instance={settings.instance}"]}
     try:
-        services = await call(client.services.list, filters=ours)
+        services = await call(client.services.list, filters=instance_filter(settings.instance))
         every = await call(client.services.list, filters={"label": SANDBOX_LABEL})
     except SandboxError as exc:  # not a manager, say: the swarm line says so too
         return [CheckResult("capacity", False, str(exc), "point DOCKER_HOST at a swarm manager")]

@@ -74,6 +74,7 @@ from sandbox.containers.labels import (
     INSTANCE_LABEL,
     OWNER_LABEL,
     container_name,
+    instance_filter,
 )
 from sandbox.containers.npm_proxy import remove_proxy
 from sandbox.docker_boundary import CLIENT_TIMEOUT_SECONDS, CallTimeouts, call, set_call_timeouts
@@ -352,7 +353,7 @@ class SwarmBackend:
         """The instance's services of sandboxes ``known()`` does not name (a crash between
         the record's removal and the service's), then what each reachable node kept of such
         sandboxes (:func:`~sandbox.cluster.node_sweep.sweep_node`)."""
-        wanted = {"label": [LABEL, f"{INSTANCE_LABEL}={self.settings.instance}"]}
+        wanted = instance_filter(self.settings.instance)
         services = await call(self.manager.services.list, filters=wanted)
         ids = await known()  # after the listing: a record is written before its service
         removed = []

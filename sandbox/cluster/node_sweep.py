@@ -23,7 +23,13 @@ from typing import Any
 import docker
 
 from sandbox.cluster.placement import remove_workspace_volume
-from sandbox.containers.labels import INSTANCE_LABEL, RENDER_ROLE, ROLE_LABEL, SHARED
+from sandbox.containers.labels import (
+    INSTANCE_LABEL,
+    RENDER_ROLE,
+    ROLE_LABEL,
+    SHARED,
+    instance_filter,
+)
 from sandbox.docker_boundary import call
 from sandbox.errors import SandboxNotFound
 from sandbox.settings import LABEL
@@ -43,8 +49,7 @@ async def sweep_node(
     """Remove what ``engine``'s node kept of ``instance``'s sandboxes unknown to ``known()``
     (module docstring); what was removed, as ``"volume NAME"``, ``"disk NAME"``,
     ``"container NAME"``."""
-    wanted = {"label": [LABEL, f"{INSTANCE_LABEL}={instance}"]}
-    volumes = await call(engine.volumes.list, filters=wanted)
+    volumes = await call(engine.volumes.list, filters=instance_filter(instance))
     ids = await known()
     removed: list[str] = []
     for volume in volumes:

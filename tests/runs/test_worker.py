@@ -108,6 +108,13 @@ async def queue_drained(client: redis.asyncio.Redis) -> None:
             await anyio.sleep(0.02)
 
 
+async def first_file_written(store: Store, run_id: str) -> None:
+    """Wait until the run wrote its first file (it is under way, holding its queue entry)."""
+    with anyio.fail_after(HANG_GUARD_SECONDS):
+        while not store.events_of_type(run_id, "file_end"):
+            await anyio.sleep(0.02)
+
+
 async def submit(service: RunService, store: Store, content: str = "make a todo app") -> Run:
     user, chat = new_chat(store)
     run_id, _message_id = await service.submit(user.id, chat.id, content, "replay", "todo-app")
@@ -319,9 +326,7 @@ async def test_a_run_failed_by_the_reaper_is_dropped_quietly_by_its_worker(
     providers = replay_factory(tokens_per_second=200.0)
     async with running_workers(settings, store, client, MemoryWorkspaces(), providers):
         run = await submit(service, store)
-        with anyio.fail_after(HANG_GUARD_SECONDS):
-            while not store.events_of_type(run.id, "file_end"):
-                await anyio.sleep(0.02)
+        await first_file_written(store, run.id)
         assert await reaper.reap(now=time.time() + 10 * settings.run_deadline_seconds) == [run.id]
         await events_until_finished(store, client, run.id)
         await queue_drained(client)  # the worker acknowledged the entry of the ended run
@@ -344,9 +349,7 @@ async def test_a_run_whose_queue_entry_redis_lost_goes_on_and_completes(
     providers = replay_factory(tokens_per_second=200.0)
     async with running_workers(settings, store, client, MemoryWorkspaces(), providers):
         run = await submit(service, store)
-        with anyio.fail_after(HANG_GUARD_SECONDS):
-            while not store.events_of_type(run.id, "file_end"):
-                await anyio.sleep(0.02)
+        await first_file_written(store, run.id)
         queue = RunQueue(client)
         for entry in await client.xrange(queue.stream):
             await client.xdel(queue.stream, entry[0])
